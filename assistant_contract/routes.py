@@ -1,0 +1,57 @@
+"""The gateway's member-API route table, its public paths and its scopes (GATEWAY.md)."""
+
+from __future__ import annotations
+
+from typing import Final, TypedDict
+
+
+class Route(TypedDict):
+    """One member-API route: how it is called and what it needs."""
+
+    method: str
+    path: str
+    scope: str | None  # None: public, no credential
+    priced: bool  # can the gateway answer it with an x402 price (402)?
+
+
+ROUTES: Final[dict[str, Route]] = {
+    "member.me": {"method": "GET", "path": "/v1/member/me", "scope": "read:profile", "priced": False},
+    "member.membership": {
+        "method": "GET",
+        "path": "/v1/member/membership",
+        "scope": "read:membership",
+        "priced": False,
+    },
+    "member.wagers": {"method": "GET", "path": "/v1/member/wagers", "scope": "read:wagers", "priced": True},
+    "member.fees": {"method": "GET", "path": "/v1/member/fees", "scope": "read:fees", "priced": True},
+    "member.intents.build": {
+        "method": "POST",
+        "path": "/v1/member/intents/build",
+        "scope": "build:intents",
+        "priced": True,
+    },
+    "member.assistant.chat": {
+        "method": "POST",
+        "path": "/v1/member/assistant/chat",
+        "scope": "assistant:chat",
+        "priced": False,
+    },
+    "member.openapi": {"method": "GET", "path": "/v1/member/openapi.json", "scope": None, "priced": False},
+}
+
+# The four public GET paths; `{name}` segments are filled from tool arguments, one segment each.
+PUBLIC_PATHS: Final[tuple[str, ...]] = (
+    "/status",
+    "/v1/polymarket/{chainId}/markets",
+    "/v1/perps/pairs",
+    "/v1/news/{chainId}/{asset}",
+)
+
+ALL_SCOPES: Final[tuple[str, ...]] = (
+    "assistant:chat",
+    "build:intents",
+    "read:fees",
+    "read:membership",
+    "read:profile",
+    "read:wagers",
+)

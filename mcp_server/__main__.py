@@ -1,0 +1,5 @@
+"""`python -m mcp_server`: the same entry point as the `fairwins-mcp` console script."""
+
+from .cli import main
+
+raise SystemExit(main())

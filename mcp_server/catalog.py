@@ -1,0 +1,72 @@
+"""The shapes of what a server offers: tools, resources, resource templates and prompts.
+
+The dispatcher serves whatever `Catalog` it is given; the shipped server composes one from the
+snapshot and the gateway, and the conformance tests compose another from their fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .context import RequestContext
+from .jsonrpc import JSONObject
+
+
+class Tool(Protocol):
+    name: str
+
+    def definition(self) -> JSONObject: ...
+
+    def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
+        """A CallToolResult. Tool failures are results with isError; only protocol errors raise McpError."""
+        ...
+
+
+class Resource(Protocol):
+    uri: str
+    ttl_ms: int
+    cache_scope: str  # "public" or "private" (2026-07-28 caching hints)
+
+    def definition(self) -> JSONObject: ...
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]:
+        """The `contents` list; raises McpError naming why when a live source cannot be read."""
+        ...
+
+
+class ResourceTemplate(Protocol):
+    ttl_ms: int
+    cache_scope: str
+
+    def definition(self) -> JSONObject: ...
+
+    def read(self, uri: str, ctx: RequestContext) -> list[JSONObject] | None:
+        """Contents for a matching `uri`, or None when the URI is not this template's."""
+        ...
+
+    def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
+
+
+class Prompt(Protocol):
+    name: str
+
+    def definition(self) -> JSONObject: ...
+
+    def get(self, arguments: dict[str, str], ctx: RequestContext) -> JSONObject:
+        """`{"description"?, "messages"}`; raises McpError(-32602) for bad arguments."""
+        ...
+
+    def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Catalog:
+    tools: Sequence[Tool] = ()
+    resources: Sequence[Resource] = ()
+    templates: Sequence[ResourceTemplate] = ()
+    prompts: Sequence[Prompt] = ()
+    instructions: str = ""
+    list_ttl_ms: int = 300_000  # lists never vary per caller here, so clients may cache them
+    extra: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,37 @@
+"""Command line: argv + environment → Config → the stdio or HTTP server. `main(argv) -> int`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from . import __version__, logs
+from .config import ConfigError, from_env, parse_args
+
+log = logging.getLogger("fairwins_mcp")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = from_env(os.environ, args)
+    except ConfigError as exc:
+        sys.stderr.write(f"fairwins-mcp: {exc}\n")
+        return 2
+    logs.configure(config.log_level)
+    if config.api_token:
+        logs.register_secret(config.api_token)
+    from .server import build_dispatcher  # after logging, so snapshot problems are reported there
+
+    dispatcher = build_dispatcher(config)
+    log.info(
+        "fairwins-mcp %s; gateway %s; token %s",
+        __version__,
+        config.api_url or "not configured (FAIRWINS_API_URL is not set)",
+        logs.redact(config.api_token),
+    )
+    from . import stdio  # deferred: the stdio path never loads the HTTP server code
+
+    return stdio.serve(dispatcher, bearer=config.api_token, workers=config.workers)

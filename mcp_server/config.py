@@ -1,0 +1,97 @@
+"""One frozen Config: every environment variable and flag is read here and nowhere else."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be served; the message is one sentence for stderr."""
+
+
+@dataclass(frozen=True)
+class Config:
+    api_url: str | None = None
+    api_token: str | None = field(default=None, repr=False)
+    timeout: float = 10.0
+    max_response_bytes: int = 4 * 1024 * 1024
+    log_level: str = "info"
+    workers: int = 16
+    # HTTP mode only
+    http_port: int | None = None
+    host: str = "127.0.0.1"
+    allowed_origins: tuple[str, ...] = ()
+    allow_shared_token: bool = False
+    max_concurrency: int = 32
+    max_body_bytes: int = 1024 * 1024
+    cloud_run: bool = False
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low:g} and {high:g}, not {raw}")
+    return value
+
+
+def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
+    token = env.get("FAIRWINS_API_TOKEN", "").strip() or None
+    if token is not None and any(ch in token for ch in "\r\n\x00 "):
+        raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
+    level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    origins = [o.strip() for o in env.get("FAIRWINS_MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+    cloud_run = bool(env.get("K_SERVICE"))
+    http_port = getattr(args, "http", None)
+    host = getattr(args, "host", None) or ("0.0.0.0" if cloud_run else "127.0.0.1")
+    origins += list(getattr(args, "allowed_origin", None) or [])
+    for origin in origins:
+        if origin == "*" or origin.lower() == "null":
+            raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
+    return Config(
+        api_url=env.get("FAIRWINS_API_URL", "").strip() or None,
+        api_token=token,
+        timeout=_number(env, "FAIRWINS_MCP_TIMEOUT", 10.0, 0.1, 300.0),
+        max_response_bytes=int(_number(env, "FAIRWINS_MCP_MAX_RESPONSE_BYTES", 4 * 1024 * 1024, 1024, 1 << 30)),
+        log_level=level,
+        http_port=http_port,
+        host=host,
+        allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
+        allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
+        max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
+        cloud_run=cloud_run,
+    )
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fairwins-mcp",
+        description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
+    )
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
+    parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
+    parser.add_argument(
+        "--allowed-origin", action="append", metavar="ORIGIN", help="a browser origin to serve (repeatable)"
+    )
+    parser.add_argument(
+        "--allow-shared-token",
+        action="store_true",
+        help="allow FAIRWINS_API_TOKEN in HTTP mode (every caller without a header acts as that member)",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return argument_parser().parse_args(argv)

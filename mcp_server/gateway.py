@@ -1,0 +1,345 @@
+"""The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
+
+HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
+nothing here raises for what the gateway did. Each call has a deadline enforced by the shared
+watchdog, redirects are never followed, bodies and headers are size-capped, connections are
+reused per worker thread, and only unpaid GETs are ever retried.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import ipaddress
+import random
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from . import __version__
+from .context import Cancellation, Payment
+from .watchdog import WATCHDOG
+
+USER_AGENT: Final = f"fairwins-mcp/{__version__}"
+RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
+RETRY_CAUSES: Final = frozenset({"reset"})
+MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
+CHUNK: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The gateway's base URL, parsed once."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # base path without a trailing slash ("" for the root)
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_base_url(url: str) -> Target:
+    """FAIRWINS_API_URL → Target; ValueError with a sentence when it is not a usable base URL."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("FAIRWINS_API_URL must be an http:// or https:// URL, e.g. https://relay.fairwins.app")
+    if parts.username or parts.password:
+        raise ValueError("FAIRWINS_API_URL must not carry a user name or password")
+    if parts.query or parts.fragment:
+        raise ValueError("FAIRWINS_API_URL must not carry a query or a fragment")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return Target(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRequest:
+    method: str
+    path: str  # percent-encoded already, starting with "/"
+    query: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    bearer: str | None = field(default=None, repr=False)
+    payment: Payment | None = None
+
+    @property
+    def retriable(self) -> bool:
+        # A POST may have acted, and a paid request must reach the gateway exactly once.
+        return self.method == "GET" and self.payment is None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    attempts: int = 1
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lower), None)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayFailure:
+    """The gateway could not be asked, or its answer could not be had.
+
+    `sent` is whether the request may have reached the gateway (what a paid call must report).
+    """
+
+    cause: str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+    detail: str
+    sent: bool
+    attempts: int = 1
+
+
+Outcome = GatewayResponse | GatewayFailure
+
+
+class TransportError(Exception):
+    def __init__(self, cause: str, detail: str, sent: bool) -> None:
+        super().__init__(detail)
+        self.cause, self.detail, self.sent = cause, detail, sent
+
+
+class Transport(Protocol):
+    """Sends one request and reads one whole answer; raises TransportError for network failures."""
+
+    def send(
+        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+    ) -> GatewayResponse: ...
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
+class HttpTransport:
+    """http.client underneath: keep-alive per worker thread, deadline and cancel close the socket."""
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self._local = threading.local()
+        self._ssl = ssl.create_default_context()
+
+    def _pool(self) -> dict[tuple[str, str, int], http.client.HTTPConnection]:
+        pool: dict[tuple[str, str, int], http.client.HTTPConnection] | None = getattr(self._local, "pool", None)
+        if pool is None:
+            pool = self._local.pool = {}
+        return pool
+
+    def _connect(self, target: Target, timeout: float) -> http.client.HTTPConnection:
+        if target.scheme == "http":
+            return http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+        proxy = None if target.is_loopback else _https_proxy(target.host)
+        if proxy is None:
+            return http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=self._ssl)
+        # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
+        conn = http.client.HTTPSConnection(proxy[0], proxy[1], timeout=timeout, context=self._ssl)
+        conn.set_tunnel(target.host, target.port)
+        return conn
+
+    def send(
+        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+    ) -> GatewayResponse:
+        key = (target.scheme, target.host, target.port)
+        pool = self._pool()
+        remaining = max(deadline - time.monotonic(), 0.001)
+        conn = None if fresh else pool.pop(key, None)
+        if conn is None:
+            conn = self._connect(target, remaining)
+        elif conn.sock is not None:
+            conn.sock.settimeout(remaining)
+        aborted: list[str] = []
+
+        def abort(reason: str) -> None:
+            aborted.append(reason)
+            sock = conn.sock if conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
+                except OSError:
+                    pass
+
+        timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
+        unregister = cancellation.on_cancel(lambda: abort("cancelled"))
+        sent = False
+        keep = False
+        try:
+            url = target.prefix + request.path
+            if request.query:
+                url += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
+            conn.putrequest(request.method, url, skip_accept_encoding=True)
+            conn.putheader("Accept", "application/json")
+            conn.putheader("User-Agent", USER_AGENT)
+            if request.payment is not None:
+                conn.putheader(request.payment.header, request.payment.value)
+            elif request.bearer is not None:
+                conn.putheader("Authorization", f"Bearer {request.bearer}")
+            if request.body is not None:
+                conn.putheader("Content-Type", "application/json")
+                conn.putheader("Content-Length", str(len(request.body)))
+            sent = True  # from here on, the gateway may have seen the request
+            conn.endheaders(request.body)
+            resp = conn.getresponse()
+            headers = tuple(resp.getheaders())
+            if sum(len(k) + len(v) + 4 for k, v in headers) > MAX_HEADER_BYTES:
+                raise TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", True)
+            length = resp.getheader("Content-Length")
+            if length is not None and length.isdigit() and int(length) > self.max_body:
+                raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True)
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                chunk = resp.read1(CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > self.max_body:
+                    raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True)
+                chunks.append(chunk)
+            keep = not fresh and not resp.will_close and not aborted
+            return GatewayResponse(resp.status, headers, b"".join(chunks))
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise _classify(exc, aborted, sent, deadline) from None
+        finally:
+            timer.cancel()
+            unregister()
+            if keep:
+                pool[key] = conn
+            else:
+                conn.close()
+
+
+def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
+    if "cancelled" in aborted:
+        return TransportError("cancelled", "the call was cancelled", sent)
+    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
+        return TransportError("timeout", "it did not answer in time", sent)
+    if isinstance(exc, socket.gaierror):
+        return TransportError("dns", "its host name did not resolve", False)
+    if isinstance(exc, ConnectionRefusedError):
+        return TransportError("refused", "the connection was refused", False)
+    if isinstance(exc, ssl.SSLError):
+        return TransportError("tls", "the TLS connection failed", sent)
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)):
+        return TransportError("reset", "the connection was reset", sent)
+    if isinstance(exc, http.client.IncompleteRead):
+        return TransportError("reset", "the connection closed in the middle of the answer", sent)
+    if isinstance(exc, http.client.HTTPException):
+        return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
+    if isinstance(exc, OSError):
+        return TransportError("connection", "the connection failed", sent)
+    return TransportError("connection", f"the connection failed ({type(exc).__name__})", sent)
+
+
+def _https_proxy(host: str) -> tuple[str, int] | None:
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get("https")
+    if not proxy or urllib.request.proxy_bypass_environment(host):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return parts.hostname, parts.port or 8080
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+class Gateway:
+    """The FairWins gateway as this server sees it: call(request) → Outcome, never an exception."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        timeout: float = 10.0,
+        max_body: int = 4 * 1024 * 1024,
+        attempts: int = 3,
+        transport: Transport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.attempts = attempts
+        self.transport: Transport = transport or HttpTransport(max_body)
+        self._rng = rng or random.Random()
+        self.target: Target | None = None
+        self.config_problem: str | None = None
+        if base_url:
+            try:
+                self.target = parse_base_url(base_url)
+            except ValueError as exc:
+                self.config_problem = str(exc)
+
+    def backoff(self, attempt: int) -> float:
+        """Capped exponential backoff with jitter, so retrying clients do not arrive in lockstep."""
+        ceiling = min(0.25 * 2 ** (attempt - 1), 2.0)
+        return self._rng.uniform(ceiling / 2, ceiling)
+
+    def call(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+    ) -> Outcome:
+        if self.target is None:
+            detail = self.config_problem or "FAIRWINS_API_URL is not set"
+            return GatewayFailure("not_configured", detail, False, 0)
+        cancellation = cancellation or Cancellation()
+        deadline = time.monotonic() + self.timeout
+        attempts = self.attempts if request.retriable else 1
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                # A request that must not be retried gets a fresh connection: a stale keep-alive
+                # socket would make "did it arrive?" unanswerable.
+                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable)
+            except TransportError as exc:
+                if exc.cause in RETRY_CAUSES and attempt < attempts:
+                    delay = self.backoff(attempt)
+                    if time.monotonic() + delay < deadline:
+                        if on_retry:
+                            on_retry(attempt, exc.detail, delay)
+                        if cancellation.wait(delay):
+                            return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
+                        continue
+                return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
+            if resp.status in RETRY_STATUSES and attempt < attempts:
+                wait = retry_after_seconds(resp.header("Retry-After"))
+                delay = self.backoff(attempt) if wait is None else wait
+                # Honour Retry-After only when it fits in this call's deadline; otherwise the
+                # answer itself (with its wait) is the honest result.
+                if time.monotonic() + delay < deadline:
+                    if on_retry:
+                        on_retry(attempt, f"it answered {resp.status}", delay)
+                    if cancellation.wait(delay):
+                        return GatewayFailure("cancelled", "the call was cancelled", True, attempt)
+                    continue
+            return GatewayResponse(resp.status, resp.headers, resp.body, attempt)

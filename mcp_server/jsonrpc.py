@@ -1,0 +1,161 @@
+"""Sans-I/O JSON-RPC 2.0: bytes in, message values out; message values in, bytes out.
+
+Nothing here raises for bad input: an unreadable message is returned as an `Invalid` value that
+carries the error to send back, so every transport answers malformed input the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+RESOURCE_NOT_FOUND: Final = -32002  # legacy revisions only
+HEADER_MISMATCH: Final = -32020  # 2026-07-28
+MISSING_CAPABILITY: Final = -32021  # 2026-07-28
+UNSUPPORTED_VERSION: Final = -32022  # 2026-07-28
+
+Id = str | int
+JSONObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: Id
+    method: str
+    params: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResponse:
+    """A response the client sent us. The server never asks the client anything, so it is dropped."""
+
+    id: Id | None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Input that must be answered with `error` under `id` (None when the id could not be read)."""
+
+    id: Id | None
+    error: JSONObject
+
+
+Message = Request | Notification | ClientResponse | Invalid
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A JSON array of messages (2025-03-26 only; the dispatcher decides whether to accept it)."""
+
+    items: tuple[Message, ...]
+
+
+class McpError(Exception):
+    """A protocol error to send as a JSON-RPC error object (never a tool failure: those are results)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> JSONObject:
+        return error_object(self.code, self.message, self.data)
+
+
+def error_object(code: int, message: str, data: Any = None) -> JSONObject:
+    err: JSONObject = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return err
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON (RFC 8259), whatever Python's json module accepts by default.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _valid_id(value: Any) -> bool:
+    # MCP: "Request ID must be a string or integer" (never null, never a float, never a bool).
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def loads(data: bytes | str) -> Any:
+    """Strict JSON: UTF-8 only, no NaN/Infinity; raises ValueError (depth included) on anything else."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
+
+
+def classify(obj: Any) -> Message:
+    """One decoded JSON value → the message it is (or the error it earns)."""
+    if not isinstance(obj, dict):
+        return Invalid(None, error_object(INVALID_REQUEST, "Invalid Request: a message must be a JSON object"))
+    raw_id = obj.get("id")
+    has_id = "id" in obj
+    msg_id: Id | None = raw_id if _valid_id(raw_id) else None
+    if obj.get("jsonrpc") != "2.0":
+        return Invalid(msg_id, error_object(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
+    method = obj.get("method")
+    if method is None and ("result" in obj or "error" in obj):
+        return ClientResponse(msg_id)
+    if not isinstance(method, str):
+        return Invalid(msg_id, error_object(INVALID_REQUEST, 'Invalid Request: "method" must be a string'))
+    params = obj.get("params", {})
+    if has_id and not _valid_id(raw_id):
+        return Invalid(None, error_object(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'))
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        if not has_id:
+            return Notification(method, {})  # a malformed notification is ignored, never answered
+        return Invalid(msg_id, error_object(INVALID_PARAMS, 'Invalid params: "params" must be an object'))
+    if not has_id:
+        return Notification(method, params)
+    assert msg_id is not None
+    return Request(msg_id, method, params)
+
+
+def parse(data: bytes) -> Message | Batch:
+    """Bytes of one framed message → a message, a batch, or the error to answer with."""
+    try:
+        text = data.decode("utf-8")
+        obj = loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        reason = "not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else str(exc).split(":")[0]
+        return Invalid(None, error_object(PARSE_ERROR, f"Parse error: {reason}"))
+    if isinstance(obj, list):
+        if not obj:
+            return Invalid(None, error_object(INVALID_REQUEST, "Invalid Request: an empty batch"))
+        return Batch(tuple(classify(item) for item in obj))
+    return classify(obj)
+
+
+def response(msg_id: Id | None, result: JSONObject) -> JSONObject:
+    return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+
+def error_response(msg_id: Id | None, error: JSONObject) -> JSONObject:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
+
+
+def notification(method: str, params: JSONObject) -> JSONObject:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def dumps(message: Any) -> bytes:
+    """Compact, ASCII-only JSON: no raw newline, U+2028 or lone surrogate can reach a line-framed wire."""
+    return json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")

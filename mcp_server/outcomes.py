@@ -1,0 +1,141 @@
+"""Gateway outcomes → honest MCP results: the gateway's JSON verbatim, or a sentence naming the failure.
+
+Every sentence is a template from the snapshot's `wording` (assistant_contract.results), so the
+model reads the same words here as in the app. A failure is never rendered as [], 0 or a gap.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from .gateway import GatewayFailure, GatewayResponse, Outcome, retry_after_seconds
+from .jsonrpc import JSONObject, loads
+
+PUBLIC_NOTE = "This public read needed no token."
+MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
+
+
+def clean(text: object, limit: int = MAX_QUOTED) -> str:
+    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, capped."""
+    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in str(text)).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Wording:
+    unknown: str
+    state_phrases: dict[str, str]
+    chain_unknown: str
+    failures: dict[str, str]
+
+    @classmethod
+    def from_snapshot(cls, wording: dict[str, Any]) -> Wording:
+        return cls(wording["unknown"], wording["statePhrases"], wording["chainUnknown"], wording["failures"])
+
+    def failure(self, cause: str, what: str, *, detail: str = "", scope: str = "", wait: str = "") -> str:
+        sentence = self.failures[cause].format(what=what, detail=detail, scope=scope, wait=wait)
+        return f"{sentence} {self.unknown}"
+
+
+def text_block(text: str) -> JSONObject:
+    return {"type": "text", "text": text}
+
+
+def error_result(text: str) -> JSONObject:
+    return {"content": [text_block(text)], "isError": True}
+
+
+def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
+    """(value, None) when the body is JSON; (None, why not) otherwise."""
+    if not resp.body.strip():
+        return None, ": it was empty"
+    try:
+        return loads(resp.body.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, ": it was not valid UTF-8"
+    except ValueError as exc:
+        if "deeply" in str(exc):
+            return None, ": it was nested too deeply to read"
+        kind = clean(resp.header("Content-Type") or "no content type", 60)
+        return None, f": it was not JSON ({kind})"
+
+
+def _seconds(value: float) -> str:
+    return f"{int(value)} s" if value < 120 else f"{int(value // 60)} min" if value < 7200 else f"{int(value // 3600)} h"
+
+
+def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:
+    """The sentence for an outcome that is not a readable 2xx JSON answer."""
+    if isinstance(outcome, GatewayFailure):
+        if outcome.cause == "not_configured":
+            if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
+                return wording.failure("gateway_not_configured", what)
+            return wording.failure("unreachable", what, detail=f": {outcome.detail}")
+        if outcome.cause in ("too_large", "unreadable"):
+            return wording.failure("unreadable_answer", what, detail=f": {outcome.detail}")
+        if outcome.cause == "timeout" and timeout:
+            return wording.failure("unreachable", what, detail=f": it did not answer within {_seconds(timeout)}")
+        return wording.failure("unreachable", what, detail=f": {outcome.detail}")
+    status = outcome.status
+    body, _ = read_json(outcome)
+    said = body.get("message") if isinstance(body, dict) else None
+    quoted = f": the gateway said “{clean(said)}”" if isinstance(said, str) and said.strip() else ""
+    if 300 <= status < 400:
+        return wording.failure("redirected", what, detail=f" ({status})")
+    if status == 401:
+        return wording.failure("token_refused", what)
+    if status == 403:
+        named = body.get("scope") if isinstance(body, dict) else None
+        return wording.failure("scope_missing", what, scope=clean(named, 40) if isinstance(named, str) else scope)
+    if status == 404:
+        return wording.failure("not_found", what, detail=quoted)
+    if status == 429:
+        wait = retry_after_seconds(outcome.header("Retry-After"))
+        return wording.failure("rate_limited", what, wait=f" (retry after {_seconds(wait)})" if wait is not None else "")
+    if status == 503:
+        return wording.failure("unavailable", what, detail=quoted)
+    if status >= 500:
+        return wording.failure("gateway_error", what, detail=f": it answered {status}")
+    if status >= 400:
+        return wording.failure("refused_request", what, detail=quoted or f": it answered {status}")
+    return wording.failure("unreadable_answer", what, detail=f": it answered {status}")
+
+
+def chain_notes(value: Any, wording: Wording) -> list[str]:
+    """A sentence for every chain in a per-chain envelope that is not `read`, then the UNKNOWN rule."""
+    chains = value.get("chains") if isinstance(value, dict) else None
+    if not isinstance(chains, list):
+        return []
+    notes = []
+    for chain in chains:
+        if not isinstance(chain, dict) or chain.get("state") == "read":
+            continue
+        state = chain.get("state")
+        phrase = wording.state_phrases.get(state) if isinstance(state, str) and state != "read" else None
+        if phrase is None:
+            phrase = f"is in a state this server does not recognise ({clean(state, 40)})"
+        reason = chain.get("reason")
+        notes.append(
+            wording.chain_unknown.format(
+                chain_id=clean(chain.get("chainId", "(unnamed)"), 24),
+                phrase=phrase,
+                reason=f" ({clean(reason)})" if isinstance(reason, str) and reason.strip() else "",
+            )
+        )
+    if notes:
+        notes.append(wording.unknown)
+    return notes
+
+
+def success_result(value: Any, notes: list[str]) -> JSONObject:
+    """The gateway's JSON verbatim as structuredContent and as text, plus the honest notes."""
+    content = [text_block(json.dumps(value, ensure_ascii=False, separators=(",", ":")))]
+    if notes:
+        content.append(text_block(" ".join(notes)))
+    result: JSONObject = {"content": content, "isError": False}
+    if isinstance(value, dict):
+        result["structuredContent"] = value
+    return result

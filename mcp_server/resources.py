@@ -1,0 +1,95 @@
+"""Resources: fairwins://openapi and fairwins://status read live from the gateway, fairwins://guide embedded."""
+
+from __future__ import annotations
+
+from importlib import resources as package_files
+from typing import Final
+
+from .context import RequestContext
+from .gateway import Gateway, GatewayRequest, GatewayResponse
+from .jsonrpc import INTERNAL_ERROR, JSONObject, McpError
+from .outcomes import Wording, describe_failure, read_json
+
+GUIDE_URI: Final = "fairwins://guide"
+
+
+class GuideResource:
+    """Embedded, so an agent can learn the custody model before it has a working token."""
+
+    uri = GUIDE_URI
+    ttl_ms = 3_600_000
+    cache_scope = "public"
+
+    def __init__(self) -> None:
+        self.text = (package_files.files("mcp_server") / "guide.md").read_text(encoding="utf-8")
+
+    def definition(self) -> JSONObject:
+        return {
+            "uri": self.uri,
+            "name": "guide",
+            "title": "Keys, scopes and custody",
+            "description": "How members create tokens, what each scope allows, and what this server will never do.",
+            "mimeType": "text/markdown",
+            "size": len(self.text.encode("utf-8")),
+        }
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]:
+        return [{"uri": self.uri, "mimeType": "text/markdown", "text": self.text}]
+
+
+class GatewayResource:
+    """A public gateway document, read live on every request; unreadable is an error, never empty."""
+
+    ttl_ms = 0  # live: never serve a stale copy as if it were current
+    cache_scope = "public"
+
+    def __init__(
+        self, uri: str, path: str, name: str, title: str, description: str, gateway: Gateway, wording: Wording
+    ) -> None:
+        self.uri, self.path, self.name, self.title, self.description = uri, path, name, title, description
+        self.gateway, self.wording = gateway, wording
+
+    def definition(self) -> JSONObject:
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "mimeType": "application/json",
+        }
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]:
+        outcome = self.gateway.call(GatewayRequest("GET", self.path), ctx.cancellation)
+        what = f"{self.uri} ({self.title.lower()})"
+        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+            _, problem = read_json(outcome)
+            if problem is None:
+                return [{"uri": self.uri, "mimeType": "application/json", "text": outcome.body.decode("utf-8")}]
+            message = self.wording.failure("unreadable_answer", what, detail=problem)
+        else:
+            message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
+        raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
+
+
+def build_resources(gateway: Gateway, wording: Wording) -> list[GuideResource | GatewayResource]:
+    return [
+        GatewayResource(
+            "fairwins://openapi",
+            "/v1/member/openapi.json",
+            "openapi",
+            "Member API OpenAPI document",
+            "The gateway's OpenAPI description of the Member API, read live.",
+            gateway,
+            wording,
+        ),
+        GatewayResource(
+            "fairwins://status",
+            "/status",
+            "status",
+            "Gateway status",
+            "Health, version, chains and rails that are on, and x402 prices, read live.",
+            gateway,
+            wording,
+        ),
+        GuideResource(),
+    ]

@@ -1,0 +1,42 @@
+"""Composition: the shipped catalog (snapshot tools, build_intent, resources, prompts) over one gateway."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .catalog import Catalog
+from .config import Config
+from .gateway import Gateway
+from .outcomes import Wording
+from .prompts import PortfolioBriefing, WagerReview
+from .protocol import Dispatcher
+from .resources import build_resources
+from .snapshot import Snapshot, load
+from .tools import build_tools
+
+INSTRUCTIONS: Final = (
+    "FairWins tools read a member's own data through the FairWins gateway with the member's own "
+    "token, plus public market data. This server holds no key: it never signs, never submits and "
+    "never pays; build_intent returns typed data for the member to sign elsewhere. A source "
+    "reported as unreadable or not-configured, or a failed call, is an UNKNOWN, never none or zero. "
+    "Read fairwins://guide for keys, scopes and the custody model."
+)
+
+
+def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
+    snap = snap or load()
+    wording = Wording.from_snapshot(snap.wording)
+    return Catalog(
+        tools=build_tools(snap, gateway, wording),
+        resources=build_resources(gateway, wording),
+        prompts=[WagerReview(gateway, wording), PortfolioBriefing()],
+        instructions=INSTRUCTIONS,
+    )
+
+
+def build_gateway(config: Config) -> Gateway:
+    return Gateway(config.api_url, timeout=config.timeout, max_body=config.max_response_bytes)
+
+
+def build_dispatcher(config: Config, gateway: Gateway | None = None) -> Dispatcher:
+    return Dispatcher(build_catalog(gateway or build_gateway(config)))

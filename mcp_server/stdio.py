@@ -1,0 +1,184 @@
+"""stdio transport: one JSON-RPC message per line, requests handled concurrently, stdout kept for the wire.
+
+"The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
+stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
+code, lands on stderr instead of corrupting the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import BinaryIO, Final
+
+from .context import RequestContext
+from .jsonrpc import (
+    INVALID_REQUEST,
+    Batch,
+    Id,
+    JSONObject,
+    Notification,
+    Request,
+    dumps,
+    error_object,
+    error_response,
+    parse,
+)
+from .protocol import Dispatcher, Session
+
+log = logging.getLogger("fairwins_mcp.stdio")
+
+MAX_LINE: Final = 4 * 1024 * 1024
+
+
+class _Stop(Exception):
+    """Raised by the SIGTERM handler to break out of a blocking read."""
+
+
+def claim_stdout() -> BinaryIO:
+    """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
+    sys.stdout.flush()
+    wire = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return wire
+
+
+class StdioServer:
+    def __init__(
+        self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.wire = wire
+        self.bearer = bearer
+        self.session = Session(http=False)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fairwins-mcp-call")
+        self._write_lock = threading.Lock()
+        self._inflight: dict[Id, RequestContext] = {}
+        self._inflight_lock = threading.Lock()
+        self._pending: set[Future[None]] = set()
+        self._reading = False
+        self._stopping = False
+        self._wire_broken = False
+
+    # ---- output -------------------------------------------------------------------------
+
+    def write(self, message: JSONObject | list[JSONObject]) -> None:
+        data = dumps(message) + b"\n"
+        with self._write_lock:
+            if self._wire_broken:
+                return
+            try:
+                self.wire.write(data)
+                self.wire.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                self._wire_broken = True  # the client is gone; keep draining quietly
+
+    # ---- input --------------------------------------------------------------------------
+
+    def context(self) -> RequestContext:
+        return RequestContext(
+            bearer=self.bearer, bearer_source="env" if self.bearer else "none", send=self.write
+        )
+
+    def cancel(self, params: JSONObject) -> None:
+        request_id = params.get("requestId")
+        with self._inflight_lock:
+            ctx = self._inflight.get(request_id) if isinstance(request_id, (str, int)) else None
+        if ctx is not None:
+            ctx.cancellation.cancel()  # stops the gateway wait; the answer is then not sent
+
+    def _submit(self, work: Request | Batch, ctx: RequestContext | None) -> None:
+        if self.dispatcher.is_blocking(work):
+            future = self.pool.submit(self._run, work, ctx)
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
+        else:
+            self._run(work, ctx)
+
+    def _run(self, work: Request | Batch, ctx: RequestContext | None) -> None:
+        if isinstance(work, Batch):
+            reply = self.dispatcher.handle_batch(work, self.session, self.context)
+            if reply.message is not None:
+                self.write(reply.message)
+            return
+        assert ctx is not None
+        try:
+            reply = self.dispatcher.handle(work, self.session, ctx)
+        finally:
+            with self._inflight_lock:
+                if self._inflight.get(work.id) is ctx:
+                    del self._inflight[work.id]
+        if reply.message is not None and not ctx.cancellation.is_set:
+            self.write(reply.message)
+
+    def receive(self, line: bytes) -> None:
+        message = parse(line)
+        if isinstance(message, Notification) and message.method == "notifications/cancelled":
+            self.cancel(message.params)
+            return
+        if isinstance(message, Batch):
+            for item in message.items:
+                if isinstance(item, Notification) and item.method == "notifications/cancelled":
+                    self.cancel(item.params)
+            self._submit(message, None)
+            return
+        if isinstance(message, Request):
+            ctx = self.context()
+            with self._inflight_lock:
+                self._inflight[message.id] = ctx
+            self._submit(message, ctx)
+            return
+        reply = self.dispatcher.handle(message, self.session, self.context())
+        if reply.message is not None:
+            self.write(reply.message)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self._stopping = True
+        if self._reading:
+            raise _Stop
+
+    def run(self, reader: BinaryIO) -> int:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            while not self._stopping:
+                self._reading = True
+                try:
+                    line = reader.readline(MAX_LINE + 1)
+                finally:
+                    self._reading = False
+                if not line:
+                    break  # EOF: the client closed stdin
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    self._skip_rest(reader)
+                    err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {MAX_LINE} bytes")
+                    self.write(error_response(None, err))
+                    continue
+                line = line.strip(b" \t\r\n")
+                if line:
+                    self.receive(line)
+        except _Stop:
+            pass
+        finally:
+            # Every request already read gets its answer before the process leaves.
+            wait(list(self._pending))
+            self.pool.shutdown(wait=True)
+        return 0
+
+    @staticmethod
+    def _skip_rest(reader: BinaryIO) -> None:
+        while True:
+            chunk = reader.readline(MAX_LINE)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+
+def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 16) -> int:
+    wire = claim_stdout()
+    log.info("fairwins-mcp serving MCP over stdio")
+    return StdioServer(dispatcher, wire, bearer=bearer, workers=workers).run(sys.stdin.buffer)

@@ -1,0 +1,171 @@
+"""The served tools: each non-local snapshot entry bound to the gateway, plus the server's own build_intent.
+
+Binding is data-driven: an `exec.kind == "route"` entry calls its ROUTES path with the member's
+credential; a `"public"` entry fills its path parameters from the arguments (each one
+percent-encoded as a single segment) and sends no credential. Arguments not in the path travel
+as the query string (GET) or the JSON body (POST).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from typing import Any, Final
+
+from . import schema
+from .context import RequestContext
+from .gateway import Gateway, GatewayRequest, GatewayResponse
+from .jsonrpc import JSONObject
+from .outcomes import PUBLIC_NOTE, Wording, chain_notes, describe_failure, error_result, read_json, success_result
+from .snapshot import Snapshot
+
+_PATH_PARAM = re.compile(r"{(\w+)}")
+
+BUILD_INTENT: Final[dict[str, Any]] = {
+    "name": "build_intent",
+    "title": "Prepare an unsigned transaction",
+    "description": (
+        "Prepare an unsigned FairWins transaction (EIP-712 typed data) to create, accept, cancel "
+        "or claim a wager, for the member to review and sign in their own wallet. This server "
+        "cannot and will not sign the typed data it returns, and cannot submit it: it holds no "
+        "key. Nothing has happened on chain when this returns; the member signs elsewhere and "
+        "submits it themselves (the result names the relay path). Never say the action was done. "
+        "When the call fails the result is an error naming what could not be built and why."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "intent": {"type": "string", "enum": ["create_wager", "accept_wager", "cancel_wager", "claim_wager"]},
+            "chainId": {"type": "integer", "minimum": 1, "maximum": 9007199254740991},
+            "params": {"type": "object", "description": "The intent's parameters, as the gateway's OpenAPI describes."},
+        },
+        "required": ["intent", "chainId", "params"],
+        "additionalProperties": False,
+    },
+    "auth": "grant",
+    "scope": "build:intents",
+    "exec": {"kind": "route", "route": "member.intents.build"},
+    "progress": "Building the unsigned transaction…",
+}
+UNSIGNED_NOTE = (
+    "Nothing was signed or submitted: this is typed data for the member to review and sign in "
+    "their own wallet, then submit themselves."
+)
+
+
+def _what(entry: dict[str, Any]) -> str:
+    """The thing a failure sentence says could not be read, from the progress label ("Reading X…")."""
+    label: str = entry["progress"].rstrip("…")
+    if label.startswith("Reading "):
+        return label.removeprefix("Reading ")
+    if entry["name"] == "build_intent":
+        return "the unsigned transaction"
+    return f"the answer to {entry['name']}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (dict, list, bool)) or value is None:
+        return json.dumps(value)
+    return str(value)
+
+
+class GatewayTool:
+    """One tool whose execution is a gateway call."""
+
+    def __init__(self, entry: dict[str, Any], snap: Snapshot, gateway: Gateway, wording: Wording) -> None:
+        self.name: str = entry["name"]
+        self.entry = entry
+        self.gateway = gateway
+        self.wording = wording
+        self.schema: dict[str, Any] = entry["inputSchema"]
+        self.what = _what(entry)
+        ex = entry["exec"]
+        if ex["kind"] == "route":
+            route = snap.routes[ex["route"]]
+            self.method: str = route["method"]
+            self.path_template: str = route["path"]
+            self.priced: bool = bool(route["priced"])
+            self.public = False
+        elif ex["kind"] == "public":
+            self.method, self.path_template, self.priced, self.public = "GET", ex["path"], False, True
+        else:
+            raise ValueError(f"{self.name} is executed locally and cannot be served here")
+        read = self.method == "GET"
+        self._definition: JSONObject = {
+            "name": self.name,
+            "title": entry["title"],
+            "description": entry["description"],
+            "inputSchema": self.schema,
+            "annotations": {
+                "title": entry["title"],
+                "readOnlyHint": True,  # nothing here changes anything: reads, and typed data to sign elsewhere
+                "destructiveHint": False,
+                "idempotentHint": read,
+                "openWorldHint": True,
+            },
+        }
+
+    def definition(self) -> JSONObject:
+        return self._definition
+
+    def build_request(self, arguments: dict[str, Any], ctx: RequestContext) -> GatewayRequest:
+        rest = dict(arguments)
+
+        def fill(match: re.Match[str]) -> str:
+            # One segment each: "/" and every other reserved character is encoded, so no
+            # argument can reach another route.
+            return urllib.parse.quote(_as_text(rest.pop(match.group(1))), safe="")
+
+        path = _PATH_PARAM.sub(fill, self.path_template)
+        body = None
+        query: tuple[tuple[str, str], ...] = ()
+        if self.method == "GET":
+            query = tuple((k, _as_text(v)) for k, v in rest.items())
+        else:
+            body = json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        bearer = None if self.public else ctx.bearer
+        return GatewayRequest(self.method, path, query, body, bearer, None)
+
+    def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
+        problem = schema.check(arguments, self.schema)
+        if problem:
+            return error_result(f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway.")
+        request = self.build_request(schema.with_defaults(arguments, self.schema), ctx)
+        if not self.public and request.bearer is None and not self.priced:
+            return error_result(self.wording.failure("no_token", self.what))
+        ctx.progress(self.entry["progress"])
+
+        def on_retry(attempt: int, why: str, delay: float) -> None:
+            ctx.log("warning", f"{self.name}: the gateway call failed ({why}); retrying in {delay:.1f} s")
+            ctx.progress(f"Retrying: {why}…")
+
+        outcome = self.gateway.call(request, ctx.cancellation, on_retry)
+        return self.render(outcome, request)
+
+    def render(self, outcome: Any, request: GatewayRequest) -> JSONObject:
+        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+            value, problem = read_json(outcome)
+            if problem is None:
+                notes = chain_notes(value, self.wording)
+                if self.public:
+                    notes.append(PUBLIC_NOTE)
+                if self.method != "GET":
+                    notes.append(UNSIGNED_NOTE)
+                return success_result(value, notes)
+            return error_result(self.wording.failure("unreadable_answer", self.what, detail=problem))
+        if isinstance(outcome, GatewayResponse) and outcome.status == 401 and request.bearer is None:
+            return error_result(self.wording.failure("no_token", self.what))
+        scope = self.entry.get("scope", "")
+        return error_result(
+            describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
+        )
+
+
+def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:
+    """Every non-local snapshot entry, served exactly as the snapshot defines it, plus build_intent."""
+    served = [GatewayTool(entry, snap, gateway, wording) for entry in snap.tools if entry["exec"]["kind"] != "local"]
+    served.append(GatewayTool(BUILD_INTENT, snap, gateway, wording))
+    return served

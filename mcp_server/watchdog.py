@@ -1,0 +1,63 @@
+"""One timer thread for every deadline in the process, so no call needs a thread of its own."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+
+class Timer:
+    __slots__ = ("action", "cancelled")
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self.action = action
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Watchdog:
+    """Runs an action at a monotonic time unless the timer was cancelled first."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Timer]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, when: float, action: Callable[[], None]) -> Timer:
+        timer = Timer(action)
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), timer))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fairwins-mcp-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return timer
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)  # cancelled timers are dropped without waiting for them
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                when, _, timer = self._heap[0]
+                delay = when - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                heapq.heappop(self._heap)
+            if not timer.cancelled:
+                try:
+                    timer.action()
+                except Exception:  # an action must never kill the one timer thread
+                    pass
+
+
+WATCHDOG = Watchdog()

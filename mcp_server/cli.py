@@ -20,6 +20,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"fairwins-mcp: {exc}\n")
         return 2
+    if config.http_port is not None and config.api_token and not config.allow_shared_token:
+        sys.stderr.write(
+            "fairwins-mcp: refusing to start: FAIRWINS_API_TOKEN is set and --http would let every caller "
+            "that can reach the port act as that member; unset it (callers send their own "
+            "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
+        )
+        return 2
     logs.configure(config.log_level)
     if config.api_token:
         logs.register_secret(config.api_token)
@@ -32,6 +39,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.api_url or "not configured (FAIRWINS_API_URL is not set)",
         logs.redact(config.api_token),
     )
+    if config.http_port is not None:
+        from . import streamable_http
+
+        return streamable_http.serve(
+            dispatcher,
+            host=config.host,
+            port=config.http_port,
+            allowed_origins=config.allowed_origins,
+            env_bearer=config.api_token,
+            max_concurrency=config.max_concurrency,
+            max_body=config.max_body_bytes,
+            grace=config.timeout + 5,
+        )
     from . import stdio  # deferred: the stdio path never loads the HTTP server code
 
     return stdio.serve(dispatcher, bearer=config.api_token, workers=config.workers)

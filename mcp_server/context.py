@@ -96,7 +96,7 @@ class RequestContext:
     client_capabilities: JSONObject = field(default_factory=dict)
     progress_token: str | int | None = None
     log_level: str | None = None
-    _progress: float = 0.0
+    _progress: float = 0
 
     def progress(self, message: str, *, total: float | None = None) -> None:
         """Send `notifications/progress` (only when the request asked for it), always increasing."""

@@ -54,6 +54,7 @@ from .versions import (
 log = logging.getLogger("fairwins_mcp.protocol")
 
 SERVER_NAME: Final = "fairwins-mcp"
+MODERN_META_PREFIX: Final = "io.modelcontextprotocol/"
 
 # JSON-RPC error code → HTTP status, for modern requests (research/mcp-spec.md §3c). Legacy
 # requests keep errors in-band (200) except for messages that could not be read at all.
@@ -94,6 +95,11 @@ class Session:
     log_level: str | None = None
     client_capabilities: JSONObject = field(default_factory=dict)
 
+    def legacy_log_level(self) -> str:
+        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
+        # get info and above unless this session set a level ("The server MAY send log messages").
+        return self.log_level or "info"
+
     def legacy_version(self) -> str:
         return self.version or (HTTP_DEFAULT_VERSION if self.http else LATEST_LEGACY)
 
@@ -111,6 +117,7 @@ Handler = Callable[[JSONObject, RequestContext, Session], JSONObject]
 
 def decode_header_value(value: str) -> str | None:
     """`=?base64?…?=` values are decoded before comparing (2026-07-28 Streamable HTTP); None if undecodable."""
+    value = value.strip()
     if value.startswith("=?base64?") and value.endswith("?="):
         try:
             return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
@@ -232,7 +239,9 @@ class Dispatcher:
         if session.pinned_legacy:
             return False
         meta = req.params.get("_meta")
-        if isinstance(meta, dict) and META_VERSION in meta:
+        # Any io.modelcontextprotocol/ key marks a modern request, even a malformed one: it must
+        # then be refused by the modern ladder, not served as legacy.
+        if isinstance(meta, dict) and any(isinstance(k, str) and k.startswith(MODERN_META_PREFIX) for k in meta):
             return True
         if ctx.http_headers is not None:
             header = ctx.http_headers.get("mcp-protocol-version")
@@ -242,7 +251,7 @@ class Dispatcher:
     def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
         ctx.version = session.legacy_version()
         ctx.client_capabilities = session.client_capabilities
-        ctx.log_level = session.log_level
+        ctx.log_level = session.legacy_log_level()
         ctx.progress_token = _progress_token(req.params)
         handler = self._legacy_only.get(req.method) or self._methods.get(req.method)
         if handler is None:

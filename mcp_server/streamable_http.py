@@ -1,0 +1,603 @@
+"""Streamable HTTP transport: POST /mcp and GET /healthz on a threaded standard-library server.
+
+Each POST stands alone (no sessions): one JSON-RPC message in, one JSON answer out, or an SSE
+stream when notifications (progress, logs) must flow before the answer. The gate decides every
+request before its body is read; a refused body is drained or the connection closed, so the
+next request on a keep-alive connection is read correctly.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import logging
+import selectors
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, BinaryIO, Final
+
+from . import __version__, gate
+from .context import RequestContext
+from .jsonrpc import Batch, JSONObject, Request, dumps, error_object, error_response, parse
+from .protocol import Dispatcher, Session
+from .versions import LEGACY_VERSIONS, META_LOG_LEVEL
+from .watchdog import WATCHDOG
+
+log = logging.getLogger("fairwins_mcp.http")
+access = logging.getLogger("fairwins_mcp.access")
+
+MAX_HEADER_BYTES: Final = 64 * 1024
+DRAIN_LIMIT: Final = 1024 * 1024  # refused bodies up to this size are read and dropped; larger: close
+SERVER_HEADER: Final = f"fairwins-mcp/{__version__}"
+CORS_ALLOW_HEADERS: Final = (
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
+)
+CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
+SINGLE_HEADERS: Final = ("host", "origin", "content-length", "transfer-encoding", "authorization", "content-type")
+
+
+class _HeaderBudget:
+    """Wraps the request stream so the request line and headers together cannot exceed a budget.
+
+    http.server reads headers with readline(); raising LineTooLong here makes it answer 431
+    before an oversized header section is ever held in memory.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.remaining: int | None = None
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self.raw.readline(limit)
+        if self.remaining is not None:
+            self.remaining -= len(line)
+            if self.remaining < 0:
+                self.remaining = None
+                raise http.client.LineTooLong("header section")
+        return line
+
+    def read(self, n: int = -1) -> bytes:
+        return self.raw.read(n)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class DisconnectWatcher:
+    """One thread watching every socket with a call in flight; a closed socket cancels its call."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._run, name="fairwins-mcp-disconnects", daemon=True)
+        self._thread.start()
+
+    def watch(self, sock: socket.socket, on_close: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            try:
+                self._selector.register(sock, selectors.EVENT_READ, on_close)
+            except (KeyError, ValueError, OSError):
+                return lambda: None
+        self._wake_w.send(b"x")
+
+        def unwatch() -> None:
+            with self._lock:
+                try:
+                    self._selector.unregister(sock)
+                except (KeyError, ValueError, OSError):
+                    pass
+
+        return unwatch
+
+    def _run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    try:
+                        self._wake_r.recv(4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    peek = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    peek = b""
+                with self._lock:
+                    try:
+                        self._selector.unregister(sock)
+                    except (KeyError, ValueError, OSError):
+                        pass
+                if not peek:  # EOF: "the client closing the SSE response stream" is cancellation
+                    key.data()
+                # else: the client pipelined its next request; it is read after this answer
+
+
+class McpHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        dispatcher: Dispatcher,
+        policy: gate.Policy,
+        *,
+        env_bearer: str | None = None,
+        max_concurrency: int = 32,
+        read_timeout: float = 30.0,
+        idle_timeout: float = 30.0,
+    ) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.dispatcher = dispatcher
+        self.policy = policy
+        self.env_bearer = env_bearer
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
+        self.max_concurrency = max_concurrency
+        self.max_connections = max_concurrency * 4 + 16
+        self.slots = threading.BoundedSemaphore(max_concurrency)
+        self.stopping = False
+        self.watcher = DisconnectWatcher()
+        self._cond = threading.Condition()
+        self._inflight = 0
+        self._connections = 0
+        super().__init__(address, Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        shown = f"[{host}]" if ":" in str(host) else str(host)
+        return f"http://{shown}:{port}/mcp"
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, addr = super().get_request()
+        # Small answers must not wait out a delayed ACK on keep-alive connections.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, addr
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._cond:
+            full = self._connections >= self.max_connections
+            if not full:
+                self._connections += 1
+        if full:
+            body = b'{"error":"busy","message":"Too many connections; retry shortly"}'
+            head = f"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            try:
+                request.sendall(head.encode("ascii") + body)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def connection_closed(self) -> None:
+        with self._cond:
+            self._connections -= 1
+
+    def begin(self) -> bool:
+        """A request line was read: count it in flight (False once draining: answer 503 and close)."""
+        with self._cond:
+            if self.stopping:
+                return False
+            self._inflight += 1
+            return True
+
+    def end(self) -> None:
+        with self._cond:
+            self._inflight -= 1
+            self._cond.notify_all()
+
+    def drain(self, grace: float) -> bool:
+        """Stop accepting, let requests in flight finish within `grace` seconds; True if all did."""
+        with self._cond:
+            self.stopping = True
+        self.shutdown()
+        self.server_close()
+        deadline = time.monotonic() + grace
+        with self._cond:
+            while self._inflight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = SERVER_HEADER
+    sys_version = ""
+    server: McpHTTPServer
+
+    def setup(self) -> None:
+        self.timeout = self.server.idle_timeout
+        super().setup()
+        self.rfile = _HeaderBudget(self.rfile)  # type: ignore[assignment]
+        self._status = 0
+        self._started = 0.0
+        self._counted = False
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.connection_closed()
+
+    def _abort(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def handle_one_request(self) -> None:
+        budget: _HeaderBudget = self.rfile  # type: ignore[assignment]
+        budget.remaining = MAX_HEADER_BYTES
+        # The whole request (line, headers, body) must arrive within read_timeout: a client
+        # trickling one byte a second would otherwise hold this thread forever.
+        self._read_timer = WATCHDOG.schedule(time.monotonic() + self.server.read_timeout, self._abort)
+        self._counted = False
+        try:
+            super().handle_one_request()
+        finally:
+            self._read_timer.cancel()
+            budget.remaining = None
+            if self._counted:
+                self.server.end()
+
+    def parse_request(self) -> bool:
+        self._started = time.monotonic()
+        self._counted = self.server.begin()
+        if not super().parse_request():
+            return False
+        if not self._counted:
+            self._respond(503, _error_body("shutting_down", "The server is shutting down"), close=True, extra={"Retry-After": "1"})
+            return False
+        return True
+
+    # http.server's own errors (bad request line, 431, 505…) answer in JSON like everything else.
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        self._respond(code, _error_body("bad_request", message or "Bad request"), close=True)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http.server: " + format, *args)
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    do_GET = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_POST
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    def _respond(
+        self,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        extra: dict[str, str] | None = None,
+        close: bool = False,
+    ) -> None:
+        """Status line, headers and body leave in one write."""
+        self._status = status
+        if self.server.stopping:
+            close = True
+        reason = self.responses.get(status, ("",))[0]
+        lines = [
+            f"HTTP/1.1 {status} {reason}",
+            f"Server: {SERVER_HEADER}",
+            f"Date: {email.utils.formatdate(usegmt=True)}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+        ]
+        for name, value in (extra or {}).items():
+            lines.append(f"{name}: {value}")
+        if close:
+            lines.append("Connection: close")
+            self.close_connection = True
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        try:
+            self.wfile.write(head if self.command == "HEAD" else head + body)
+        except OSError:
+            self.close_connection = True
+        self._log_access()
+
+    def _log_access(self) -> None:
+        took = (time.monotonic() - self._started) * 1000 if self._started else 0.0
+        path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in (self.path or "")[:200])
+        access.info("%s %s %d %.1fms", self.command or "-", path or "-", self._status, took)
+
+    def _cors(self, origin: str | None) -> dict[str, str]:
+        if origin is None:
+            return {}
+        return {"Access-Control-Allow-Origin": origin, "Vary": "Origin", "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS}
+
+    def _read_exact(self, n: int) -> bytes | None:
+        try:
+            data = self.rfile.read(n)
+        except OSError:
+            data = b""
+        return data if len(data) == n else None
+
+    def _read_chunked(self, limit: int) -> bytes | None | int:
+        """The body of a chunked request; None if the stream broke, 413 if over the limit."""
+        parts: list[bytes] = []
+        total = 0
+        try:
+            while True:
+                size_line = self.rfile.readline(1024)
+                if not size_line.endswith(b"\n"):
+                    return None
+                size = int(size_line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers are ignored
+                    return b"".join(parts)
+                total += size
+                if total > limit:
+                    return 413
+                chunk = self._read_exact(size)
+                if chunk is None or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                    return None
+                parts.append(chunk)
+        except (ValueError, OSError):
+            return None
+
+    def _headers(self) -> dict[str, str] | None:
+        for name in SINGLE_HEADERS:
+            if len(self.headers.get_all(name) or []) > 1:
+                return None
+        return {k.lower(): v for k, v in self.headers.items()}
+
+    # ---- routing ------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        headers = self._headers()
+        if headers is None:
+            self._respond(400, _error_body("duplicate_header", "A header that must appear once appeared twice"), close=True)
+            return
+        decision = gate.check(self.command, self.path, headers, self.server.policy)
+        if isinstance(decision, gate.Refuse):
+            self._refuse(decision, headers)
+        elif decision.route == "health":
+            status = {"status": "ok", "name": "fairwins-mcp", "version": __version__}
+            self._respond(200, json.dumps(status, separators=(",", ":")).encode())
+        elif decision.route == "preflight":
+            self._preflight(decision.cors)
+        else:
+            self._mcp(decision, headers)
+
+    def _refuse(self, decision: gate.Refuse, headers: dict[str, str]) -> None:
+        extra = self._cors(decision.cors)
+        if decision.allow:
+            extra["Allow"] = decision.allow
+        body_bytes = b""
+        close = decision.status in (400, 411, 413) and decision.jsonrpc_code is None
+        raw = headers.get("content-length")
+        if "transfer-encoding" in headers:
+            close = True
+        elif raw is not None and raw.strip().isdigit() and not close:
+            length = int(raw)
+            if length <= DRAIN_LIMIT:
+                read = self._read_exact(length)  # drained, so keep-alive stays in step
+                close = read is None
+                body_bytes = read or b""
+            else:
+                close = True
+        if decision.jsonrpc_code is not None:
+            message = parse(body_bytes) if body_bytes else None
+            msg_id = message.id if isinstance(message, Request) else None
+            payload = dumps(error_response(msg_id, error_object(decision.jsonrpc_code, decision.message, decision.data)))
+        else:
+            payload = _error_body(decision.error, decision.message)
+        self._respond(decision.status, payload, extra=extra, close=close)
+
+    def _preflight(self, origin: str | None) -> None:
+        extra = self._cors(origin)
+        if origin is not None:
+            extra.update(
+                {
+                    "Access-Control-Allow-Methods": "POST, OPTIONS",
+                    "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+                    "Access-Control-Max-Age": "600",
+                }
+            )
+        self._status = 204
+        self._respond(204, b"", extra=extra)
+
+    def _credential(self, headers: dict[str, str]) -> tuple[str | None, str] | None:
+        auth = headers.get("authorization")
+        if auth is None:
+            env = self.server.env_bearer
+            return (env, "env") if env else (None, "none")
+        scheme, _, token = auth.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or any(ch.isspace() for ch in token):
+            return None
+        # A request's own token always wins over the environment's: a shared instance never mixes members.
+        return token, "header"
+
+    def _mcp(self, decision: gate.Admit, headers: dict[str, str]) -> None:
+        cors = self._cors(decision.cors)
+        if decision.chunked:
+            body = self._read_chunked(self.server.policy.max_body)
+            if body == 413:
+                self._respond(413, _error_body("body_too_large", "The body is over the size limit"), extra=cors, close=True)
+                return
+        else:
+            body = self._read_exact(decision.length)
+        if not isinstance(body, bytes):
+            self.close_connection = True  # the client stopped sending: nothing to answer
+            return
+        self._read_timer.cancel()  # the request is in; what follows may rightly wait on the gateway
+        credential = self._credential(headers)
+        if credential is None:
+            self._respond(400, _error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=cors)
+            return
+        if not self.server.slots.acquire(blocking=False):
+            self._respond(
+                503, _error_body("busy", "Too many requests in flight; retry shortly"), extra={**cors, "Retry-After": "1"}
+            )
+            return
+        try:
+            self._serve_message(body, headers, credential, cors)
+        finally:
+            self.server.slots.release()
+
+    def _serve_message(
+        self, body: bytes, headers: dict[str, str], credential: tuple[str | None, str], cors: dict[str, str]
+    ) -> None:
+        message = parse(body)
+        header_version = headers.get("mcp-protocol-version")
+        session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
+        payment, conflict = None, None
+        if "x-payment" in headers or "payment-signature" in headers:
+            from .payments import from_http_headers  # only paid calls load the payments code
+
+            payment, conflict = from_http_headers(headers)
+
+        def make_ctx() -> RequestContext:
+            return RequestContext(
+                bearer=credential[0],
+                bearer_source=credential[1],
+                payment=payment,
+                payment_conflict=conflict,
+                http_headers=headers,
+            )
+
+        if isinstance(message, Batch):
+            reply = self.server.dispatcher.handle_batch(message, session, make_ctx)
+            self._answer(reply.status, reply.message, cors)
+            return
+        ctx = make_ctx()
+        accept = headers.get("accept")
+        stream = _Stream(self, cors) if (payment is None and gate.accepts(accept, "text/event-stream")) else None
+        if stream is not None:
+            ctx.send = stream.send
+        unwatch: Callable[[], None] = lambda: None
+        if self.server.dispatcher.is_blocking(message):
+            unwatch = self.server.watcher.watch(self.connection, ctx.cancellation.cancel)
+        try:
+            reply = self.server.dispatcher.handle(message, session, ctx)
+        finally:
+            unwatch()
+        if ctx.cancellation.is_set:
+            self.close_connection = True  # the client went away: nothing more is sent for this request
+            self._status = 499
+            self._log_access()
+            return
+        if stream is not None and stream.started:
+            stream.finish(reply.message)
+            return
+        self._answer(reply.status, reply.message, {**cors, **ctx.response_headers})
+
+    def _answer(self, status: int, message: JSONObject | list[JSONObject] | None, extra: dict[str, str]) -> None:
+        if message is None:
+            self._respond(202, b"", extra=extra)  # a notification or a client response: accepted
+        else:
+            self._respond(status, dumps(message), extra=extra)
+
+
+class _Stream:
+    """An SSE answer, committed lazily: only the first notification turns the answer into a stream."""
+
+    def __init__(self, handler: Handler, cors: dict[str, str]) -> None:
+        self.handler = handler
+        self.cors = cors
+        self.started = False
+        self.broken = False
+        self._lock = threading.Lock()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.handler.wfile.write(data)
+        except OSError:
+            self.broken = True
+
+    def send(self, message: JSONObject) -> None:
+        with self._lock:
+            if self.broken:
+                return
+            if not self.started:
+                self.started = True
+                lines = [
+                    "HTTP/1.1 200 OK",
+                    f"Server: {SERVER_HEADER}",
+                    "Content-Type: text/event-stream",
+                    "Cache-Control: no-cache",
+                    "X-Accel-Buffering: no",
+                    "Transfer-Encoding: chunked",
+                ]
+                lines += [f"{k}: {v}" for k, v in self.cors.items()]
+                self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            self._write(_chunk(b"event: message\ndata: " + dumps(message) + b"\n\n"))
+
+    def finish(self, message: JSONObject | list[JSONObject] | None) -> None:
+        with self._lock:
+            if message is not None and not self.broken:
+                self._write(_chunk(b"event: message\ndata: " + dumps(message) + b"\n\n"))
+            self._write(b"0\r\n\r\n")
+        self.handler._status = 200
+        if self.handler.server.stopping or self.broken:
+            self.handler.close_connection = True
+        self.handler._log_access()
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode("utf-8")
+
+
+def wants_log_level(params: JSONObject) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and META_LOG_LEVEL in meta
+
+
+def serve(
+    dispatcher: Dispatcher,
+    *,
+    host: str,
+    port: int,
+    allowed_origins: tuple[str, ...],
+    env_bearer: str | None,
+    max_concurrency: int,
+    max_body: int,
+    grace: float,
+) -> int:
+    """Run until SIGTERM or SIGINT, then drain requests in flight and return 0."""
+    origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
+    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body)
+    server = McpHTTPServer(
+        (host, port), dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-accept")
+    thread.start()
+    log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
+    while not stop.wait(3600):
+        pass
+    log.info("stopping: no new connections; letting requests in flight finish (up to %.0f s)", grace)
+    drained = server.drain(grace)
+    thread.join(timeout=5)
+    if not drained:
+        log.warning("some requests were still in flight after %.0f s", grace)
+    return 0

@@ -97,7 +97,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         "inputSchema": _object(),
         "auth": "none",
         "exec": {"kind": "public", "path": "/status"},
-        "progress": "Checking the gateway's status…",
+        "progress": "Reading the gateway's status…",
     },
     {
         "name": "get_membership",
@@ -133,7 +133,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         ),
         "auth": "none",
         "exec": {"kind": "public", "path": "/v1/polymarket/{chainId}/markets"},
-        "progress": "Searching the prediction markets…",
+        "progress": "Reading the prediction markets…",
     },
     {
         "name": "get_profile",

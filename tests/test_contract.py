@@ -78,6 +78,9 @@ def test_every_tool_is_bound_to_something_real(tool: dict) -> None:  # type: ign
     else:
         assert tool["auth"] == "local" and ex == {"kind": "local"} and "scope" not in tool
     assert tool["title"] and tool["progress"].endswith("…")
+    if tool["auth"] != "local":
+        # Consumers name what could not be read from the label: "Reading your wagers…" → "your wagers".
+        assert tool["progress"].startswith("Reading "), tool["progress"]
 
 
 @pytest.mark.parametrize("tool", TOOL_DEFS, ids=lambda t: t["name"])

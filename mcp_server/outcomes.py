@@ -97,6 +97,12 @@ def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: st
         return wording.failure("rate_limited", what, wait=f" (retry after {_seconds(wait)})" if wait is not None else "")
     if status == 503:
         return wording.failure("unavailable", what, detail=quoted)
+    if status == 402:
+        # A price is rendered by payments.price_result; reaching here means none could be read,
+        # and an invented one would be worse than none.
+        return wording.failure(
+            "refused_request", what, detail=": it answered 402 (payment required) with no price this server can show"
+        )
     if status >= 500:
         return wording.failure("gateway_error", what, detail=f": it answered {status}")
     if status >= 400:
@@ -111,7 +117,8 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
         return []
     notes = []
     for chain in chains:
-        if not isinstance(chain, dict) or chain.get("state") == "read":
+        # Only envelope entries carry a state; other lists of chains (/status) are not envelopes.
+        if not isinstance(chain, dict) or "state" not in chain or chain.get("state") == "read":
             continue
         state = chain.get("state")
         phrase = wording.state_phrases.get(state) if isinstance(state, str) and state != "read" else None

@@ -13,9 +13,9 @@ import re
 import urllib.parse
 from typing import Any, Final
 
-from . import schema
+from . import payments, schema
 from .context import RequestContext
-from .gateway import Gateway, GatewayRequest, GatewayResponse
+from .gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
 from .jsonrpc import JSONObject
 from .outcomes import PUBLIC_NOTE, Wording, chain_notes, describe_failure, error_result, read_json, success_result
 from .snapshot import Snapshot
@@ -117,7 +117,10 @@ class GatewayTool:
         def fill(match: re.Match[str]) -> str:
             # One segment each: "/" and every other reserved character is encoded, so no
             # argument can reach another route.
-            return urllib.parse.quote(_as_text(rest.pop(match.group(1))), safe="")
+            segment = urllib.parse.quote(_as_text(rest.pop(match.group(1))), safe="")
+            # quote() leaves dots alone, and a "." or ".." segment is resolved away by servers
+            # and proxies (RFC 3986 §5.2.4): encoded, it stays data.
+            return segment.replace(".", "%2E") if segment.strip(".") == "" else segment
 
         path = _PATH_PARAM.sub(fill, self.path_template)
         body = None
@@ -126,8 +129,11 @@ class GatewayTool:
             query = tuple((k, _as_text(v)) for k, v in rest.items())
         else:
             body = json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        bearer = None if self.public else ctx.bearer
-        return GatewayRequest(self.method, path, query, body, bearer, None)
+        # A payment travels only to a route that can be priced, and replaces the bearer there: the
+        # paid rail serves the payer, and a member's token alongside would ask two questions.
+        payment = ctx.payment if self.priced else None
+        bearer = None if self.public or payment is not None else ctx.bearer
+        return GatewayRequest(self.method, path, query, body, bearer, payment)
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
         problem = schema.check(arguments, self.schema)
@@ -143,25 +149,36 @@ class GatewayTool:
             ctx.progress(f"Retrying: {why}…")
 
         outcome = self.gateway.call(request, ctx.cancellation, on_retry)
-        return self.render(outcome, request)
+        return self.render(outcome, request, ctx)
 
-    def render(self, outcome: Any, request: GatewayRequest) -> JSONObject:
+    def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
+        if request.payment is not None:
+            return payments.paid_result(outcome, self.name, ctx.response_headers, self._answer, self._failure)
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            value, problem = read_json(outcome)
-            if problem is None:
-                notes = chain_notes(value, self.wording)
-                if self.public:
-                    notes.append(PUBLIC_NOTE)
-                if self.method != "GET":
-                    notes.append(UNSIGNED_NOTE)
-                return success_result(value, notes)
-            return error_result(self.wording.failure("unreadable_answer", self.what, detail=problem))
+            return self._answer(outcome)
+        if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412) and self.priced:
+            price = payments.price_result(outcome, self.name)
+            if price is not None:
+                return price
         if isinstance(outcome, GatewayResponse) and outcome.status == 401 and request.bearer is None:
             return error_result(self.wording.failure("no_token", self.what))
+        return error_result(self._failure(outcome))
+
+    def _answer(self, resp: GatewayResponse) -> JSONObject:
+        """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read."""
+        value, problem = read_json(resp)
+        if problem is not None:
+            return error_result(self.wording.failure("unreadable_answer", self.what, detail=problem))
+        notes = chain_notes(value, self.wording)
+        if self.public:
+            notes.append(PUBLIC_NOTE)
+        if self.method != "GET":
+            notes.append(UNSIGNED_NOTE)
+        return success_result(value, notes)
+
+    def _failure(self, outcome: Outcome) -> str:
         scope = self.entry.get("scope", "")
-        return error_result(
-            describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
-        )
+        return describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:

@@ -6,6 +6,7 @@ snapshot and the gateway, and the conformance tests compose another from their f
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -70,3 +71,35 @@ class Catalog:
     instructions: str = ""
     list_ttl_ms: int = 300_000  # lists never vary per caller here, so clients may cache them
     extra: dict[str, object] = field(default_factory=dict)
+
+
+# ---- content blocks and resource contents (spec: ContentBlock, TextResourceContents, BlobResourceContents) ----
+# Binary payloads travel as base64 ("Servers MUST ... properly encode binary data"), so callers
+# hand over bytes and never build the encoding themselves.
+
+
+def text_content(text: str) -> JSONObject:
+    return {"type": "text", "text": text}
+
+
+def image_content(data: bytes, mime_type: str) -> JSONObject:
+    return {"type": "image", "data": base64.b64encode(data).decode("ascii"), "mimeType": mime_type}
+
+
+def audio_content(data: bytes, mime_type: str) -> JSONObject:
+    return {"type": "audio", "data": base64.b64encode(data).decode("ascii"), "mimeType": mime_type}
+
+
+def text_contents(uri: str, mime_type: str, text: str) -> JSONObject:
+    """One entry of a `resources/read` result (or of an embedded resource) holding text."""
+    return {"uri": uri, "mimeType": mime_type, "text": text}
+
+
+def blob_contents(uri: str, mime_type: str, data: bytes) -> JSONObject:
+    """One entry of a `resources/read` result (or of an embedded resource) holding bytes."""
+    return {"uri": uri, "mimeType": mime_type, "blob": base64.b64encode(data).decode("ascii")}
+
+
+def embedded_resource(contents: JSONObject) -> JSONObject:
+    """A content block carrying a resource's contents inline (`type: "resource"`)."""
+    return {"type": "resource", "resource": contents}

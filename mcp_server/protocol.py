@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -23,6 +23,7 @@ from .jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
     PARSE_ERROR,
     RESOURCE_NOT_FOUND,
     UNSUPPORTED_VERSION,
@@ -64,7 +65,7 @@ MODERN_HTTP_STATUS: Final[dict[int, int]] = {
     METHOD_NOT_FOUND: 404,
     INVALID_PARAMS: 400,
     HEADER_MISMATCH: 400,
-    -32021: 400,
+    MISSING_CAPABILITY: 400,
     UNSUPPORTED_VERSION: 400,
     INTERNAL_ERROR: 500,
 }
@@ -197,7 +198,14 @@ class Dispatcher:
 
     def handle_batch(self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext]) -> Reply:
         """A JSON array: answered as an array under 2025-03-26, refused under every other revision."""
-        if session.legacy_version() != BATCH_VERSION:
+        # A modern header or modern `_meta` on any item means 2026-07-28, where a body is one
+        # message: the legacy default (2025-03-26 over HTTP) must not let such a batch through.
+        headers = make_ctx().http_headers
+        items = [item for item in batch.items if isinstance(item, (Request, Notification))]
+        modern = not session.pinned_legacy and (
+            _modern_header(headers) or any(_carries_modern_meta(item.params) for item in items)
+        )
+        if modern or session.legacy_version() != BATCH_VERSION:
             err = error_object(INVALID_REQUEST, f"Invalid Request: batches exist only in MCP {BATCH_VERSION}")
             return Reply(error_response(None, err), 400)
         replies: list[JSONObject] = []
@@ -238,15 +246,7 @@ class Dispatcher:
     def _is_modern(self, req: Request, session: Session, ctx: RequestContext) -> bool:
         if session.pinned_legacy:
             return False
-        meta = req.params.get("_meta")
-        # Any io.modelcontextprotocol/ key marks a modern request, even a malformed one: it must
-        # then be refused by the modern ladder, not served as legacy.
-        if isinstance(meta, dict) and any(isinstance(k, str) and k.startswith(MODERN_META_PREFIX) for k in meta):
-            return True
-        if ctx.http_headers is not None:
-            header = ctx.http_headers.get("mcp-protocol-version")
-            return header is not None and header not in LEGACY_VERSIONS
-        return False
+        return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
 
     def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
         ctx.version = session.legacy_version()
@@ -350,6 +350,8 @@ class Dispatcher:
         return {"tools": list(self._tool_list)}
 
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        from . import payments  # imported here so payments stays this method's concern alone
+
         name = params.get("name")
         if not isinstance(name, str):
             raise McpError(INVALID_PARAMS, "Invalid params: name must be a string")
@@ -361,6 +363,23 @@ class Dispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and payments.PAYMENT_META_KEY in meta:
+            supplied = payments.from_meta(meta[payments.PAYMENT_META_KEY])
+            if ctx.payment_conflict is None:
+                ctx.payment, ctx.payment_conflict = payments.merge(ctx.payment, supplied)
+        if ctx.payment is None and ctx.payment_conflict is None:
+            return tool.call(arguments, ctx)
+        # A paid call is answered as one JSON body, so its receipt can ride in that answer's
+        # headers: no progress or log notification may turn it into a stream.
+        ctx.progress_token = None
+        ctx.log_level = None
+        ctx.send = lambda message: None
+        if ctx.payment_conflict is not None:
+            return payments.refused(ctx.payment_conflict)
+        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
+        if getattr(tool, "priced", False) is not True:
+            return payments.refused_unpriced(name)
         return tool.call(arguments, ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
@@ -377,11 +396,11 @@ class Dispatcher:
             raise McpError(INVALID_PARAMS, "Invalid params: uri must be a string")
         resource = self._resources.get(uri)
         if resource is not None:
-            return {"contents": resource.read(ctx), "ttlMs": resource.ttl_ms, "cacheScope": resource.cache_scope}
+            return _read_result(resource.read(ctx), resource.ttl_ms, resource.cache_scope, ctx)
         for template in self.catalog.templates:
             contents = template.read(uri, ctx)
             if contents is not None:
-                return {"contents": contents, "ttlMs": template.ttl_ms, "cacheScope": template.cache_scope}
+                return _read_result(contents, template.ttl_ms, template.cache_scope, ctx)
         # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
         code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
         raise McpError(code, f"Resource not found: {uri}", {"uri": uri})
@@ -409,11 +428,12 @@ class Dispatcher:
         if not isinstance(arg_name, str) or not isinstance(value, str):
             raise McpError(INVALID_PARAMS, "Invalid params: argument.name and argument.value must be strings")
         target: Prompt | ResourceTemplate | None = None
-        if ref.get("type") == "ref/prompt":
-            target = self._prompts.get(ref.get("name", ""))
-        elif ref.get("type") == "ref/resource":
+        ref_name, ref_uri = ref.get("name"), ref.get("uri")
+        if ref.get("type") == "ref/prompt" and isinstance(ref_name, str):
+            target = self._prompts.get(ref_name)
+        elif ref.get("type") == "ref/resource" and isinstance(ref_uri, str):
             target = next(
-                (t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref.get("uri")), None
+                (t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref_uri), None
             )
         if target is None:
             raise McpError(INVALID_PARAMS, "Invalid params: ref names no prompt or resource template of this server")
@@ -425,6 +445,26 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _carries_modern_meta(params: JSONObject) -> bool:
+    # Any io.modelcontextprotocol/ key marks a modern request, even a malformed one: it must
+    # then be refused by the modern ladder, not served as legacy.
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and any(isinstance(k, str) and k.startswith(MODERN_META_PREFIX) for k in meta)
+
+
+def _modern_header(headers: Mapping[str, str] | None) -> bool:
+    """An HTTP `MCP-Protocol-Version` that is not a handshake revision selects the modern era."""
+    header = headers.get("mcp-protocol-version") if headers is not None else None
+    return header is not None and header not in LEGACY_VERSIONS
+
+
+def _read_result(contents: list[JSONObject], ttl_ms: int, cache_scope: str, ctx: RequestContext) -> JSONObject:
+    """A ReadResourceResult; the caching hints are 2026-07-28 fields, so legacy results go without."""
+    if ctx.era != "modern":
+        return {"contents": contents}
+    return {"contents": contents, "ttlMs": ttl_ms, "cacheScope": cache_scope}
 
 
 def _progress_token(params: JSONObject) -> str | int | None:

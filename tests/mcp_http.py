@@ -1,0 +1,200 @@
+"""A small scripted MCP client for tests: one POST per message over a real socket, JSON or SSE answers read whole.
+
+It speaks both eras the way real clients do: the 2026-07-28 wire (per-request `_meta`,
+`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and the handshake wire (`initialize`, then
+`MCP-Protocol-Version` on every later POST). Also `serving()`: the real HTTP transport on
+127.0.0.1:0 around any dispatcher, shut down when the block ends.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mcp_server import gate
+from mcp_server.protocol import Dispatcher
+from mcp_server.streamable_http import McpHTTPServer
+from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
+
+MODERN: Final = "2026-07-28"
+LEGACY: Final = "2025-11-25"
+TIMEOUT: Final = 10.0  # seconds; every socket operation in these tests is bounded by it
+ACCEPT_BOTH: Final = "application/json, text/event-stream"
+CLIENT_INFO: Final = {"name": "fairwins-tests", "version": "1.0.0"}
+NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+Json = dict[str, Any]
+
+
+@dataclass
+class Answer:
+    """One HTTP answer: status, lower-cased headers, and the JSON-RPC messages it carried, in order."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    messages: list[Json] = field(default_factory=list)
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";")[0].strip()
+
+    @property
+    def response(self) -> Json:
+        """The JSON-RPC response (the message with `result` or `error`); fails the test if none came."""
+        found = [m for m in self.messages if "result" in m or "error" in m]
+        assert len(found) == 1, f"expected one response, got {self.status} {self.body[:500]!r}"
+        return found[0]
+
+    @property
+    def result(self) -> Json:
+        response = self.response
+        assert "result" in response, f"expected a result, got {response}"
+        result: Json = response["result"]
+        return result
+
+    @property
+    def error(self) -> Json:
+        response = self.response
+        assert "error" in response, f"expected an error, got {response}"
+        error: Json = response["error"]
+        return error
+
+    @property
+    def notifications(self) -> list[Json]:
+        return [m for m in self.messages if "method" in m and "id" not in m]
+
+
+def parse_sse(body: bytes) -> list[Json]:
+    """The JSON messages of an SSE body: one per event, from its `data:` lines."""
+    messages: list[Json] = []
+    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            messages.append(json.loads(b"\n".join(data)))
+    return messages
+
+
+def post(url: str, body: Json | list[Json] | bytes, headers: Mapping[str, str], *, timeout: float = TIMEOUT) -> Answer:
+    """POST one body to `url` on a fresh connection and read the whole answer."""
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+    sent = {"Content-Type": "application/json", "Accept": ACCEPT_BOTH, **headers}
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("POST", parts.path, body=data, headers=sent)
+        resp = conn.getresponse()
+        raw = resp.read()
+        answer = Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, raw)
+    finally:
+        conn.close()
+    if answer.content_type == "text/event-stream":
+        answer.messages = parse_sse(raw)
+    elif answer.content_type == "application/json" and raw:
+        value = json.loads(raw)
+        answer.messages = value if isinstance(value, list) else [value]
+    return answer
+
+
+def modern_meta(capabilities: Json | None = None, **extra: Any) -> Json:
+    """The `_meta` every 2026-07-28 request carries, plus `extra` keys (progressToken, logLevel, …)."""
+    meta: Json = {
+        META_VERSION: MODERN,
+        META_CAPABILITIES: {} if capabilities is None else capabilities,
+        META_CLIENT_INFO: CLIENT_INFO,
+    }
+    meta.update(extra)
+    return meta
+
+
+def modern_headers(method: str, params: Json) -> dict[str, str]:
+    """The 2026-07-28 routing headers for a request: version, Mcp-Method and, where required, Mcp-Name."""
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    param = NAME_PARAM.get(method)
+    if param is not None and isinstance(params.get(param), str):
+        headers["Mcp-Name"] = params[param]
+    return headers
+
+
+class ModernClient:
+    """A 2026-07-28 client: no handshake; every request carries `_meta` and the routing headers."""
+
+    def __init__(self, url: str, *, bearer: str | None = None, capabilities: Json | None = None) -> None:
+        self.url = url
+        self.bearer = bearer
+        self.capabilities = capabilities
+        self._next_id = 0
+
+    def request(
+        self,
+        method: str,
+        params: Json | None = None,
+        *,
+        meta: Json | None = None,
+        headers: Mapping[str, str] | None = None,
+        drop_headers: tuple[str, ...] = (),
+    ) -> Answer:
+        self._next_id += 1
+        params = dict(params or {})
+        params["_meta"] = modern_meta(self.capabilities) if meta is None else meta
+        sent = modern_headers(method, params)
+        if self.bearer is not None:
+            sent["Authorization"] = f"Bearer {self.bearer}"
+        sent.update(headers or {})
+        for name in drop_headers:
+            sent.pop(name, None)
+        return post(self.url, {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}, sent)
+
+
+class LegacyClient:
+    """A handshake client: `initialize` (no version header), then MCP-Protocol-Version on every POST."""
+
+    def __init__(self, url: str, *, bearer: str | None = None) -> None:
+        self.url = url
+        self.bearer = bearer
+        self.version: str | None = None
+        self._next_id = 0
+
+    def _headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self.version is not None:
+            headers["MCP-Protocol-Version"] = self.version
+        if self.bearer is not None:
+            headers["Authorization"] = f"Bearer {self.bearer}"
+        return headers
+
+    def initialize(self, version: str = LEGACY) -> Answer:
+        answer = self.request("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO})
+        self.version = answer.result["protocolVersion"]
+        initialized = self.notify("notifications/initialized")
+        assert initialized.status == 202, initialized
+        return answer
+
+    def request(self, method: str, params: Json | None = None) -> Answer:
+        self._next_id += 1
+        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}}
+        return post(self.url, message, self._headers())
+
+    def notify(self, method: str, params: Json | None = None) -> Answer:
+        return post(self.url, {"jsonrpc": "2.0", "method": method, "params": params or {}}, self._headers())
+
+
+@contextmanager
+def serving(dispatcher: Dispatcher, **options: Any) -> Iterator[McpHTTPServer]:
+    """The real Streamable HTTP transport around `dispatcher` on 127.0.0.1:0, stopped on exit."""
+    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, gate.Policy(loopback_bind=True), **options)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(TIMEOUT)

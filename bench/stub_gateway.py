@@ -1,0 +1,150 @@
+"""A minimal, fast FairWins gateway stub on loopback: fixed JSON for the two benchmarked reads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BENCH_TOKEN = "fw1.bench-token-0000"
+
+# Shapes as GATEWAY.md describes them; fixed, so every run reads the same bytes.
+STATUS = {
+    "status": "ok",
+    "version": "bench-stub",
+    "chains": [
+        {"chainId": 137, "enabled": True},
+        {"chainId": 8453, "enabled": True},
+        {"chainId": 1, "enabled": False},
+    ],
+    "rails": {"member": True, "x402": True},
+    "prices": {"read": "0.001", "build": "0.005"},
+}
+
+WAGERS = {
+    "asOf": "2026-11-29T20:00:00Z",
+    "chains": [
+        {
+            "chainId": 137,
+            "state": "read",
+            "wagers": [
+                {
+                    "id": "w-1",
+                    "stake": "25.00",
+                    "asset": "USDC",
+                    "deadline": "2026-12-01T00:00:00Z",
+                    "status": "open",
+                    "description": "text written by the counterparty",
+                },
+                {
+                    "id": "w-2",
+                    "stake": "10.00",
+                    "asset": "USDC",
+                    "deadline": "2026-12-03T12:00:00Z",
+                    "status": "accepted",
+                    "description": "another counterparty's words",
+                },
+            ],
+        },
+        {"chainId": 8453, "state": "unreadable", "reason": "wager index did not answer within 5 s"},
+        {"chainId": 1, "state": "not-configured"},
+    ],
+}
+
+
+def _body(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+STATUS_BODY = _body(STATUS)
+WAGERS_BODY = _body(WAGERS)
+UNAUTHORIZED_BODY = _body({"error": "invalid_token", "message": "missing, expired or revoked token"})
+NOT_FOUND_BODY = _body({"error": "not_found", "message": "no such route"})
+
+
+def _response(status: str, body: bytes) -> bytes:
+    # Status line, headers and body in one write: split writes meet Nagle and delayed ACK
+    # and cost ~40 ms per answer on loopback.
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+STATUS_RESPONSE = _response("200 OK", STATUS_BODY)
+WAGERS_RESPONSE = _response("200 OK", WAGERS_BODY)
+UNAUTHORIZED_RESPONSE = _response("401 Unauthorized", UNAUTHORIZED_BODY)
+NOT_FOUND_RESPONSE = _response("404 Not Found", NOT_FOUND_BODY)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
+        delay = self.server.delay_s
+        if delay > 0:
+            time.sleep(delay)
+        path = self.path.split("?", 1)[0]
+        if path == "/status":
+            response = STATUS_RESPONSE
+        elif path == "/v1/member/wagers":
+            auth = self.headers.get("Authorization", "")
+            ok = auth.startswith("Bearer fw1.") and len(auth) > len("Bearer fw1.")
+            response = WAGERS_RESPONSE if ok else UNAUTHORIZED_RESPONSE
+        else:
+            response = NOT_FOUND_RESPONSE
+        self.wfile.write(response)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+    delay_s = 0.0
+
+
+class StubGateway:
+    """The stub served from a background thread; `url` is its base, `close()` stops it."""
+
+    def __init__(self, port: int = 0, delay_s: float = 0.0) -> None:
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.delay_s = delay_s
+        self.port: int = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-gateway", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m bench.stub_gateway", description=__doc__)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="fixed delay before every answer")
+    args = parser.parse_args(argv)
+    stub = StubGateway(args.port, args.delay_ms / 1000.0)
+    # One line on stdout, so a parent process learns the port.
+    sys.stdout.write(f"stub gateway listening on {stub.url}\n")
+    sys.stdout.flush()
+    try:
+        # Until stdin closes (the parent went away) or Ctrl-C.
+        while sys.stdin.buffer.read(65536):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stub.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -157,7 +157,7 @@ def check(method: str, path: str, headers: Mapping[str, str], policy: Policy) ->
         return Refuse(406, "not_acceptable", "Accept must admit application/json or text/event-stream", cors=cors)
     encoding = headers.get("transfer-encoding")
     chunked = encoding is not None
-    if chunked and (encoding.strip().lower() != "chunked" or "content-length" in headers):
+    if encoding is not None and (encoding.strip().lower() != "chunked" or "content-length" in headers):
         # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
         return Refuse(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked", cors=cors)
     length = 0

@@ -210,6 +210,15 @@ class HttpTransport:
                 if total > self.max_body:
                     raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True)
                 chunks.append(chunk)
+            # An empty read also follows a deadline or cancel shutting the socket down, or a peer
+            # closing early: a short body is never passed on as a whole answer.
+            if aborted:
+                raise _classify(ConnectionResetError(), aborted, sent, deadline)
+            if length is not None and length.isdigit() and total < int(length):
+                raise TransportError("reset", "the connection closed in the middle of the answer", True)
+            # read1 never marks a Content-Length body finished: close the response so the
+            # connection can carry the next request (else http.client refuses: ResponseNotReady).
+            resp.close()
             keep = not fresh and not resp.will_close and not aborted
             return GatewayResponse(resp.status, headers, b"".join(chunks))
         except TransportError:
@@ -240,6 +249,9 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
         return TransportError("reset", "the connection was reset", sent)
     if isinstance(exc, http.client.IncompleteRead):
         return TransportError("reset", "the connection closed in the middle of the answer", sent)
+    if isinstance(exc, http.client.LineTooLong):
+        # x402 offers and receipts ride in headers; one too large is refused by name, not as garbage.
+        return TransportError("unreadable", f"a header line was over the {_size(MAX_HEADER_BYTES)} limit", sent)
     if isinstance(exc, http.client.HTTPException):
         return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
     if isinstance(exc, OSError):
@@ -250,7 +262,7 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
 def _https_proxy(host: str) -> tuple[str, int] | None:
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get("https")
-    if not proxy or urllib.request.proxy_bypass_environment(host):
+    if not proxy or urllib.request.proxy_bypass(host):
         return None
     parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     if parts.scheme != "http" or not parts.hostname:

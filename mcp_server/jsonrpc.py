@@ -7,6 +7,7 @@ carries the error to send back, so every transport answers malformed input the s
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -87,6 +88,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 is JSON syntax but no float: Python reads it as inf, which dumps() then refuses, so a
+    # result carrying it could never be sent (the request went unanswered). Refuse it when read.
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("a number too large to represent")
+    return value
+
+
 def _valid_id(value: Any) -> bool:
     # MCP: "Request ID must be a string or integer" (never null, never a float, never a bool).
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
@@ -95,7 +105,7 @@ def _valid_id(value: Any) -> bool:
 def loads(data: bytes | str) -> Any:
     """Strict JSON: UTF-8 only, no NaN/Infinity; raises ValueError (depth included) on anything else."""
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
 

@@ -60,7 +60,7 @@ class GatewayResource:
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
         outcome = self.gateway.call(GatewayRequest("GET", self.path), ctx.cancellation)
-        what = f"{self.uri} ({self.title.lower()})"
+        what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
             _, problem = read_json(outcome)
             if problem is None:

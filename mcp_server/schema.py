@@ -25,7 +25,53 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 @functools.lru_cache(maxsize=64)
 def _pattern(source: str) -> re.Pattern[str]:
-    return re.compile(source)
+    return re.compile(_end_anchors(source))
+
+
+def _end_anchors(source: str) -> str:
+    """`$` outside a character class becomes `\\Z`.
+
+    JSON Schema patterns are ECMA-262, where `$` (no m flag) matches only at the end of the input;
+    Python's `$` also matches before a final newline, which let "usd-coin\\n" pass `^[a-z-]+$`.
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(source):
+        ch = source[i]
+        if ch == "\\":
+            out.append(source[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            # As Python reads it: a "]" first in the class (after an optional "^") is a literal.
+            start = i + 2 if source[i + 1 : i + 2] == "^" else i + 1
+            if source[start : start + 1] == "]":
+                out.append(source[i : start + 1])
+                i = start + 1
+                continue
+        elif ch == "$":
+            out.append("\\Z")
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality for enum and const: true is not 1 and false is not 0 (Python says they are)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return False
+    return bool(a == b)
 
 
 def _is_type(value: Any, name: str) -> bool:
@@ -48,9 +94,9 @@ def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
         names = wanted if isinstance(wanted, list) else [wanted]
         if not any(_is_type(value, n) for n in names):
             return f"{where} must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
         return f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}"
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and not _same(value, schema["const"]):
         return f"{where} must be {schema['const']!r}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:

@@ -17,6 +17,7 @@ from typing import BinaryIO, Final
 
 from .context import RequestContext
 from .jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     Batch,
     Id,
@@ -48,6 +49,13 @@ def claim_stdout() -> BinaryIO:
     return wire
 
 
+def _internal_error(message: JSONObject) -> JSONObject | None:
+    """The -32603 answer standing in for a response that could not be encoded (None: not a response)."""
+    if "method" in message or "id" not in message:
+        return None
+    return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
+
+
 class StdioServer:
     def __init__(
         self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16
@@ -68,7 +76,17 @@ class StdioServer:
     # ---- output -------------------------------------------------------------------------
 
     def write(self, message: JSONObject | list[JSONObject]) -> None:
-        data = dumps(message) + b"\n"
+        try:
+            data = dumps(message) + b"\n"
+        except (ValueError, TypeError):
+            # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
+            # thread, stop the server): each response becomes -32603, anything else is dropped.
+            log.exception("a message could not be encoded as JSON")
+            fallback = [_internal_error(m) for m in (message if isinstance(message, list) else [message])]
+            answers = [m for m in fallback if m is not None]
+            if not answers:
+                return
+            data = dumps(answers if isinstance(message, list) else answers[0]) + b"\n"
         with self._write_lock:
             if self._wire_broken:
                 return

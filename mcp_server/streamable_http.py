@@ -12,9 +12,11 @@ import email.utils
 import http.client
 import json
 import logging
+import re
 import selectors
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,27 +40,64 @@ CORS_ALLOW_HEADERS: Final = (
     "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
-SINGLE_HEADERS: Final = ("host", "origin", "content-length", "transfer-encoding", "authorization", "content-type")
+# Repeated, these would be ambiguous (smuggling, two credentials, two payments): refused outright.
+SINGLE_HEADERS: Final = (
+    "host",
+    "origin",
+    "content-length",
+    "transfer-encoding",
+    "authorization",
+    "content-type",
+    "x-payment",
+    "payment-signature",
+)
+# field-line = field-name ":" OWS field-value OWS (RFC 9112 §5): a token, the colon at once, and a
+# value without control characters other than HTAB. Anything else is refused, never repaired.
+_FIELD_LINE: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r?\n")
+_CONTROL: Final = re.compile(rb"[\x00-\x1f\x7f]")
+_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_CHUNK_SIZE: Final = re.compile(rb"([0-9A-Fa-f]{1,15})(?:[ \t]*;[^\r\n]*)?\r?\n")
 
 
 class _HeaderBudget:
-    """Wraps the request stream so the request line and headers together cannot exceed a budget.
+    """Wraps the request stream: the request line and headers together stay within a budget, and
+    every header line must be well formed.
 
-    http.server reads headers with readline(); raising LineTooLong here makes it answer 431
-    before an oversized header section is ever held in memory.
+    http.server reads the head with readline(); raising LineTooLong here makes it answer 431
+    before an oversized header section is ever held in memory. Lines that parsers disagree about
+    (a bare CR, a space before the colon, obs-fold, control characters) are how a request is
+    smuggled past a proxy: such a head is marked `malformed` and refused whole.
     """
 
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
-        self.remaining: int | None = None
+        self.remaining: int | None = None  # None: not reading a head (between requests, or in a body)
+        self.seen_request_line = False
+        self.malformed: str | None = None
+
+    def start(self) -> None:
+        self.remaining = MAX_HEADER_BYTES
+        self.seen_request_line = False
+        self.malformed = None
 
     def readline(self, limit: int = -1) -> bytes:
-        line = self.raw.readline(limit)
-        if self.remaining is not None:
-            self.remaining -= len(line)
-            if self.remaining < 0:
-                self.remaining = None
-                raise http.client.LineTooLong("header section")
+        if self.remaining is None:
+            return self.raw.readline(limit)
+        # Never hold more than the budget in memory, whatever limit the caller asked for.
+        cap = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
+        line = self.raw.readline(cap)
+        self.remaining -= len(line)
+        if self.remaining < 0:
+            self.remaining = None
+            raise http.client.LineTooLong("header section" if self.seen_request_line else "request line")
+        if not self.seen_request_line:
+            self.seen_request_line = True
+            if _CONTROL.search(line.rstrip(b"\r\n")):
+                self.malformed = "the request line carries a control character"
+        elif line in (b"\r\n", b"\n", b""):
+            self.remaining = None  # the head ended; what follows is a body, not headers
+        elif self.malformed is None and not _FIELD_LINE.fullmatch(line):
+            self.malformed = "a header line is malformed (RFC 9112 §5)"
         return line
 
     def read(self, n: int = -1) -> bytes:
@@ -77,8 +116,24 @@ class DisconnectWatcher:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="fairwins-mcp-disconnects", daemon=True)
         self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread and release its sockets (a server that is closed watches nothing)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        self._thread.join(5)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def watch(self, sock: socket.socket, on_close: Callable[[], None]) -> Callable[[], None]:
         with self._lock:
@@ -98,7 +153,7 @@ class DisconnectWatcher:
         return unwatch
 
     def _run(self) -> None:
-        while True:
+        while not self._closed:
             for key, _ in self._selector.select():
                 if key.data is None:
                     try:
@@ -158,8 +213,8 @@ class McpHTTPServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        host, port = str(self.server_address[0]), self.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/mcp"
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -187,6 +242,29 @@ class McpHTTPServer(ThreadingHTTPServer):
     def connection_closed(self) -> None:
         with self._cond:
             self._connections -= 1
+            self._cond.notify_all()
+
+    @property
+    def connection_count(self) -> int:
+        with self._cond:
+            return self._connections
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no connection is open and no request in flight; False if `timeout` passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._connections == 0 and self._inflight == 0, timeout)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.watcher.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that vanished is ordinary; anything else is a bug, logged (never printed) once.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.debug("connection from %s ended: %s", client_address[0], type(exc).__name__)
+            return
+        log.error("unexpected failure serving a connection", exc_info=True)
 
     def begin(self) -> bool:
         """A request line was read: count it in flight (False once draining: answer 503 and close)."""
@@ -224,12 +302,15 @@ class Handler(BaseHTTPRequestHandler):
     server: McpHTTPServer
 
     def setup(self) -> None:
-        self.timeout = self.server.idle_timeout
         super().setup()
-        self.rfile = _HeaderBudget(self.rfile)  # type: ignore[assignment]
+        # An idle or stalled connection gives its thread back after idle_timeout without a byte.
+        self.connection.settimeout(self.server.idle_timeout)
+        self.budget = _HeaderBudget(self.rfile)  # type: ignore[arg-type]
+        self.rfile = self.budget  # type: ignore[assignment]
         self._status = 0
         self._started = 0.0
         self._counted = False
+        self._timed_out = False
 
     def finish(self) -> None:
         try:
@@ -238,38 +319,78 @@ class Handler(BaseHTTPRequestHandler):
             self.server.connection_closed()
 
     def _abort(self) -> None:
+        # Only the reading half: a blocked read wakes at once, and the 408 can still be written.
+        self._timed_out = True
         try:
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.shutdown(socket.SHUT_RD)
         except OSError:
             pass
 
+    def _too_slow(self) -> None:
+        """The request did not arrive whole within read_timeout (RFC 9110 §15.5.9: 408, then close)."""
+        self._respond(408, _error_body("request_timeout", "The request did not arrive in time"), close=True)
+
     def handle_one_request(self) -> None:
-        budget: _HeaderBudget = self.rfile  # type: ignore[assignment]
-        budget.remaining = MAX_HEADER_BYTES
+        self.budget.start()
         # The whole request (line, headers, body) must arrive within read_timeout: a client
         # trickling one byte a second would otherwise hold this thread forever.
         self._read_timer = WATCHDOG.schedule(time.monotonic() + self.server.read_timeout, self._abort)
         self._counted = False
+        self._status = 0
+        self._started = 0.0
         try:
             super().handle_one_request()
+        except http.client.LineTooLong as exc:
+            # Only the request line gets here (http.server answers an oversized header line itself).
+            self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
+            status = 414 if "request line" in str(exc) else 431
+            self._respond(status, _error_body("too_large", f"The {exc.args[0]} is over the 64 KiB limit"), close=True)
         finally:
             self._read_timer.cancel()
-            budget.remaining = None
+            self.budget.remaining = None
             if self._counted:
                 self.server.end()
+        if self._timed_out:
+            self.close_connection = True  # the reading half is shut: nothing more can come on it
 
     def parse_request(self) -> bool:
         self._started = time.monotonic()
         self._counted = self.server.begin()
+        words = self.raw_requestline.split()
+        if self._timed_out:
+            self.command, self.request_version = "", "HTTP/1.1"
+            self._too_slow()
+            return False
+        if words and (len(words) < 3 or not _TOKEN.fullmatch(words[0])):
+            # HTTP/0.9 ("GET /path") has no headers and no body, and a method is a token: the
+            # rest of a body the client framed wrongly is not a request.
+            self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
+            self._respond(400, _error_body("bad_request", "Bad request line: expected METHOD /path HTTP/1.1"), close=True)
+            return False
         if not super().parse_request():
+            return False
+        if self._timed_out:
+            self._too_slow()
+            return False
+        if self.budget.malformed is not None:
+            self._respond(400, _error_body("bad_header", f"Refused: {self.budget.malformed}"), close=True)
             return False
         if not self._counted:
             self._respond(503, _error_body("shutting_down", "The server is shutting down"), close=True, extra={"Retry-After": "1"})
             return False
         return True
 
+    def handle_expect_100(self) -> bool:
+        # "100 Continue" is promised only once the gate admits the request (_mcp), so a refused
+        # client never sends a body nobody wants.
+        return True
+
     # http.server's own errors (bad request line, 431, 505…) answer in JSON like everything else.
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code == 431:
+            text = f"The request line and headers are over the {MAX_HEADER_BYTES // 1024} KiB limit (or over 100 headers)"
+            self._respond(code, _error_body("headers_too_large", text), close=True)
+            return
         self._respond(code, _error_body("bad_request", message or "Bad request"), close=True)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -317,7 +438,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _log_access(self) -> None:
         took = (time.monotonic() - self._started) * 1000 if self._started else 0.0
-        path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in (self.path or "")[:200])
+        path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in (getattr(self, "path", "") or "")[:200])
         access.info("%s %s %d %.1fms", self.command or "-", path or "-", self._status, took)
 
     def _cors(self, origin: str | None) -> dict[str, str]:
@@ -333,27 +454,42 @@ class Handler(BaseHTTPRequestHandler):
         return data if len(data) == n else None
 
     def _read_chunked(self, limit: int) -> bytes | None | int:
-        """The body of a chunked request; None if the stream broke, 413 if over the limit."""
+        """The body of a chunked request; None if the stream ended, 400 if malformed, 413 if over the limit."""
         parts: list[bytes] = []
         total = 0
+        trailer_bytes = 0
         try:
             while True:
                 size_line = self.rfile.readline(1024)
                 if not size_line.endswith(b"\n"):
-                    return None
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
+                    return None if len(size_line) < 1024 and not self._timed_out else 400
+                # chunk-size = 1*HEXDIG, nothing else (no sign, no 0x, no underscores): a size two
+                # parsers read differently is a smuggled request.
+                match = _CHUNK_SIZE.fullmatch(size_line)
+                if match is None:
+                    return 400
+                size = int(match.group(1), 16)
                 if size == 0:
-                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers are ignored
-                    return b"".join(parts)
+                    while True:
+                        line = self.rfile.readline(8192)
+                        trailer_bytes += len(line)
+                        if line in (b"\r\n", b"\n"):
+                            return b"".join(parts)
+                        if not line.endswith(b"\n"):
+                            return None
+                        if trailer_bytes > MAX_HEADER_BYTES:
+                            return 400  # trailers are ignored, but not without end
                 total += size
                 if total > limit:
                     return 413
                 chunk = self._read_exact(size)
-                if chunk is None or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                if chunk is None:
                     return None
+                end = self.rfile.readline(3)
+                if end not in (b"\r\n", b"\n"):
+                    return None if not end else 400
                 parts.append(chunk)
-        except (ValueError, OSError):
+        except OSError:
             return None
 
     def _headers(self) -> dict[str, str] | None:
@@ -387,8 +523,8 @@ class Handler(BaseHTTPRequestHandler):
         body_bytes = b""
         close = decision.status in (400, 411, 413) and decision.jsonrpc_code is None
         raw = headers.get("content-length")
-        if "transfer-encoding" in headers:
-            close = True
+        if "transfer-encoding" in headers or _expects_continue(headers):
+            close = True  # a client waiting for "100 Continue" sends no body to drain
         elif raw is not None and raw.strip().isdigit() and not close:
             length = int(raw)
             if length <= DRAIN_LIMIT:
@@ -432,17 +568,29 @@ class Handler(BaseHTTPRequestHandler):
 
     def _mcp(self, decision: gate.Admit, headers: dict[str, str]) -> None:
         cors = self._cors(decision.cors)
+        if _expects_continue(headers) and self.request_version == "HTTP/1.1":
+            try:
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            except OSError:
+                self.close_connection = True
+                return
         if decision.chunked:
             body = self._read_chunked(self.server.policy.max_body)
             if body == 413:
                 self._respond(413, _error_body("body_too_large", "The body is over the size limit"), extra=cors, close=True)
                 return
+            if body == 400:
+                self._respond(400, _error_body("bad_framing", "The chunked body is malformed"), extra=cors, close=True)
+                return
         else:
             body = self._read_exact(decision.length)
+        self._read_timer.cancel()  # the request is in; what follows may rightly wait on the gateway
+        if self._timed_out:
+            self._too_slow()  # late, or cut short by the deadline: either way not served
+            return
         if not isinstance(body, bytes):
             self.close_connection = True  # the client stopped sending: nothing to answer
             return
-        self._read_timer.cancel()  # the request is in; what follows may rightly wait on the gateway
         credential = self._credential(headers)
         if credential is None:
             self._respond(400, _error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=cors)
@@ -479,6 +627,9 @@ class Handler(BaseHTTPRequestHandler):
             )
 
         if isinstance(message, Batch):
+            if payment is not None:
+                # One payment is spent once: it cannot ride on every call of a batch.
+                payment, conflict = None, "a payment cannot be carried on a batch; send the paid call on its own"
             reply = self.server.dispatcher.handle_batch(message, session, make_ctx)
             self._answer(reply.status, reply.message, cors)
             return
@@ -554,6 +705,10 @@ class _Stream:
         if self.handler.server.stopping or self.broken:
             self.handler.close_connection = True
         self.handler._log_access()
+
+
+def _expects_continue(headers: dict[str, str]) -> bool:
+    return headers.get("expect", "").strip().lower() == "100-continue"
 
 
 def _chunk(data: bytes) -> bytes:

@@ -59,7 +59,12 @@ def test_route_table_matches_gateway_md() -> None:
     used = {r["scope"] for r in ROUTES.values() if r["scope"]}
     assert used == set(ALL_SCOPES)
     assert len(ALL_SCOPES) == 6
-    assert PUBLIC_PATHS == ("/status", "/v1/polymarket/{chainId}/markets", "/v1/perps/pairs", "/v1/news/{chainId}/{asset}")
+    assert PUBLIC_PATHS == (
+        "/status",
+        "/v1/polymarket/{chainId}/markets",
+        "/v1/perps/pairs",
+        "/v1/news/{chainId}/{asset}",
+    )
 
 
 @pytest.mark.parametrize("tool", TOOL_DEFS, ids=lambda t: t["name"])

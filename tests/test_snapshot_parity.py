@@ -42,7 +42,7 @@ def test_check_mode_reports_the_diff_and_the_fix(tmp_path: pathlib.Path, capsys)
     stale.write_text(render().replace("Reading your wagers", "Reading wagers"), encoding="utf-8")
     assert main(["--check", "--output", str(stale)]) == 1
     out = capsys.readouterr().out
-    assert "-      \"progress\": \"Reading wagers…\"" in out
+    assert '-      "progress": "Reading wagers…"' in out
     assert FIX_COMMAND in out
     assert main(["--output", str(stale)]) == 0
     assert main(["--check", "--output", str(stale)]) == 0
@@ -50,6 +50,10 @@ def test_check_mode_reports_the_diff_and_the_fix(tmp_path: pathlib.Path, capsys)
 
 def test_check_mode_from_the_command_line_on_the_real_file() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "assistant_contract.export", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "assistant_contract.export", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,195 @@
+"""Shared fixtures: a started sandbox gateway, the real dispatcher over it, and a stdio subprocess driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from mcp_server.context import RequestContext
+from mcp_server.gateway import Gateway
+from mcp_server.jsonrpc import Notification, Request
+from mcp_server.protocol import Dispatcher, Session
+from mcp_server.server import build_catalog
+from tests.sandbox_gateway import SandboxGateway
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
+WAIT = 10.0  # the longest any test waits for something that should happen at once
+
+
+@pytest.fixture
+def sandbox() -> Iterator[SandboxGateway]:
+    """A sandbox gateway on 127.0.0.1, a free port, stopped after the test."""
+    with SandboxGateway() as gateway:
+        yield gateway
+
+
+class McpClient:
+    """The real dispatcher driven in-process, one legacy session (as one stdio process would have)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.session = Session(http=False)
+        self._next_id = 0
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        bearer: str | None = None,
+        ctx: RequestContext | None = None,
+    ) -> dict[str, Any]:
+        """The whole JSON-RPC response message."""
+        self._next_id += 1
+        ctx = ctx or RequestContext(bearer=bearer, bearer_source="env" if bearer else "none")
+        reply = self.dispatcher.handle(Request(self._next_id, method, params or {}), self.session, ctx)
+        assert isinstance(reply.message, dict)
+        return reply.message
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> object:
+        return self.dispatcher.handle(Notification(method, params or {}), self.session, RequestContext()).message
+
+    def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, *, bearer: str | None = None
+    ) -> dict[str, Any]:
+        """A CallToolResult; fails the test if the call was answered with a JSON-RPC error instead."""
+        message = self.request("tools/call", {"name": name, "arguments": arguments or {}}, bearer=bearer)
+        assert "result" in message, f"{name} answered a JSON-RPC error: {message}"
+        result: dict[str, Any] = message["result"]
+        return result
+
+
+def client_for(url: str | None, *, timeout: float = GATEWAY_TIMEOUT, max_body: int = 4 * 1024 * 1024) -> McpClient:
+    """The shipped catalog over a fresh Gateway (and so a fresh connection pool) at `url`."""
+    return McpClient(Dispatcher(build_catalog(Gateway(url, timeout=timeout, max_body=max_body))))
+
+
+@pytest.fixture
+def mcp(sandbox: SandboxGateway) -> McpClient:
+    """The shipped server's dispatcher over the sandbox gateway."""
+    return client_for(sandbox.url)
+
+
+class StdioProcess:
+    """A server subprocess spoken to over its stdin/stdout; every stdout line is kept and parsed."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.lines: list[bytes] = []  # every raw stdout line, in order
+        self.skipped: list[dict[str, Any]] = []  # what response_to read past
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._stderr: list[bytes] = []
+        self._threads = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            try:
+                self._messages.put(json.loads(line))
+            except ValueError:
+                self._messages.put({"unparseable": line.decode("utf-8", "replace")})
+        self._messages.put(None)  # EOF
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_raw(json.dumps(message).encode("utf-8") + b"\n")
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def next_message(self, timeout: float = WAIT) -> dict[str, Any] | None:
+        """The next stdout message (None at EOF); fails the test after `timeout` seconds."""
+        try:
+            return self._messages.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no message on stdout within {timeout} s; stderr:\n{self.stderr}") from None
+
+    def response_to(self, request_id: object, timeout: float = WAIT) -> dict[str, Any]:
+        """Read messages until the response to `request_id`; what came before is in `skipped`."""
+        self.skipped = []
+        while True:
+            message = self.next_message(timeout)
+            assert message is not None, f"stdout ended before the response to {request_id!r}; stderr:\n{self.stderr}"
+            if message.get("id") == request_id and ("result" in message or "error" in message):
+                return message
+            self.skipped.append(message)
+
+    def rest(self, timeout: float = WAIT) -> list[dict[str, Any]]:
+        """Every remaining message until stdout closes."""
+        found = []
+        while (message := self.next_message(timeout)) is not None:
+            found.append(message)
+        return found
+
+    def wait(self, timeout: float = WAIT) -> int:
+        code = self.proc.wait(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(WAIT)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The environment of a server subprocess: ours minus FairWins settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWINS_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def stdio_process() -> Iterator[Callable[..., StdioProcess]]:
+    """Start server subprocesses (`python3 -m mcp_server` by default); each is killed after the test."""
+    started: list[StdioProcess] = []
+
+    def start(argv: list[str] | None = None, **env: str) -> StdioProcess:
+        process = StdioProcess(argv or [sys.executable, "-m", "mcp_server"], server_env(**env))
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()

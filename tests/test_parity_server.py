@@ -1,0 +1,104 @@
+"""The server's tables, as mcp_server.snapshot loads them, equal assistant_contract's, in both directions.
+
+The only test module that imports both packages: the server itself never imports the contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from assistant_contract import ALL_SCOPES, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
+from mcp_server.gateway import Gateway
+from mcp_server.outcomes import Wording, chain_notes
+from mcp_server.snapshot import load
+from mcp_server.tools import BUILD_INTENT, build_tools
+
+SNAP = load()
+WORDING = Wording.from_snapshot(SNAP.wording)
+
+
+def both_ways(server: dict[str, Any], contract: dict[str, Any], what: str) -> None:
+    only_server = sorted(set(server) - set(contract))
+    only_contract = sorted(set(contract) - set(server))
+    assert not only_server, f"{what} only the server has: {only_server}"
+    assert not only_contract, f"{what} only the contract has: {only_contract}"
+    for key in contract:
+        assert server[key] == contract[key], f"{what} {key!r} differs"
+
+
+def test_route_paths_equal_the_contract_routes() -> None:
+    both_ways(SNAP.route_paths, {rid: r["path"] for rid, r in ROUTES.items()}, "route")
+
+
+def test_route_methods_scopes_and_prices_equal_the_contract_routes() -> None:
+    both_ways(SNAP.routes, {rid: dict(r) for rid, r in ROUTES.items()}, "route")
+
+
+def test_public_paths_and_scopes_equal_the_contract() -> None:
+    assert SNAP.public_paths == PUBLIC_PATHS
+    assert SNAP.scopes == ALL_SCOPES
+
+
+def test_the_unknown_sentence_equals_the_contract() -> None:
+    assert SNAP.wording["unknown"] == results.UNKNOWN_SENTENCE
+    assert WORDING.unknown == results.UNKNOWN_SENTENCE
+
+
+def test_state_phrases_equal_the_contract() -> None:
+    both_ways(SNAP.wording["statePhrases"], results.STATE_PHRASES, "state phrase")
+
+
+def test_the_chain_sentence_equals_the_contract() -> None:
+    assert SNAP.wording["chainUnknown"] == results.CHAIN_UNKNOWN
+
+
+def test_failure_sentences_equal_the_contract() -> None:
+    both_ways(SNAP.wording["failures"], results.FAILURE_SENTENCES, "failure sentence")
+
+
+@pytest.mark.parametrize("cause", sorted(results.FAILURE_SENTENCES))
+def test_each_failure_the_server_renders_is_the_contract_sentence_then_the_unknown_sentence(cause: str) -> None:
+    fill = {"what": "your wagers", "detail": ": why", "scope": "read:wagers", "wait": " (retry after 3 s)"}
+    expected = results.FAILURE_SENTENCES[cause].format(**fill) + " " + results.UNKNOWN_SENTENCE
+    assert WORDING.failure(cause, "your wagers", detail=": why", scope="read:wagers", wait=" (retry after 3 s)") == (
+        expected
+    )
+
+
+def test_chain_notes_use_the_contract_sentence_and_phrases() -> None:
+    envelope = {
+        "chains": [{"chainId": 8453, "state": "unreadable", "reason": "r"}, {"chainId": 1, "state": "not-configured"}]
+    }
+    assert chain_notes(envelope, WORDING) == [
+        results.CHAIN_UNKNOWN.format(chain_id=8453, phrase=results.STATE_PHRASES["unreadable"], reason=" (r)"),
+        results.CHAIN_UNKNOWN.format(chain_id=1, phrase=results.STATE_PHRASES["not-configured"], reason=""),
+        results.UNKNOWN_SENTENCE,
+    ]
+
+
+def test_every_served_tool_calls_what_the_contract_says_it_executes() -> None:
+    served = {t.name: t for t in build_tools(SNAP, Gateway(None), WORDING)}
+    contract = {t["name"]: t for t in TOOL_DEFS if t["exec"]["kind"] != "local"}
+    assert set(served) == set(contract) | {"build_intent"}
+    for name, tool in contract.items():
+        ex = tool["exec"]
+        if ex["kind"] == "route":
+            route = ROUTES[ex["route"]]
+            assert (served[name].method, served[name].path_template) == (route["method"], route["path"]), name
+            assert served[name].public is False
+        else:
+            assert ex["path"] in PUBLIC_PATHS
+            assert (served[name].method, served[name].path_template) == ("GET", ex["path"]), name
+            assert served[name].public is True
+
+
+def test_build_intent_is_the_servers_own_and_calls_the_contracts_build_route() -> None:
+    assert "build_intent" not in {t["name"] for t in TOOL_DEFS}
+    route = ROUTES[BUILD_INTENT["exec"]["route"]]
+    assert (route["method"], route["path"], route["scope"]) == (
+        "POST",
+        "/v1/member/intents/build",
+        BUILD_INTENT["scope"],
+    )

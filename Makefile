@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox
+.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,48 @@ run-sandbox: $(VPY)
 	trap 'kill $$(cat .sandbox.pid) 2>/dev/null; rm -f .sandbox.pid' EXIT INT TERM; \
 	for i in $$(seq 50); do grep -q "sandbox gateway on" .sandbox.log && break; sleep 0.1; done; \
 	FAIRWINS_API_URL=http://127.0.0.1:8787 FAIRWINS_API_TOKEN=fw1.sandbox-member-a-7f3k $(VPY) -m mcp_server
+
+# The sandbox gateway (127.0.0.1:8787) and the server over HTTP (127.0.0.1:8790/mcp), a scripted
+# session, then the lines that connect the MCP Inspector, Claude Code or Claude Desktop; Ctrl-C
+# stops both. `make demo DEMO_ARGS=--once` runs the session on free ports and exits (0: it worked).
+demo: $(VPY)
+	@$(VPY) -m demo $(DEMO_ARGS)
+
+# Does the gateway named by FAIRWINS_API_URL answer, is FAIRWINS_API_TOKEN good, which tools will work.
+check: $(VPY)
+	@$(VPY) -m mcp_server check
+
+# README.md's table of tools, resources and prompts, from what the server serves.
+readme: $(VPY)
+	$(VPY) -m scripts.readme
+
+readme-check: $(VPY)
+	$(VPY) -m scripts.readme --check
+
+# A wheel in dist/, built offline, with the snapshot inside: pip install / pipx install it anywhere.
+dist: $(VPY)
+	$(VPY) -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w dist .
+	@ls dist/*.whl
+
+# The official MCP conformance suite against the test-only fixture server (Node 22 and two pinned
+# suite versions installed into .tools/, git-ignored). Fails on any failure not listed in
+# tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
+conformance: $(VPY)
+	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
+BENCH_VENV := .venv-bench
+BENCH_ARGS ?=
+
+bench:
+	$(PYTHON) -m bench.run $(BENCH_ARGS)
+
+# The same run side by side with the official Python SDK server, installed into .venv-bench
+# (git-ignored; never a project dependency). Results are reported as ratios.
+bench-compare: $(BENCH_VENV)/.installed
+	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+
+$(BENCH_VENV)/.installed: bench/requirements-compare.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-compare.txt
+	touch $@

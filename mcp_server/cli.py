@@ -1,4 +1,4 @@
-"""Command line: argv + environment → Config → the stdio or HTTP server. `main(argv) -> int`."""
+"""Command line: argv + environment → Config → the stdio or HTTP server, or `check`. `main(argv) -> int`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"fairwins-mcp: {exc}\n")
         return 2
+    if args.command == "check":
+        from . import doctor  # deferred, like the transports: serving never loads it
+
+        logs.configure(config.log_level)
+        if config.api_token:
+            logs.register_secret(config.api_token)
+        return doctor.run(config, sys.stdout)
     if config.http_port is not None and config.api_token and not config.allow_shared_token:
         sys.stderr.write(
             "fairwins-mcp: refusing to start: FAIRWINS_API_TOKEN is set and --http would let every caller "

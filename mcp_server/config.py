@@ -80,6 +80,13 @@ def argument_parser() -> argparse.ArgumentParser:
         prog="fairwins-mcp",
         description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
     )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("serve", "check"),
+        default="serve",
+        help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
+    )
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(

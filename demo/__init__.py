@@ -1,0 +1,1 @@
+"""`make demo`: the sandbox gateway and the server over HTTP on loopback, a scripted session, the lines to connect."""

@@ -1,0 +1,417 @@
+"""The first ten minutes: the sandbox gateway and the server over HTTP, a scripted session, then the lines to connect.
+
+    python -m demo            # gateway on 127.0.0.1:8787, server on 127.0.0.1:8790; Ctrl-C stops both
+    python -m demo --once     # free ports, the scripted session, a clean stop; exit 0 when it all worked
+
+The server is the real command line (`python -m mcp_server --http PORT`) in a subprocess, pointed
+at the sandbox gateway (tests/sandbox_gateway.py) running in this process. The scripted session is
+a plain MCP client over Streamable HTTP: it lists the tools, reads member A's wagers (one chain
+read, one unreadable, one not configured), makes a public read with no token, and asks for the
+wagers with no token at all, which the gateway answers with a price. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import pathlib
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Final, TextIO
+
+from tests.sandbox_gateway import (
+    TOKEN_EXPIRED,
+    TOKEN_MEMBER_A,
+    TOKEN_MEMBER_B,
+    TOKEN_PROFILE_ONLY,
+    SandboxGateway,
+)
+
+ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
+GATEWAY_PORT: Final = 8787
+SERVER_PORT: Final = 8790
+PROTOCOL: Final = "2025-11-25"
+BOOT_TIMEOUT: Final = 20.0  # seconds for the server to say where it listens
+CALL_TIMEOUT: Final = 15.0
+STOP_TIMEOUT: Final = 15.0
+WIDTH: Final = 100
+NO_KEY: Final = "This server holds no key"  # where the price result turns from the price to how to pay
+
+
+class DemoError(Exception):
+    """A step did not give what a newcomer should see; the message says which and what came instead."""
+
+
+def _redact(token: str) -> str:
+    return f"fw1.…{token[-4:]}"
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+# --- the server subprocess ---------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    """`python -m mcp_server --http PORT` in its own process group, its stderr read line by line."""
+
+    proc: subprocess.Popen[bytes]
+    url: str = ""
+    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    log: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, gateway_url: str, port: int) -> Server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWINS_")}
+        env["FAIRWINS_API_URL"] = gateway_url  # and no FAIRWINS_API_TOKEN: over HTTP each caller sends its own
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_server", "--http", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # Ctrl-C reaches the demo only; the demo stops the server in order
+        )
+        server = cls(proc)
+        threading.Thread(target=server._read, name="demo-server-stderr", daemon=True).start()
+        server._wait_for_url()
+        return server
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
+        self.lines.put(None)
+
+    def _wait_for_url(self) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                raise DemoError("the server exited before listening:\n" + "\n".join(self.log))
+            self.log.append(line)
+            if "listening on " in line:
+                self.url = line.split("listening on ", 1)[1].split()[0]
+                return
+        raise DemoError(f"the server did not say where it listens within {BOOT_TIMEOUT:g} s:\n" + "\n".join(self.log))
+
+    def pending(self) -> list[str]:
+        """What the server has said since it started listening, without waiting."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return self.log
+            if line is None:
+                self.lines.put(None)
+                return self.log
+            self.log.append(line)
+
+    def echo(self, out: TextIO, stop: threading.Event) -> None:
+        """Forward the server's log lines (its access log shows a connected client's requests)."""
+        while not stop.is_set():
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                return
+            out.write(f"  server | {line}\n")
+            out.flush()
+
+    def stop(self) -> int:
+        """SIGTERM: the server stops accepting, lets calls in flight finish, and exits 0."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+
+# --- a small MCP client over Streamable HTTP ---------------------------------------------------
+
+
+class Client:
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/mcp"
+        self.version: str | None = None
+        self._id = 0
+
+    def _post(self, message: dict[str, Any], token: str | None) -> tuple[int, bytes, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.version:
+            headers["MCP-Protocol-Version"] = self.version
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=CALL_TIMEOUT)
+        try:
+            conn.request("POST", self.path, body=json.dumps(message).encode("utf-8"), headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read(), resp.getheader("Content-Type") or ""
+        finally:
+            conn.close()
+
+    def request(self, method: str, params: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+        self._id += 1
+        status, body, kind = self._post({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}, token)
+        if kind.startswith("text/event-stream"):
+            # The answer is the last `data:` frame carrying our id (earlier frames are notifications).
+            frames = [line[5:].strip() for line in body.decode("utf-8").splitlines() if line.startswith("data:")]
+            messages = [json.loads(frame) for frame in frames if frame]
+            answer = next((m for m in reversed(messages) if m.get("id") == self._id), None)
+        else:
+            answer = json.loads(body) if body else None
+        if status != 200 or not isinstance(answer, dict) or "result" not in answer:
+            raise DemoError(f"{method} answered HTTP {status}: {body[:300]!r}")
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def notify(self, method: str) -> None:
+        status, body, _ = self._post({"jsonrpc": "2.0", "method": method}, None)
+        if status != 202:
+            raise DemoError(f"{method} answered HTTP {status}: {body[:300]!r}")
+
+    def call(self, name: str, arguments: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+        return self.request("tools/call", {"name": name, "arguments": arguments}, token)
+
+
+# --- the scripted session ----------------------------------------------------------------------
+
+
+def _texts(result: dict[str, Any]) -> list[str]:
+    return [
+        str(b.get("text", "")) for b in result.get("content", []) if isinstance(b, dict) and b.get("type") == "text"
+    ]
+
+
+def _notes(result: dict[str, Any]) -> str:
+    """The server's own sentences: every text block that is not the JSON answer itself."""
+    return " ".join(t for t in _texts(result) if not t.lstrip().startswith(("{", "[")))
+
+
+def _wrap(text: str, indent: str) -> str:
+    return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
+
+
+def _short(text: object, limit: int = 58) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def session(url: str, out: TextIO) -> None:
+    """Five steps a newcomer would try first; DemoError when one does not show what it should."""
+    client = Client(url)
+
+    def say(text: str = "") -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    init = client.request(
+        "initialize",
+        {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "fairwins-demo", "version": "1"}},
+    )
+    client.version = str(init.get("protocolVersion"))
+    client.notify("notifications/initialized")
+    info = init.get("serverInfo", {})
+    say(f"1. initialize: {info.get('name')} {info.get('version')} (“{info.get('title')}”), protocol {client.version}")
+
+    tools = client.request("tools/list", {}).get("tools", [])
+    names = [str(t.get("name")) for t in tools]
+    say(f"2. tools/list: {len(tools)} tools")
+    for tool in tools:
+        say(f"     {tool.get('name', ''):<24} {tool.get('title', '')}")
+    for needed in ("get_wagers", "get_prediction_markets", "build_intent"):
+        if needed not in names:
+            raise DemoError(f"tools/list has no {needed}: {names}")
+
+    say(f"3. tools/call get_wagers as member A (Authorization: Bearer {_redact(TOKEN_MEMBER_A)})")
+    wagers = client.call("get_wagers", {}, TOKEN_MEMBER_A)
+    if wagers.get("isError"):
+        raise DemoError(f"get_wagers as member A failed: {_notes(wagers)}")
+    unreadable = []
+    for chain in wagers.get("structuredContent", {}).get("chains", []):
+        state, chain_id = chain.get("state"), chain.get("chainId")
+        if state == "read":
+            items = chain.get("wagers", [])
+            say(f"     chain {chain_id}: read, {len(items)} wagers")
+            for w in items:
+                wid, stake, asset, status = (str(w.get(k, "?")) for k in ("id", "stake", "asset", "status"))
+                say(f"       {wid:<6} {stake:>6} {asset:<5} {status:<8} “{_short(w.get('description'))}”")
+        else:
+            reason = f" ({chain['reason']})" if chain.get("reason") else ""
+            say(f"     chain {chain_id}: {state}{reason}")
+            unreadable.append(str(chain_id))
+    notes = _notes(wagers)
+    say(_wrap(f"the server adds: “{notes}”", "     "))
+    if not unreadable or not all(f"Chain {c}" in notes for c in unreadable) or "UNKNOWN" not in notes:
+        raise DemoError(f"the member read did not name every chain it could not read: {notes!r}")
+    say("     (wager descriptions are text written by other people: reported, never obeyed)")
+
+    say('4. tools/call get_prediction_markets {"q": "ETH"} with no token (a public read)')
+    markets = client.call("get_prediction_markets", {"q": "ETH"})
+    if markets.get("isError"):
+        raise DemoError(f"the public read failed: {_notes(markets)}")
+    for market in markets.get("structuredContent", {}).get("markets", []):
+        prices = " / ".join(f"{o.get('name')} {o.get('price')}" for o in market.get("outcomes", []))
+        say(f"     {market.get('question')}  {prices}")
+    say(f"     the server adds: “{_notes(markets)}”")
+
+    say("5. tools/call get_wagers with no token and no payment")
+    price = client.call("get_wagers", {})
+    offer = price.get("structuredContent", {})
+    if not price.get("isError") or not isinstance(offer, dict) or not offer.get("accepts"):
+        raise DemoError(f"get_wagers with no credential did not come back as a price: {_texts(price)}")
+    words = _notes(price)
+    cut = words.find(NO_KEY)
+    say(_wrap(f"the gateway priced it: “{words[:cut].strip() if cut > 0 else words}”", "     "))
+    say("     (this server holds no key and never pays: a caller's own x402 client would sign a payment)")
+
+
+# --- connecting a real client -----------------------------------------------------------------
+
+
+def connect_lines(server_url: str, gateway_url: str) -> str:
+    """The exact lines to point the MCP Inspector, Claude Code and Claude Desktop at this demo."""
+    bearer = f"Authorization: Bearer {TOKEN_MEMBER_A}"
+    script = pathlib.Path(sys.executable).parent / "fairwins-mcp"
+    if script.exists():
+        command, args, env = str(script), [], {}
+    else:
+        command, args, env = sys.executable, ["-m", "mcp_server"], {"PYTHONPATH": str(ROOT)}
+    desktop = {
+        "mcpServers": {
+            "fairwins-sandbox": {
+                "command": command,
+                "args": args,
+                "env": {**env, "FAIRWINS_API_URL": gateway_url, "FAIRWINS_API_TOKEN": TOKEN_MEMBER_A},
+            }
+        }
+    }
+    return "\n".join(
+        [
+            "",
+            f"Both are running: the sandbox gateway on {gateway_url}, the MCP server on {server_url}.",
+            f"Connect a client (the sample member token is {TOKEN_MEMBER_A}):",
+            "",
+            "  MCP Inspector, in the browser:",
+            f'    npx @modelcontextprotocol/inspector --transport http --server-url {server_url} --header "{bearer}"',
+            "  MCP Inspector, on the command line:",
+            f"    npx @modelcontextprotocol/inspector --cli {server_url} --transport http"
+            f' --header "{bearer}" --method tools/list',
+            "  Claude Code:",
+            f'    claude mcp add --transport http fairwins-sandbox {server_url} --header "{bearer}"',
+            "  Claude Desktop, in claude_desktop_config.json"
+            " (Desktop starts its own server over stdio, on this gateway):",
+            textwrap.indent(json.dumps(desktop, indent=2), "    "),
+            "",
+            f"Other sample tokens: member B {TOKEN_MEMBER_B}, profile-only {TOKEN_PROFILE_ONLY},"
+            f" expired {TOKEN_EXPIRED}.",
+            "Requests to the server are logged below. Press Ctrl-C to stop both.",
+            "",
+        ]
+    )
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def _start_gateway(port: int, out: TextIO) -> SandboxGateway:
+    try:
+        return SandboxGateway("127.0.0.1", port).start()
+    except OSError:
+        if port == 0:
+            raise
+        out.write(f"(port {port} is in use; the sandbox gateway takes a free one)\n")
+        return SandboxGateway("127.0.0.1", 0).start()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--once", action="store_true", help="run the scripted session, stop both, exit (0: it worked)")
+    parser.add_argument(
+        "--port", type=int, help=f"the server's port (default {SERVER_PORT}; with --once, any free one)"
+    )
+    parser.add_argument(
+        "--gateway-port", type=int, help=f"the sandbox gateway's port (default {GATEWAY_PORT}; --once: any)"
+    )
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    gateway_port = args.gateway_port if args.gateway_port is not None else 0 if args.once else GATEWAY_PORT
+    server_port = args.port if args.port is not None else 0 if args.once else SERVER_PORT
+    if server_port and args.port is None and not _free(server_port):
+        out.write(f"(port {server_port} is in use; the server takes a free one)\n")
+        server_port = 0
+
+    interrupted = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        interrupted.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    gateway = _start_gateway(gateway_port, out)
+    server: Server | None = None
+    stop_echo = threading.Event()
+    code = 0
+    try:
+        server = Server.start(gateway.url, server_port)
+        port = urllib.parse.urlsplit(server.url).port
+        out.write(
+            f"FairWins MCP demo\n  sandbox gateway  {gateway.url}   (fixed sample data)\n"
+            f"  MCP server       {server.url}   (python -m mcp_server --http {port})\n\n"
+        )
+        session(server.url, out)
+        if not args.once:
+            out.write(connect_lines(server.url, gateway.url) + "\n")
+            out.flush()
+            server.pending()  # the session's own requests are not news; a client's from here on are
+            echo = threading.Thread(target=server.echo, args=(out, stop_echo), name="demo-echo", daemon=True)
+            echo.start()
+            while not interrupted.wait(3600):
+                pass
+            out.write("\nStopping…\n")
+    except DemoError as exc:
+        out.write(f"\nThe demo stopped: {exc}\n")
+        if server is not None and server.pending():
+            out.write("The server said:\n" + "\n".join(f"  {line}" for line in server.log) + "\n")
+        code = 1
+    finally:
+        stop_echo.set()
+        server_code = server.stop() if server is not None else 0
+        gateway.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if server_code != 0:
+        out.write(f"The server exited with status {server_code}.\n")
+        code = code or 1
+    out.write("Stopped the server and the sandbox gateway.\n" if code == 0 else "")
+    out.flush()
+    return code

@@ -1,0 +1,1 @@
+"""Repository scripts (not shipped): generators with a --check mode."""

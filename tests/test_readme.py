@@ -1,0 +1,279 @@
+"""README.md, tried as a newcomer would: its runnable blocks run, its snippets fit the real CLIs, its tables are true.
+
+A fenced block whose info string is `sh runnable` is run here with bash (`-e -o pipefail`) from the
+repository root, as if the virtual environment were active (this interpreter's bin directory
+first on PATH), against a sandbox gateway started for it: the README's `127.0.0.1:8787` (where
+`make demo` puts the sandbox) is pointed at that gateway's free port. Every other block is prose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from demo.demo import connect_lines
+from mcp_server.config import argument_parser
+from scripts import readme as generator
+from tests.conftest import ROOT
+from tests.sandbox_gateway import SandboxGateway
+
+README: Final = ROOT / "README.md"
+TEXT: Final = README.read_text(encoding="utf-8")
+SANDBOX_ADDRESS: Final = "127.0.0.1:8787"
+BLOCK_TIMEOUT: Final = 120.0
+_FENCE: Final = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
+
+# `claude mcp add --help`, Claude Code 2.1.332 (npm @anthropic-ai/claude-code): option → (its name,
+# what it takes: "1" one value, "*" several (commander's variadic options swallow every following
+# word that does not start with "-"), "0" none).
+CLAUDE_MCP_ADD: Final = {
+    "-s": ("scope", "1"), "--scope": ("scope", "1"), "-t": ("transport", "1"), "--transport": ("transport", "1"),
+    "-e": ("env", "*"), "--env": ("env", "*"), "-H": ("header", "*"), "--header": ("header", "*"),
+    "--client-id": ("client-id", "1"), "--callback-port": ("callback-port", "1"),
+    "--client-secret": ("client-secret", "0"), "-h": ("help", "0"), "--help": ("help", "0"),
+}  # fmt: skip
+CLAUDE_TRANSPORTS: Final = ("stdio", "sse", "http")
+# `mcp-inspector --help`, `--cli --help` and `--web --help`, @modelcontextprotocol/inspector 2.12.0.
+INSPECTOR: Final = {
+    "--cli": ("cli", "0"), "--web": ("web", "0"), "--tui": ("tui", "0"), "-e": ("env", "1"),
+    "--transport": ("transport", "1"), "--server-url": ("server-url", "1"), "--header": ("header", "*"),
+    "--method": ("method", "1"), "--tool-name": ("tool-name", "1"), "--tool-arg": ("tool-arg", "*"),
+    "--uri": ("uri", "1"), "--prompt-name": ("prompt-name", "1"), "--prompt-args": ("prompt-args", "*"),
+    "--cwd": ("cwd", "1"), "--config": ("config", "1"), "--server": ("server", "1"),
+}  # fmt: skip
+
+
+def blocks(info: str | None = None) -> list[tuple[str, str]]:
+    """(info string, body) of every fenced block, or only those whose info string is `info`."""
+    found = [(m[1].strip(), m[2]) for m in _FENCE.finditer(TEXT)]
+    return [b for b in found if info is None or b[0] == info]
+
+
+RUNNABLE: Final = [body for _, body in blocks("sh runnable")]
+
+
+def commands_starting(prefix: str, text: str) -> list[list[str]]:
+    """Every command line in `text` (continuations joined, comments dropped) that starts with `prefix`."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    found = []
+    for raw in joined.splitlines():
+        if raw.strip().startswith(prefix + " "):
+            found.append(shlex.split(raw.strip(), comments=True))
+    return found
+
+
+def env_names_the_server_reads() -> set[str]:
+    return set(
+        re.findall(r'"((?:FAIRWINS_|K_)[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text(encoding="utf-8"))
+    )
+
+
+def console_script() -> str:
+    scripts: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    (name,) = (n for n, target in scripts.items() if target == "mcp_server.cli:main")
+    return name
+
+
+# --- the runnable blocks ------------------------------------------------------------------------
+
+
+def test_the_readme_marks_the_commands_a_newcomer_runs_first_as_runnable() -> None:
+    joined = "\n".join(RUNNABLE)
+    for command in (
+        "python -m demo --once",
+        "fairwins-mcp check",
+        "| FAIRWINS_API_URL=",
+        "python -m scripts.readme --check",
+    ):
+        assert command in joined
+
+
+@pytest.fixture
+def sandbox() -> Iterator[SandboxGateway]:
+    with SandboxGateway() as gateway:
+        yield gateway
+
+
+@pytest.mark.parametrize("body", RUNNABLE, ids=[f"block{i}" for i in range(len(RUNNABLE))])
+def test_every_runnable_block_runs(body: str, sandbox: SandboxGateway) -> None:
+    bindir = pathlib.Path(sys.executable).parent
+    assert (bindir / console_script()).exists(), f"{console_script()} is not installed beside {sys.executable}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWINS_", "PYTHONPATH"))}
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    script = body.replace(SANDBOX_ADDRESS, f"127.0.0.1:{sandbox.port}")
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+    )
+    assert done.returncode == 0, f"this README block failed ({done.returncode}):\n{body}\n{done.stdout}\n{done.stderr}"
+
+
+# --- the first commands -------------------------------------------------------------------------
+
+
+def test_the_first_section_gives_the_two_commands_that_do_all_the_set_up() -> None:
+    sections = re.findall(r"^## (.+)$", TEXT, re.M)
+    assert sections[0] == "First commands"
+    first = TEXT.split("## First commands", 1)[1]
+    info, body = next((m[1].strip(), m[2]) for m in _FENCE.finditer(first))
+    commands = [shlex.split(line, comments=True) for line in body.splitlines() if line.strip()]
+    assert info == "sh" and commands == [["make", "demo"], ["make", "test"]]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("demo", "test"):
+        assert re.search(rf"^{target}: \$\(VPY\)", makefile, re.M), f"make {target} must set up .venv first"
+
+
+# --- the client snippets fit the real command lines ---------------------------------------------
+
+
+def desktop_configs() -> list[tuple[str, dict[str, Any]]]:
+    found = [("README", json.loads(body)) for info, body in blocks("json") if "mcpServers" in body]
+    printed = connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1:8787")
+    found.append(("make demo", json.loads(printed[printed.index("{") : printed.rindex("}") + 1])))
+    return found
+
+
+def test_the_claude_desktop_configs_launch_the_real_command_with_the_real_variables() -> None:
+    configs = desktop_configs()
+    assert [where for where, _ in configs] == ["README", "make demo"]
+    for where, config in configs:
+        for name, entry in config["mcpServers"].items():
+            assert set(entry) <= {"command", "args", "env"}, (where, name)
+            command, args = entry["command"], entry.get("args", [])
+            if pathlib.Path(command).name == console_script():
+                parsed = argument_parser().parse_args(args)
+            else:  # the interpreter of a checkout that is not installed
+                assert args[:2] == ["-m", "mcp_server"], (where, name)
+                parsed = argument_parser().parse_args(args[2:])
+            assert parsed.command == "serve" and parsed.http is None, "Desktop speaks stdio"
+            assert pathlib.Path(command).is_absolute(), "Desktop does not read the shell's PATH"
+            env = entry.get("env", {})
+            assert "FAIRWINS_API_URL" in env
+            assert set(env) - {"PYTHONPATH"} <= env_names_the_server_reads(), (where, set(env))
+
+
+def _parse(words: list[str], options: dict[str, tuple[str, str]]) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """(options given, positionals, words after `--`) as commander reads them; unknown options fail the test."""
+    given: dict[str, list[str]] = {}
+    positionals: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return given, positionals, words[i + 1 :]
+        if word.startswith("-"):
+            assert word in options, f"{word} is not an option of this command: {shlex.join(words)}"
+            name, takes = options[word]
+            values: list[str] = []
+            if takes == "1":
+                i += 1
+                values.append(words[i])
+            elif takes == "*":
+                while i + 1 < len(words) and not words[i + 1].startswith("-"):
+                    i += 1
+                    values.append(words[i])
+                assert values, f"{word} needs a value: {shlex.join(words)}"
+            given.setdefault(name, []).extend(values)
+        else:
+            positionals.append(word)
+        i += 1
+    return given, positionals, []
+
+
+def test_every_claude_mcp_add_line_uses_flags_that_exist_and_launches_the_real_server() -> None:
+    lines = commands_starting("claude mcp add", TEXT) + commands_starting(
+        "claude mcp add", connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1:8787")
+    )
+    assert len(lines) >= 3
+    kinds = set()
+    for words in lines:
+        given, positionals, command = _parse(words[3:], CLAUDE_MCP_ADD)
+        transport = (given.get("transport") or ["stdio"])[-1]
+        assert transport in CLAUDE_TRANSPORTS
+        kinds.add(transport)
+        if transport == "stdio":
+            assert positionals == ["fairwins"] and command, shlex.join(words)
+            assert pathlib.Path(command[0]).name == console_script()
+            assert argument_parser().parse_args(command[1:]).http is None
+            names = {pair.split("=", 1)[0] for pair in given.get("env", [])}
+            assert "FAIRWINS_API_URL" in names and names <= env_names_the_server_reads()
+        else:
+            assert len(positionals) == 2 and positionals[0].startswith("fairwins"), shlex.join(words)
+            url = positionals[1]
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url), url
+            assert given["header"] and all(re.fullmatch(r"Authorization: Bearer fw1\.\S+", h) for h in given["header"])
+    assert kinds == {"stdio", "http"}
+
+
+def test_every_inspector_line_uses_flags_that_exist() -> None:
+    text = TEXT + connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1:8787")
+    lines = commands_starting("npx @modelcontextprotocol/inspector", text)
+    assert len(lines) >= 4
+    for words in lines:
+        given, positionals, _ = _parse(words[2:], INSPECTOR)
+        assert given.get("transport", ["http"]) == ["http"]
+        for url in given.get("server-url", []) + [p for p in positionals if p.startswith("http")]:
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url), url
+        for command in (p for p in positionals if not p.startswith("http")):
+            assert pathlib.Path(command).name == console_script()
+        for pair in given.get("env", []):
+            assert pair.split("=", 1)[0] in env_names_the_server_reads()
+        assert all(re.fullmatch(r"Authorization: Bearer fw1\.\S+", h) for h in given.get("header", []))
+        assert given.get("method", ["tools/list"]) == ["tools/list"]
+
+
+# --- the tables ---------------------------------------------------------------------------------
+
+
+def test_the_catalog_table_is_what_the_server_serves() -> None:
+    assert generator.render(TEXT) == TEXT, "README.md's catalog is stale: run make readme"
+
+
+def test_the_generator_check_fails_on_a_stale_table_and_names_the_fix(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = tmp_path / "README.md"
+    stale.write_text(TEXT.replace("| `get_fees` |", "| `get_fee` |"), encoding="utf-8")
+    monkeypatch.setattr(generator, "README", stale)
+    assert generator.main(["--check"]) == 1
+    assert "make readme" in capsys.readouterr().err
+    assert generator.main([]) == 0 and stale.read_text(encoding="utf-8") == TEXT
+    assert generator.main(["--check"]) == 0
+
+
+def test_the_generator_refuses_a_readme_without_its_markers() -> None:
+    with pytest.raises(ValueError, match="generated:catalog:start"):
+        generator.render("# no markers here\n")
+
+
+def configuration_rows() -> set[str]:
+    section = TEXT.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    return {m[1] for m in re.finditer(r"^\| `([^`]+)`", section, re.M)}
+
+
+def test_the_configuration_table_lists_every_variable_and_flag_and_nothing_else() -> None:
+    rows = configuration_rows()
+    flags = set()
+    for action in argument_parser()._actions:
+        if action.option_strings and "--help" not in action.option_strings:
+            flags.add(action.option_strings[0])
+        elif not action.option_strings:
+            flags.update(c for c in (action.choices or []) if c != action.default)
+    listed_flags = {row.split()[0] for row in rows if not row.startswith(("FAIRWINS_", "K_"))}
+    assert listed_flags == flags
+    assert {row for row in rows if row.startswith(("FAIRWINS_", "K_"))} == env_names_the_server_reads()

@@ -7,20 +7,31 @@ model reads the same words here as in the app. A failure is never rendered as []
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from .gateway import GatewayFailure, GatewayResponse, Outcome, retry_after_seconds
 from .jsonrpc import JSONObject, loads
+from .logs import redact
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
 
 
+# A credential the gateway (or a proxy before it) writes back into its own text is never quoted
+# on: a member token (GATEWAY.md: `fw1.<opaque>`) keeps only its redacted form, and base64 JSON
+# (an x402 payment header, a JWT) is left out whole.
+_TOKEN_TEXT = re.compile(r"fw1\.[A-Za-z0-9._~+/=-]{5,}")
+_BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
+
+
 def clean(text: object, limit: int = MAX_QUOTED) -> str:
-    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, capped."""
+    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped."""
     flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in str(text)).strip()
+    flat = _TOKEN_TEXT.sub(lambda m: redact(m.group(0)), flat)
+    flat = _BASE64_JSON.sub("(an encoded credential, not shown)", flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -64,7 +75,9 @@ def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
 
 
 def _seconds(value: float) -> str:
-    return f"{int(value)} s" if value < 120 else f"{int(value // 60)} min" if value < 7200 else f"{int(value // 3600)} h"
+    if value < 120:
+        return f"{round(value, 1):g} s"  # 0.5 s stays 0.5 s: a limit is never understated
+    return f"{int(value // 60)} min" if value < 7200 else f"{int(value // 3600)} h"
 
 
 def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:

@@ -18,6 +18,9 @@ HONESTY: Final = (
 )
 
 
+MAX_CHAIN_ID: Final = 9007199254740991  # the chainId maximum of the tool table's schemas
+
+
 def _user(text: str) -> JSONObject:
     return {"role": "user", "content": {"type": "text", "text": text}}
 
@@ -65,9 +68,15 @@ class WagerReview:
         if unknown:
             raise McpError(INVALID_PARAMS, f"Invalid params: wager-review takes only chainId, not {sorted(unknown)}")
         chain = arguments.get("chainId", "").strip()
-        if chain and (not chain.isdigit() or int(chain) < 1):
-            raise McpError(INVALID_PARAMS, "Invalid params: chainId must be a positive integer such as 137")
-        scope = f"on chain {chain} (call get_wagers with chainId {chain})" if chain else "on every chain (call get_wagers)"
+        if chain:
+            # ASCII digits only (str.isdigit also admits "١٣٧" and "²"), within get_wagers' own
+            # schema bounds, and written canonically ("00137" is chain 137).
+            if not (chain.isascii() and chain.isdigit()) or not 1 <= int(chain) <= MAX_CHAIN_ID:
+                raise McpError(INVALID_PARAMS, "Invalid params: chainId must be a positive integer such as 137")
+            chain = str(int(chain))
+        scope = (
+            f"on chain {chain} (call get_wagers with chainId {chain})" if chain else "on every chain (call get_wagers)"
+        )
         text = (
             f"Review my FairWins wagers {scope}. List each open wager with its stake, asset, "
             "deadline and status, soonest deadline first, and point out any deadline within the "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import socket
 import socketserver
@@ -154,8 +153,8 @@ def test_the_wait_between_retries_is_the_jittered_backoff() -> None:
     transport = ScriptedTransport(answer(503), answer(503), answer(200))
     seam(transport).call(GET)
     first, second = (b.at - a.at for a, b in zip(transport.sent, transport.sent[1:], strict=False))
-    assert 0.125 <= first <= 0.25 + 0.2
-    assert 0.25 <= second <= 0.5 + 0.2
+    assert 0.125 <= first <= 0.25 + 0.5
+    assert 0.25 <= second <= 0.5 + 0.5
 
 
 def test_retry_after_within_the_deadline_is_honoured() -> None:
@@ -163,14 +162,14 @@ def test_retry_after_within_the_deadline_is_honoured() -> None:
     outcome = seam(transport, timeout=3.0).call(GET)
     assert isinstance(outcome, GatewayResponse) and outcome.status == 200
     waited = transport.sent[1].at - transport.sent[0].at
-    assert 1.0 <= waited < 1.5
+    assert 1.0 <= waited < 2.5
 
 
 def test_retry_after_longer_than_the_deadline_is_not_waited_and_the_answer_is_returned() -> None:
     transport = ScriptedTransport(answer(429, ("Retry-After", "30")), answer(200))
     started = time.monotonic()
     outcome = seam(transport, timeout=2.0).call(GET)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 1.0
     assert isinstance(outcome, GatewayResponse)
     assert outcome.status == 429 and outcome.header("Retry-After") == "30" and outcome.attempts == 1
     assert len(transport.sent) == 1
@@ -178,9 +177,8 @@ def test_retry_after_longer_than_the_deadline_is_not_waited_and_the_answer_is_re
 
 def test_a_backoff_that_would_pass_the_deadline_is_not_waited() -> None:
     transport = ScriptedTransport(answer(503), answer(200))
-    started = time.monotonic()
     outcome = seam(transport, timeout=0.1).call(GET)
-    assert time.monotonic() - started < 0.1
+    assert len(transport.sent) == 1, "the backoff would have passed the deadline: no retry"
     assert isinstance(outcome, GatewayResponse) and outcome.status == 503
 
 
@@ -203,7 +201,7 @@ def test_cancelling_during_a_retry_wait_stops_at_once() -> None:
     started = time.monotonic()
     outcome = seam(transport, timeout=5.0).call(GET, cancellation)
     canceller.join(WAIT)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.0
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "cancelled"
     assert len(transport.sent) == 1
 
@@ -355,7 +353,7 @@ def test_a_silent_gateway_times_out_within_the_deadline(loopback) -> None:  # ty
     elapsed = time.monotonic() - started
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "timeout"
     assert outcome.sent is True
-    assert 0.9 <= elapsed < 1.5
+    assert 0.9 <= elapsed < 2.5
 
 
 def direct_status(sandbox: SandboxGateway) -> bytes:
@@ -368,11 +366,11 @@ def direct_status(sandbox: SandboxGateway) -> bytes:
 
 
 def test_a_trickle_slower_than_the_deadline_ends_within_the_deadline(sandbox: SandboxGateway) -> None:
+    whole = len(direct_status(sandbox))  # 566 bytes: a 0.2 s trickle would take almost two minutes
     sandbox.fault("/status", "trickle", interval=0.2)
     started = time.monotonic()
     outcome = Gateway(sandbox.url, timeout=1.0).call(GatewayRequest("GET", "/status"))
-    assert time.monotonic() - started < 1.5
-    whole = len(json.dumps(json.loads(direct_status(sandbox)), separators=(",", ":")))
+    assert time.monotonic() - started < 3.0
     assert not (isinstance(outcome, GatewayResponse) and len(outcome.body) >= whole), "the trickle was not cut"
 
 
@@ -430,12 +428,12 @@ def test_a_redirect_is_returned_never_followed_so_the_token_goes_nowhere_else(
 
 
 def test_a_body_over_the_cap_with_a_content_length_is_refused_without_reading_it(sandbox: SandboxGateway) -> None:
-    sandbox.fault("/status", "large", size=50 * 1024 * 1024)
+    sandbox.fault("/status", "large", size=1 << 30)  # a client reading it all would take seconds
     started = time.monotonic()
     outcome = Gateway(sandbox.url, timeout=5.0, max_body=64 * 1024).call(GatewayRequest("GET", "/status"))
     assert isinstance(outcome, GatewayFailure)
     assert outcome.cause == "too_large" and "64 KiB" in outcome.detail
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.0
 
 
 def test_a_body_over_the_cap_without_a_content_length_is_cut_at_the_cap(loopback) -> None:  # type: ignore[no-untyped-def]
@@ -520,13 +518,13 @@ def test_cancelling_closes_the_wait_on_a_slow_gateway_at_once(sandbox: SandboxGa
     outcome = Gateway(sandbox.url, timeout=8.0).call(GatewayRequest("GET", "/status"), cancellation)
     canceller.join(WAIT)
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "cancelled"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0
 
 
 def test_a_call_cancelled_before_it_starts_sends_nothing(sandbox: SandboxGateway) -> None:
     # E.g. stdio: the cancellation arrived while the call still queued for a worker. Sending it
     # anyway spends the gateway's time (and, for a paid call, the payment) on an unwanted answer.
-    sandbox.fault("/status", "delay", seconds=1)
+    sandbox.fault("/status", "delay", seconds=5)
     cancellation = Cancellation()
     cancellation.cancel()
     started = time.monotonic()
@@ -534,7 +532,7 @@ def test_a_call_cancelled_before_it_starts_sends_nothing(sandbox: SandboxGateway
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "cancelled"
     assert outcome.sent is False
     assert sandbox.seen == []
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 2.0
 
 
 def test_environment_proxies_are_never_used_for_plain_http(

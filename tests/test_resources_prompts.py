@@ -131,7 +131,24 @@ def test_wager_review_with_a_chain_names_that_chain(mcp: McpClient) -> None:
     assert_honest_and_inert(text)
 
 
-@pytest.mark.parametrize("arguments", [{"chainId": "polygon"}, {"chainId": "0"}, {"chainId": "-1"}, {"wallet": "0x1"}])
+def test_wager_review_writes_the_chain_canonically(mcp: McpClient) -> None:
+    text = prompt_text(mcp.request("prompts/get", {"name": "wager-review", "arguments": {"chainId": " 00137 "}}))
+    assert "get_wagers with chainId 137)" in text
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"chainId": "polygon"},
+        {"chainId": "0"},
+        {"chainId": "-1"},
+        {"chainId": "1.5"},
+        {"chainId": "١٣٧"},  # digits, but not ASCII ones
+        {"chainId": "²"},
+        {"chainId": "9007199254740992"},  # past the tools' chainId maximum
+        {"wallet": "0x1"},
+    ],
+)
 def test_wager_review_refuses_bad_arguments_with_32602(mcp: McpClient, arguments: dict[str, str]) -> None:
     assert mcp.request("prompts/get", {"name": "wager-review", "arguments": arguments})["error"]["code"] == -32602
 

@@ -381,10 +381,12 @@ def test_a_gateway_failure_is_a_tool_error_with_a_sentence_naming_it(
     assert_honest_failure(result, *expected, UNKNOWN)
 
 
-def test_a_timeout_names_the_limit_and_ends_within_it(sandbox: SandboxGateway) -> None:
+@pytest.mark.parametrize(("timeout", "said"), [(1.0, "1 s"), (0.5, "0.5 s")])
+def test_a_timeout_names_the_limit_and_ends_within_it(sandbox: SandboxGateway, timeout: float, said: str) -> None:
+    # FAIRWINS_MCP_TIMEOUT takes fractions (0.1 to 300): 0.5 s must not be reported as "0 s".
     sandbox.fault("/v1/member/me", "delay", seconds=3)
-    result = client_for(sandbox.url, timeout=1.0).call_tool("get_profile", bearer=TOKEN_MEMBER_A)
-    assert_honest_failure(result, "could not be reached: it did not answer within 1 s", UNKNOWN)
+    result = client_for(sandbox.url, timeout=timeout).call_tool("get_profile", bearer=TOKEN_MEMBER_A)
+    assert_honest_failure(result, f"could not be reached: it did not answer within {said}.", UNKNOWN)
 
 
 def test_an_answer_over_the_size_cap_is_refused_naming_the_cap(sandbox: SandboxGateway) -> None:

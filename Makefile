@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare
+.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -81,3 +81,8 @@ $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-compare.txt
 	touch $@
+
+# Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency
+# bound and a busy stdio client against the sandbox gateway with a 20 ms delay, then SIGTERM.
+load:
+	$(PYTHON) -m bench.load --duration 10 --clients 16 --over 64

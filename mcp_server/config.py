@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -100,5 +101,19 @@ def argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What argument_parser() yields for no arguments (tests/test_start_path.py holds the two equal).
+NO_ARGUMENTS: Final = {
+    "command": "serve",
+    "http": None,
+    "host": None,
+    "allowed_origin": None,
+    "allow_shared_token": False,
+}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    return argument_parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:
+        # How MCP clients launch the server: building the parser would cost a few ms of every start.
+        return argparse.Namespace(**NO_ARGUMENTS)
+    return argument_parser().parse_args(args)

@@ -8,23 +8,22 @@ reused per worker thread, and only unpaid GETs are ever retried.
 
 from __future__ import annotations
 
-import email.utils
-import http.client
-import ipaddress
-import random
 import socket
-import ssl
+import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
-from . import __version__
+from . import __version__, http1
 from .context import Cancellation, Payment
 from .watchdog import WATCHDOG
+
+if TYPE_CHECKING:
+    import random
+    import ssl
 
 USER_AGENT: Final = f"fairwins-mcp/{__version__}"
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
@@ -46,6 +45,8 @@ class Target:
     def is_loopback(self) -> bool:
         if self.host == "localhost":
             return True
+        import ipaddress  # only an https:// gateway asks, and only once per connection
+
         try:
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
@@ -127,49 +128,61 @@ def _size(n: int) -> str:
 
 
 class HttpTransport:
-    """http.client underneath: keep-alive per worker thread, deadline and cancel close the socket."""
+    """http1 underneath: keep-alive per worker thread, deadline and cancel shut the socket down.
+
+    An http:// gateway never loads http.client, email or ssl; https:// loads ssl on first use.
+    """
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
         self._local = threading.local()
-        self._ssl = ssl.create_default_context()
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_lock = threading.Lock()
 
-    def _pool(self) -> dict[tuple[str, str, int], http.client.HTTPConnection]:
-        pool: dict[tuple[str, str, int], http.client.HTTPConnection] | None = getattr(self._local, "pool", None)
+    def _pool(self) -> dict[tuple[str, str, int], http1.Connection]:
+        pool: dict[tuple[str, str, int], http1.Connection] | None = getattr(self._local, "pool", None)
         if pool is None:
             pool = self._local.pool = {}
         return pool
 
-    def _connect(self, target: Target, timeout: float) -> http.client.HTTPConnection:
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._ssl_lock:
+            if self._ssl is None:
+                import ssl
+
+                context = ssl.create_default_context()
+                context.set_alpn_protocols(["http/1.1"])
+                self._ssl = context
+            return self._ssl
+
+    def _connect(self, target: Target, timeout: float) -> http1.Connection:
         if target.scheme == "http":
-            return http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+            return http1.Connection(http1.connect(target.host, target.port, timeout))
         proxy = None if target.is_loopback else _https_proxy(target.host)
-        if proxy is None:
-            return http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=self._ssl)
-        # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
-        conn = http.client.HTTPSConnection(proxy[0], proxy[1], timeout=timeout, context=self._ssl)
-        conn.set_tunnel(target.host, target.port)
-        return conn
+        sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
+        try:
+            if proxy is not None:
+                # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
+                http1.tunnel(sock, target.host, target.port, MAX_HEADER_BYTES)
+            return http1.Connection(http1.wrap_tls(sock, target.host, self._tls_context()))
+        except BaseException:
+            sock.close()
+            raise
 
     def send(
         self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
     ) -> GatewayResponse:
         key = (target.scheme, target.host, target.port)
         pool = self._pool()
-        remaining = max(deadline - time.monotonic(), 0.001)
         conn = None if fresh else pool.pop(key, None)
-        if conn is None:
-            conn = self._connect(target, remaining)
-        elif conn.sock is not None:
-            conn.sock.settimeout(remaining)
         aborted: list[str] = []
+        live: list[http1.Connection] = []
 
         def abort(reason: str) -> None:
             aborted.append(reason)
-            sock = conn.sock if conn is not None else None
-            if sock is not None:
+            for current in live:
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
+                    current.sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
                 except OSError:
                     pass
 
@@ -178,60 +191,68 @@ class HttpTransport:
         sent = False
         keep = False
         try:
-            url = target.prefix + request.path
-            if request.query:
-                url += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
-            conn.putrequest(request.method, url, skip_accept_encoding=True)
-            conn.putheader("Accept", "application/json")
-            conn.putheader("User-Agent", USER_AGENT)
-            if request.payment is not None:
-                conn.putheader(request.payment.header, request.payment.value)
-            elif request.bearer is not None:
-                conn.putheader("Authorization", f"Bearer {request.bearer}")
-            if request.body is not None:
-                conn.putheader("Content-Type", "application/json")
-                conn.putheader("Content-Length", str(len(request.body)))
-            sent = True  # from here on, the gateway may have seen the request
-            conn.endheaders(request.body)
-            resp = conn.getresponse()
-            headers = tuple(resp.getheaders())
-            if sum(len(k) + len(v) + 4 for k, v in headers) > MAX_HEADER_BYTES:
-                raise TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", True)
-            length = resp.getheader("Content-Length")
-            if length is not None and length.isdigit() and int(length) > self.max_body:
-                raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True)
-            chunks: list[bytes] = []
-            total = 0
+            data = _encode(target, request)
             while True:
-                chunk = resp.read1(CHUNK)
-                if not chunk:
+                if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                remaining = max(deadline - time.monotonic(), 0.001)
+                if conn is None:
+                    conn = self._connect(target, remaining)
+                else:
+                    conn.sock.settimeout(remaining)
+                live[:] = [conn]
+                if aborted:
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                sent = True  # from here on, the gateway may have seen the request
+                try:
+                    resp = conn.exchange(data, MAX_HEADER_BYTES, self.max_body)
                     break
-                total += len(chunk)
-                if total > self.max_body:
-                    raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True)
-                chunks.append(chunk)
-            # An empty read also follows a deadline or cancel shutting the socket down, or a peer
-            # closing early: a short body is never passed on as a whole answer.
+                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
+                    # A kept-alive connection the gateway closed while idle: answered nothing, so
+                    # the same (retriable) request goes once more on a new connection.
+                    if not conn.reused or aborted or getattr(exc, "partial", False):
+                        raise
+                conn.close()
+                conn = None
+            # An empty read also follows a deadline or cancel shutting the socket down: a short
+            # body is never passed on as a whole answer.
             if aborted:
                 raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            if length is not None and length.isdigit() and total < int(length):
-                raise TransportError("reset", "the connection closed in the middle of the answer", True)
-            # read1 never marks a Content-Length body finished: close the response so the
-            # connection can carry the next request (else http.client refuses: ResponseNotReady).
-            resp.close()
-            keep = not fresh and not resp.will_close and not aborted
-            return GatewayResponse(resp.status, headers, b"".join(chunks))
+            keep = not fresh and resp.keep_alive
+            return GatewayResponse(resp.status, resp.headers, resp.body)
         except TransportError:
             raise
+        except http1.BodyTooLarge:
+            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
         except Exception as exc:
             raise _classify(exc, aborted, sent, deadline) from None
         finally:
             timer.cancel()
             unregister()
-            if keep:
-                pool[key] = conn
-            else:
-                conn.close()
+            if conn is not None:
+                if keep:
+                    conn.reused = True
+                    pool[key] = conn
+                else:
+                    conn.close()
+
+
+def _encode(target: Target, request: GatewayRequest) -> bytes:
+    path = target.prefix + request.path
+    if request.query:
+        path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
+    fields = [
+        ("Host", http1.host_header(target.host, target.port, 443 if target.scheme == "https" else 80)),
+        ("Accept", "application/json"),
+        ("User-Agent", USER_AGENT),
+    ]
+    if request.payment is not None:
+        fields.append((request.payment.header, request.payment.value))
+    elif request.bearer is not None:
+        fields.append(("Authorization", f"Bearer {request.bearer}"))
+    if request.body is not None:
+        fields.append(("Content-Type", "application/json"))
+    return http1.encode_request(request.method, path, fields, request.body)
 
 
 def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
@@ -243,16 +264,17 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
         return TransportError("dns", "its host name did not resolve", False)
     if isinstance(exc, ConnectionRefusedError):
         return TransportError("refused", "the connection was refused", False)
-    if isinstance(exc, ssl.SSLError):
+    ssl = sys.modules.get("ssl")  # loaded only for an https:// gateway; no TLS error exists without it
+    if ssl is not None and isinstance(exc, ssl.SSLError):
         return TransportError("tls", "the TLS connection failed", sent)
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)):
-        return TransportError("reset", "the connection was reset", sent)
-    if isinstance(exc, http.client.IncompleteRead):
+    if isinstance(exc, http1.Closed) and exc.partial:
         return TransportError("reset", "the connection closed in the middle of the answer", sent)
-    if isinstance(exc, http.client.LineTooLong):
-        # x402 offers and receipts ride in headers; one too large is refused by name, not as garbage.
-        return TransportError("unreadable", f"a header line was over the {_size(MAX_HEADER_BYTES)} limit", sent)
-    if isinstance(exc, http.client.HTTPException):
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        return TransportError("reset", "the connection was reset", sent)
+    if isinstance(exc, http1.HeadTooLarge):
+        # x402 offers and receipts ride in headers; a head too large is refused by name, not as garbage.
+        return TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", sent)
+    if isinstance(exc, http1.ProtocolError):
         return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
     if isinstance(exc, OSError):
         return TransportError("connection", "the connection failed", sent)
@@ -260,6 +282,8 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
 
 
 def _https_proxy(host: str) -> tuple[str, int] | None:
+    import urllib.request  # only an https:// gateway that is not on loopback reads the proxy settings
+
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get("https")
     if not proxy or urllib.request.proxy_bypass(host):
@@ -277,6 +301,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # HTTP dates are rare; the module is not worth loading at start
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -300,7 +326,7 @@ class Gateway:
         self.timeout = timeout
         self.attempts = attempts
         self.transport: Transport = transport or HttpTransport(max_body)
-        self._rng = rng or random.Random()
+        self._rng = rng
         self.target: Target | None = None
         self.config_problem: str | None = None
         if base_url:
@@ -312,6 +338,10 @@ class Gateway:
     def backoff(self, attempt: int) -> float:
         """Capped exponential backoff with jitter, so retrying clients do not arrive in lockstep."""
         ceiling = min(0.25 * 2 ** (attempt - 1), 2.0)
+        if self._rng is None:
+            import random  # a first retry is rare: not worth loading at start
+
+            self._rng = random.Random()
         return self._rng.uniform(ceiling / 2, ceiling)
 
     def call(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import resources as package_files
+import os
 from typing import Final
 
 from .context import RequestContext
@@ -21,7 +21,9 @@ class GuideResource:
     cache_scope = "public"
 
     def __init__(self) -> None:
-        self.text = (package_files.files("mcp_server") / "guide.md").read_text(encoding="utf-8")
+        # Beside this module, as the wheel installs it (importlib.resources is not worth its start-up cost).
+        with open(os.path.join(os.path.dirname(os.path.realpath(__file__)), "guide.md"), encoding="utf-8") as fh:
+            self.text = fh.read()
 
     def definition(self) -> JSONObject:
         return {

@@ -1,16 +1,17 @@
 """Loads and checks the vendored tool table (toolDefs.snapshot.json), once per process.
 
 An installed package carries the snapshot inside `mcp_server/` (the build copies it there); a
-checkout reads the one at the repository root. The server never imports assistant_contract.
+checkout reads the one at the repository root. Both are read as plain files beside this module
+(a wheel installs unpacked), so start-up never loads importlib.resources. The server never
+imports assistant_contract.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import pathlib
+import os
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 NAME = "toolDefs.snapshot.json"
@@ -35,14 +36,15 @@ class Snapshot:
 
 
 def _read_text() -> str:
-    packaged = resources.files("mcp_server") / NAME
-    if packaged.is_file():
-        return packaged.read_text(encoding="utf-8")
-    checkout = pathlib.Path(__file__).resolve().parent.parent / NAME
-    try:
-        return checkout.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SnapshotError(f"{NAME} is missing: neither packaged with mcp_server nor at {checkout}") from None
+    package = os.path.dirname(os.path.realpath(__file__))
+    checkout = os.path.join(os.path.dirname(package), NAME)
+    for path in (os.path.join(package, NAME), checkout):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            continue
+    raise SnapshotError(f"{NAME} is missing: neither packaged with mcp_server nor at {checkout}")
 
 
 def parse(text: str) -> Snapshot:

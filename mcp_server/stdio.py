@@ -36,10 +36,6 @@ log = logging.getLogger("fairwins_mcp.stdio")
 MAX_LINE: Final = 4 * 1024 * 1024
 
 
-class _Stop(Exception):
-    """Raised by the SIGTERM handler to break out of a blocking read."""
-
-
 def claim_stdout() -> BinaryIO:
     """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
     sys.stdout.flush()
@@ -69,8 +65,8 @@ class StdioServer:
         self._inflight: dict[Id, RequestContext] = {}
         self._inflight_lock = threading.Lock()
         self._pending: set[Future[None]] = set()
-        self._reading = False
         self._stopping = False
+        self._input_fd: int | None = None
         self._wire_broken = False
 
     # ---- output -------------------------------------------------------------------------
@@ -156,22 +152,32 @@ class StdioServer:
             self.write(reply.message)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
+        # Never raise here: an exception landing just after readline() returned would lose the
+        # line it read. Instead the input is made non-blocking, so the interrupted read returns
+        # what it has, and run() answers every whole line already written, then stops.
         self._stopping = True
-        if self._reading:
-            raise _Stop
+        if self._input_fd is not None:
+            try:
+                os.set_blocking(self._input_fd, False)
+            except OSError:
+                pass
 
     def run(self, reader: BinaryIO) -> int:
         if threading.current_thread() is threading.main_thread():
+            try:
+                self._input_fd = reader.fileno()
+            except (AttributeError, OSError, ValueError):
+                self._input_fd = None
             signal.signal(signal.SIGTERM, self._on_sigterm)
+        partial = b""
         try:
             while not self._stopping:
-                self._reading = True
-                try:
-                    line = reader.readline(MAX_LINE + 1)
-                finally:
-                    self._reading = False
+                line = reader.readline(MAX_LINE + 1)
                 if not line:
-                    break  # EOF: the client closed stdin
+                    break  # EOF: the client closed stdin (or SIGTERM found nothing to read)
+                if self._stopping and not line.endswith(b"\n"):
+                    partial = line  # cut short by the signal: the rest of it may be in the pipe
+                    break
                 if len(line) > MAX_LINE and not line.endswith(b"\n"):
                     self._skip_rest(reader)
                     err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {MAX_LINE} bytes")
@@ -180,13 +186,46 @@ class StdioServer:
                 line = line.strip(b" \t\r\n")
                 if line:
                     self.receive(line)
-        except _Stop:
-            pass
         finally:
+            if self._stopping:
+                self._drain_buffered(reader, partial)
             # Every request already read gets its answer before the process leaves.
             wait(list(self._pending))
             self.pool.shutdown(wait=True)
         return 0
+
+    def _drain_buffered(self, reader: BinaryIO, partial: bytes = b"") -> None:
+        """After SIGTERM, the whole lines the client already wrote are requests too: answer them.
+
+        The signal can land while readline() holds several lines in its buffer, with more waiting
+        in the pipe; dropping them would leave requests the client saw leave unanswered. Nothing
+        is waited for: the descriptor is made non-blocking, a line not yet complete is not a
+        request, and at most MAX_LINE bytes are taken this way.
+        """
+        try:
+            fd = reader.fileno()
+            os.set_blocking(fd, False)
+        except (AttributeError, OSError, ValueError):
+            return  # not a pipe (an in-memory reader has nothing buffered beyond what run() reads)
+        budget = MAX_LINE  # a client that keeps writing cannot keep the process from leaving
+        try:
+            while budget > 0:
+                try:
+                    line = partial + reader.readline(MAX_LINE + 1)
+                except OSError:
+                    return
+                partial = b""
+                if not line or not line.endswith(b"\n"):
+                    return
+                budget -= len(line)
+                line = line.strip(b" \t\r\n")
+                if line:
+                    self.receive(line)
+        finally:
+            try:
+                os.set_blocking(fd, True)
+            except OSError:
+                pass
 
     @staticmethod
     def _skip_rest(reader: BinaryIO) -> None:

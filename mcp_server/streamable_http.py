@@ -35,6 +35,8 @@ access = logging.getLogger("fairwins_mcp.access")
 
 MAX_HEADER_BYTES: Final = 64 * 1024
 DRAIN_LIMIT: Final = 1024 * 1024  # refused bodies up to this size are read and dropped; larger: close
+LINGER_SECONDS: Final = 2.0  # after a refusal that closes, how long the rest of the request is read and dropped
+LINGER_BYTES: Final = 64 * 1024 * 1024
 SERVER_HEADER: Final = f"fairwins-mcp/{__version__}"
 CORS_ALLOW_HEADERS: Final = (
     "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
@@ -107,6 +109,11 @@ class _HeaderBudget:
         return getattr(self.raw, name)
 
 
+# epoll_wait sees a socket registered while it waits (epoll(7)), so the watcher need not be woken
+# for each call; select() and poll() do not.
+_LIVE_REGISTRATION: Final = selectors.DefaultSelector is getattr(selectors, "EpollSelector", None)
+
+
 class DisconnectWatcher:
     """One thread watching every socket with a call in flight; a closed socket cancels its call."""
 
@@ -141,7 +148,11 @@ class DisconnectWatcher:
                 self._selector.register(sock, selectors.EVENT_READ, on_close)
             except (KeyError, ValueError, OSError):
                 return lambda: None
-        self._wake_w.send(b"x")
+        if not _LIVE_REGISTRATION:
+            try:
+                self._wake_w.send(b"x")  # select() and poll() see a new socket only on their next call
+            except OSError:
+                pass  # closed meanwhile: the server is stopping, and nothing is watched any more
 
         def unwatch() -> None:
             with self._lock:
@@ -209,6 +220,7 @@ class McpHTTPServer(ThreadingHTTPServer):
         self._cond = threading.Condition()
         self._inflight = 0
         self._connections = 0
+        self.inflight_at_stop = 0
         super().__init__(address, Handler)
 
     @property
@@ -283,16 +295,20 @@ class McpHTTPServer(ThreadingHTTPServer):
         """Stop accepting, let requests in flight finish within `grace` seconds; True if all did."""
         with self._cond:
             self.stopping = True
+            self.inflight_at_stop = self._inflight
         self.shutdown()
-        self.server_close()
+        ThreadingHTTPServer.server_close(self)  # the listening socket only: calls in flight still watch theirs
         deadline = time.monotonic() + grace
-        with self._cond:
-            while self._inflight:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+        try:
+            with self._cond:
+                while self._inflight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+            return True
+        finally:
+            self.watcher.close()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -311,12 +327,38 @@ class Handler(BaseHTTPRequestHandler):
         self._started = 0.0
         self._counted = False
         self._timed_out = False
+        self._linger = False
 
     def finish(self) -> None:
         try:
             super().finish()
+            if self._linger and not self._timed_out:
+                self._linger_close()
         finally:
             self.server.connection_closed()
+
+    def _linger_close(self) -> None:
+        """Close in stages after refusing a request whose body may still be arriving (RFC 9112 §9.6).
+
+        Closing with unread bytes makes the kernel send a reset, which can destroy the refusal
+        before the client reads it; so the sending half is closed first and the rest read and
+        dropped until the client closes, for at most LINGER_SECONDS.
+        """
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            dropped = 0
+            while dropped < LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.connection.settimeout(left)
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    return
+                dropped += len(chunk)
+        except OSError:
+            return
 
     def _abort(self) -> None:
         # Only the reading half: a blocked read wakes at once, and the 408 can still be written.
@@ -356,7 +398,8 @@ class Handler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         self._started = time.monotonic()
         self._counted = self.server.begin()
-        words = self.raw_requestline.split()
+        raw_line: bytes = getattr(self, "raw_requestline", b"")  # set by http.server before it calls us
+        words = raw_line.split()
         if self._timed_out:
             self.command, self.request_version = "", "HTTP/1.1"
             self._too_slow()
@@ -365,7 +408,8 @@ class Handler(BaseHTTPRequestHandler):
             # HTTP/0.9 ("GET /path") has no headers and no body, and a method is a token: the
             # rest of a body the client framed wrongly is not a request.
             self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
-            self._respond(400, _error_body("bad_request", "Bad request line: expected METHOD /path HTTP/1.1"), close=True)
+            expected = "Bad request line: expected METHOD /path HTTP/1.1"
+            self._respond(400, _error_body("bad_request", expected), close=True)
             return False
         if not super().parse_request():
             return False
@@ -429,6 +473,7 @@ class Handler(BaseHTTPRequestHandler):
         if close:
             lines.append("Connection: close")
             self.close_connection = True
+            self._linger = status >= 400  # refused: part of the request may still be on its way
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
             self.wfile.write(head if self.command == "HEAD" else head + body)
@@ -453,7 +498,7 @@ class Handler(BaseHTTPRequestHandler):
             data = b""
         return data if len(data) == n else None
 
-    def _read_chunked(self, limit: int) -> bytes | None | int:
+    def _read_chunked(self, limit: int) -> bytes | int | None:
         """The body of a chunked request; None if the stream ended, 400 if malformed, 413 if over the limit."""
         parts: list[bytes] = []
         total = 0
@@ -755,4 +800,6 @@ def serve(
     thread.join(timeout=5)
     if not drained:
         log.warning("some requests were still in flight after %.0f s", grace)
+    else:
+        log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)
     return 0

@@ -8,6 +8,12 @@ import threading
 import time
 from collections.abc import Callable
 
+COMPACT_AT = 1024  # heap entries before cancelled timers are swept out
+
+
+def _nothing() -> None:
+    return None
+
 
 class Timer:
     __slots__ = ("action", "cancelled")
@@ -18,6 +24,9 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        # A cancelled timer may wait in the heap until its time; it must not keep what its action
+        # refers to (a connection, a handler) alive until then.
+        self.action = _nothing
 
 
 class Watchdog:
@@ -28,15 +37,27 @@ class Watchdog:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._compact_at = COMPACT_AT
 
     def schedule(self, when: float, action: Callable[[], None]) -> Timer:
         timer = Timer(action)
         with self._cond:
-            heapq.heappush(self._heap, (when, next(self._seq), timer))
+            heap = self._heap
+            if len(heap) >= self._compact_at:
+                # Cancelled timers wait in the heap until their time: at hundreds of calls a
+                # second, each held for its whole timeout, they would pile up by the thousand.
+                heap[:] = [entry for entry in heap if not entry[2].cancelled]
+                heapq.heapify(heap)
+                self._compact_at = max(COMPACT_AT, 2 * len(heap))
+            # The timer thread sleeps until the earliest time; only a new earliest one changes
+            # when it must wake (waking it for every call costs a thread switch per call).
+            earliest = not heap or when < heap[0][0]
+            heapq.heappush(heap, (when, next(self._seq), timer))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fairwins-mcp-watchdog", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif earliest:
+                self._cond.notify()
         return timer
 
     def _run(self) -> None:

@@ -21,6 +21,16 @@ from mcp_server.protocol import Dispatcher, Session
 from mcp_server.server import build_catalog
 from tests.sandbox_gateway import SandboxGateway
 
+# The whole run is watched for secrets (tests/secret_canaries.py): these hooks record every
+# fairwins_mcp log record and fail the session if a token or a payment shows up anywhere.
+from tests.secret_canaries import (  # noqa: F401
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_unconfigure,
+    record_output,
+)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
 WAIT = 10.0  # the longest any test waits for something that should happen at once
@@ -163,6 +173,9 @@ class StdioProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(WAIT)
+        for thread in self._threads:
+            thread.join(WAIT)
+        record_output(f"stdio process {self.proc.args!r}", b"".join(self.lines) + b"".join(self._stderr))
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 try:

@@ -1,0 +1,178 @@
+"""The whole test run watches for secrets: every fairwins_mcp log record and every server output a helper reads.
+
+Secrets are canaries: the sandbox's member tokens, a canary token the sandbox does not know,
+and canary x402 payments (a v1 and a v2 payload, as `params._meta` carries them and as the base64
+header value the gateway receives). None may appear in any log record, captured process output,
+error or result of the run, except a token's redacted form (`fw1.…abcd`, which holds none of the
+secret part searched for). tests/test_secrets.py drives every path with them; this module's
+hooks, imported by conftest.py, record the whole session and fail it if anything leaked.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import pytest
+
+from tests.sandbox_gateway import (
+    PAY_TO,
+    PAYER_ACCOUNT,
+    TOKEN_EXPIRED,
+    TOKEN_MEMBER_A,
+    TOKEN_MEMBER_B,
+    TOKEN_PROFILE_ONLY,
+    V2_OFFER,
+)
+
+CANARY_TOKEN: Final = "fw1.canary-token-0d9f7c1e5b2a-Zq7x"  # unknown to the sandbox: a refused token
+PAYMENT_SIGNATURE: Final = "0xPAYMENTCANARY5c1d0e9f" + "ab" * 40
+
+
+def canary_payment(version: int) -> dict[str, Any]:
+    """An x402 PaymentPayload as a client signs it; its signature and nonce are the canaries."""
+    authorization = {
+        "from": PAYER_ACCOUNT,
+        "to": PAY_TO,
+        "value": "20000",
+        "validAfter": "1764440000",
+        "validBefore": "1764440300",
+        "nonce": "0xNONCECANARY" + "cd" * 26,
+    }
+    payload = {"signature": PAYMENT_SIGNATURE, "authorization": authorization}
+    if version == 1:
+        return {"x402Version": 1, "scheme": "exact", "network": "polygon", "payload": payload}
+    offer: dict[str, Any] = V2_OFFER
+    return {"x402Version": 2, "resource": offer["resource"], "accepted": offer["accepts"][0], "payload": payload}
+
+
+def header_value(payload: dict[str, Any]) -> str:
+    """What goes upstream: standard base64 of compact UTF-8 JSON (PAYMENTS.md)."""
+    return base64.b64encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()).decode()
+
+
+def _secret_part_of_token(token: str) -> str:
+    # Everything the redacted form `fw1.…abcd` leaves out.
+    return token.removeprefix("fw1.")[:-4]
+
+
+def _base64_window(encoded: str, raw: bytes, secret: bytes) -> str:
+    """The stretch of `encoded` that encodes only bytes of `secret` (whole 3-byte groups inside it)."""
+    start = raw.index(secret)
+    first = -(-start // 3)
+    last = (start + len(secret)) // 3
+    return encoded[first * 4 : last * 4]
+
+
+def secrets() -> dict[str, str]:
+    """Name → a string that must never be found. Each is specific enough never to occur by chance."""
+    found = {
+        f"token {t[-4:]}": _secret_part_of_token(t)
+        for t in (TOKEN_MEMBER_A, TOKEN_MEMBER_B, TOKEN_PROFILE_ONLY, TOKEN_EXPIRED)
+    }
+    found["canary token"] = _secret_part_of_token(CANARY_TOKEN)
+    found["payment signature"] = PAYMENT_SIGNATURE[2:]
+    found["payment nonce"] = "NONCECANARY" + "cd" * 26
+    for version in (1, 2):
+        encoded = header_value(canary_payment(version))
+        raw = base64.b64decode(encoded)
+        found[f"v{version} payment header"] = encoded
+        found[f"v{version} payment header, signature part"] = _base64_window(encoded, raw, PAYMENT_SIGNATURE.encode())
+    return found
+
+
+class Recorder:
+    """Everything the server said during the run: log records (as formatted text) and process outputs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.texts: list[tuple[str, str]] = []  # (where, text)
+        self.records = 0
+
+    def add(self, where: str, text: str) -> None:
+        with self._lock:
+            self.texts.append((where, text))
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.texts)
+
+    def since(self, mark: int) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self.texts[mark:])
+
+    def leaks(self, texts: Iterable[tuple[str, str]] | None = None) -> list[str]:
+        wanted = secrets()
+        found = []
+        for where, text in self.texts if texts is None else texts:
+            for name, secret in wanted.items():
+                if secret in text:
+                    found.append(f"{name} in {where}: …{text[max(text.index(secret) - 80, 0) :][:200]}…")
+        return found
+
+
+RECORDER: Final = Recorder()
+_previous_factory: Callable[..., logging.LogRecord] | None = None
+_previous_level: int | None = None
+
+
+def record_output(where: str, text: str | bytes) -> None:
+    """For helpers that read a server's stdout or stderr: hand it over to be scanned."""
+    RECORDER.add(where, text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+
+
+def _factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    assert _previous_factory is not None
+    record = _previous_factory(*args, **kwargs)
+    if record.name == "fairwins_mcp" or record.name.startswith("fairwins_mcp."):
+        # Formatted at once, before any filter scrubs it and while exc_info is at hand: a secret
+        # that only a scrubbing filter keeps out of stderr is still a secret the code logged.
+        try:
+            text = record.getMessage()
+        except Exception as exc:  # a bad format string is the test's concern elsewhere
+            text = f"{record.msg!r} {record.args!r} ({exc})"
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))
+        RECORDER.records += 1
+        RECORDER.add(f"log record {record.name}:{record.levelname}", text)
+    return record
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _previous_factory, _previous_level
+    _previous_factory = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(_factory)
+    logger = logging.getLogger("fairwins_mcp")
+    _previous_level = logger.level
+    logger.setLevel(logging.DEBUG)  # every record is made, so every record is seen
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _previous_factory is not None:
+        logging.setLogRecordFactory(_previous_factory)
+    if _previous_level is not None:
+        logging.getLogger("fairwins_mcp").setLevel(_previous_level)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leaks = RECORDER.leaks()
+    if leaks:
+        session.config._fairwins_leaks = leaks  # type: ignore[attr-defined]
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    leaks: list[str] = getattr(config, "_fairwins_leaks", [])
+    scanned = f"{RECORDER.records} log records and {len(RECORDER.texts) - RECORDER.records} server outputs"
+    if leaks:
+        terminalreporter.section("secrets leaked", sep="!", red=True)
+        for leak in leaks:
+            terminalreporter.line(leak, red=True)
+        terminalreporter.line(f"{len(leaks)} leaks in {scanned}", red=True)
+    elif RECORDER.texts:
+        terminalreporter.line(f"secrets: {scanned} scanned, no token or payment found")

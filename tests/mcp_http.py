@@ -187,9 +187,13 @@ class LegacyClient:
 
 
 @contextmanager
-def serving(dispatcher: Dispatcher, **options: Any) -> Iterator[McpHTTPServer]:
-    """The real Streamable HTTP transport around `dispatcher` on 127.0.0.1:0, stopped on exit."""
-    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, gate.Policy(loopback_bind=True), **options)
+def serving(dispatcher: Dispatcher, policy: gate.Policy | None = None, **options: Any) -> Iterator[McpHTTPServer]:
+    """The real Streamable HTTP transport around `dispatcher` on 127.0.0.1:0, stopped on exit.
+
+    Every test that needs a real HTTP server starts it here, so start and stop are written once.
+    """
+    policy = policy or gate.Policy(loopback_bind=True, max_body=1024 * 1024)
+    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, policy, **options)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

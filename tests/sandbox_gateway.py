@@ -36,6 +36,8 @@ from types import FrameType, TracebackType
 from typing import Final
 from urllib.parse import parse_qs, quote, unquote
 
+from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
+
 __all__ = [
     "ACCOUNT_A",
     "ACCOUNT_B",
@@ -67,14 +69,8 @@ TOKEN_MEMBER_B: Final = "fw1.sandbox-member-b-9q2z"
 TOKEN_PROFILE_ONLY: Final = "fw1.sandbox-profile-only-3c8d"
 TOKEN_EXPIRED: Final = "fw1.sandbox-expired-2m4v"
 
-ALL_SCOPES: Final = (
-    "assistant:chat",
-    "build:intents",
-    "read:fees",
-    "read:membership",
-    "read:profile",
-    "read:wagers",
-)
+# The gateway reads its scopes from the contract package, as the real one does.
+ALL_SCOPES: Final = CONTRACT_SCOPES
 
 ACCOUNT_A: Final = "0xA11ce00000000000000000000000000000000A11"
 ACCOUNT_B: Final = "0xB0b0000000000000000000000000000000000B22"

@@ -38,6 +38,7 @@ from mcp_server.stdio import MAX_LINE, StdioServer
 from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
 from tests.conftest import ROOT, server_env
+from tests.samples import VALID_ARGUMENTS
 
 WAIT = 20.0
 INTERNAL_ERROR = -32603
@@ -167,12 +168,6 @@ TOOLS = (
     "get_profile", "get_token_news", "get_wagers", "build_intent", "find_in_app", "no_such_tool", "",
 )  # fmt: skip
 URIS = ("fairwins://openapi", "fairwins://status", "fairwins://guide", "fairwins://", "file:///etc/passwd", "")
-VALID_ARGUMENTS: dict[str, dict[str, Any]] = {
-    "build_intent": {"intent": "create_wager", "chainId": 137, "params": {"stake": "1", "description": "d"}},
-    "get_prediction_markets": {"chainId": 137, "q": "eth"},
-    "get_token_news": {"chainId": 137, "asset": "ETH", "slug": "ethereum"},
-    "get_wagers": {"chainId": 137},
-}
 ODD_STRINGS = (
     "", " ", "\u2028", "\u2029", "a\u2028b\u2029c", "\x00", "\n", "\r\n", '"', "\\", "é", "💸", "\ud800",
     "\udfff", "\ufeff", "null", "0", "../../", "%2e%2e/", "=?base64?dG9vbHMvbGlzdA==?=", "<script>",
@@ -691,16 +686,11 @@ def test_a_real_stdio_process_writes_only_messages_to_stdout_under_fuzz() -> Non
 
 @contextmanager
 def http_server() -> Iterator[McpHTTPServer]:
+    from tests.mcp_http import serving
+
     policy = gate.Policy(loopback_bind=True, max_body=4 * MIB)
-    server = McpHTTPServer(("127.0.0.1", 0), canned_dispatcher(), policy, read_timeout=10.0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(canned_dispatcher(), policy, read_timeout=10.0) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(WAIT)
 
 
 def read_answer(resp: http.client.HTTPResponse) -> tuple[int, list[Any]]:

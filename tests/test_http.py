@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,9 @@ from mcp_server import gate
 from mcp_server.config import Config
 from mcp_server.server import build_dispatcher
 from mcp_server.streamable_http import McpHTTPServer
+from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
+from tests.secret_canaries import record_output
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -47,22 +48,10 @@ def running(
 ) -> Iterator[McpHTTPServer]:
     dispatcher = build_dispatcher(Config(api_url=gateway_url, timeout=timeout))
     policy = gate.Policy(loopback_bind=True, allowed_origins=frozenset(origins), max_body=1024 * 1024)
-    server = McpHTTPServer(
-        ("127.0.0.1", 0),
-        dispatcher,
-        policy,
-        env_bearer=env_bearer,
-        max_concurrency=max_concurrency,
-        read_timeout=read_timeout,
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(
+        dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency, read_timeout=read_timeout
+    ) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def connect(server: McpHTTPServer) -> http.client.HTTPConnection:
@@ -361,6 +350,7 @@ def test_port_zero_logs_the_url_and_sigterm_drains_in_flight_calls(sandbox: Sand
     assert "POST /mcp 200" in log  # one access line per request
     assert canary not in log and "canary" not in log
     assert out == ""
+    record_output("test_http: --http 0 subprocess stderr", log)
 
 
 def test_dockerfile_matches_the_cli() -> None:

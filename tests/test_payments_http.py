@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate, payments
+from mcp_server import payments
 from mcp_server.config import Config
 from mcp_server.server import build_dispatcher
 from mcp_server.streamable_http import McpHTTPServer
 from tests.conftest import ROOT, WAIT, server_env
+from tests.mcp_http import serving
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway
 from tests.test_payments import (
     BUILD,
@@ -45,16 +46,8 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 @contextmanager
 def mcp_server(gateway_url: str, *, timeout: float = 5.0) -> Iterator[McpHTTPServer]:
     dispatcher = build_dispatcher(Config(api_url=gateway_url, timeout=timeout))
-    policy = gate.Policy(loopback_bind=True, max_body=1024 * 1024)
-    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, policy)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(dispatcher) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=WAIT)
 
 
 @pytest.fixture

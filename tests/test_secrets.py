@@ -32,18 +32,13 @@ from mcp_server.server import build_dispatcher
 from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
 from tests.conftest import ROOT, McpClient, client_for, server_env
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import FAULT_KINDS, TOKEN_EXPIRED, TOKEN_MEMBER_A, TOKEN_PROFILE_ONLY, SandboxGateway
 from tests.secret_canaries import CANARY_TOKEN, RECORDER, canary_payment, header_value, record_output, secrets
 
 WAIT = 20.0
 PAYMENT_META = "x402/payment"
 TOKENS = (CANARY_TOKEN, TOKEN_MEMBER_A, TOKEN_PROFILE_ONLY, TOKEN_EXPIRED, None)
-VALID_ARGUMENTS: dict[str, dict[str, Any]] = {
-    "build_intent": {"intent": "create_wager", "chainId": 137, "params": {"stake": "1.00", "description": "d"}},
-    "get_prediction_markets": {"chainId": 137, "q": "eth"},
-    "get_token_news": {"chainId": 137, "asset": "ETH", "slug": "ethereum"},
-    "get_wagers": {"chainId": 137},
-}
 MEMBER_PATHS = (
     "/v1/member/wagers",
     "/v1/member/fees",
@@ -207,19 +202,12 @@ def test_a_redirect_carries_neither_the_token_nor_a_payment_anywhere(sandbox: Sa
 
 @contextmanager
 def http_server(gateway_url: str, *, env_bearer: str | None = None) -> Iterator[McpHTTPServer]:
-    import threading
+    from tests.mcp_http import serving
 
     dispatcher: Dispatcher = build_dispatcher(Config(api_url=gateway_url, timeout=2.0))
     policy = gate.Policy(loopback_bind=True, max_body=64 * 1024)
-    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, policy, env_bearer=env_bearer, read_timeout=5.0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(dispatcher, policy, env_bearer=env_bearer, read_timeout=5.0) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(WAIT)
 
 
 def tool_call(name: str, meta: dict[str, Any] | None = None, message_id: int = 1) -> dict[str, Any]:

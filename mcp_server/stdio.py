@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import BinaryIO, Final
 
 from .context import RequestContext
@@ -108,21 +109,25 @@ class StdioServer:
 
     def _submit(self, work: Request | Batch, ctx: RequestContext | None) -> None:
         if self.dispatcher.is_blocking(work):
-            future = self.pool.submit(self._run, work, ctx)
+            # The era is decided as the request arrives: an `initialize` read after a modern
+            # tools/call must not turn that call legacy while it waits for a worker. Blocking
+            # single requests never change the session, so a copy is enough.
+            session = replace(self.session) if isinstance(work, Request) else self.session
+            future = self.pool.submit(self._run, work, ctx, session)
             self._pending.add(future)
             future.add_done_callback(self._pending.discard)
         else:
-            self._run(work, ctx)
+            self._run(work, ctx, self.session)
 
-    def _run(self, work: Request | Batch, ctx: RequestContext | None) -> None:
+    def _run(self, work: Request | Batch, ctx: RequestContext | None, session: Session) -> None:
         if isinstance(work, Batch):
-            reply = self.dispatcher.handle_batch(work, self.session, self.context)
+            reply = self.dispatcher.handle_batch(work, session, self.context)
             if reply.message is not None:
                 self.write(reply.message)
             return
         assert ctx is not None
         try:
-            reply = self.dispatcher.handle(work, self.session, ctx)
+            reply = self.dispatcher.handle(work, session, ctx)
         finally:
             with self._inflight_lock:
                 if self._inflight.get(work.id) is ctx:

@@ -38,12 +38,12 @@ class _QueueWire:
 
 
 class StdioHarness:
-    def __init__(self, dispatcher: Dispatcher, *, bearer: str | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 16) -> None:
         read_fd, write_fd = os.pipe()
         self._reader = os.fdopen(read_fd, "rb")
         self._writer = os.fdopen(write_fd, "wb")
         self.out: queue.Queue[Json] = queue.Queue()
-        self.server = StdioServer(dispatcher, _QueueWire(self.out), bearer=bearer)  # type: ignore[arg-type]
+        self.server = StdioServer(dispatcher, _QueueWire(self.out), bearer=bearer, workers=workers)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self.server.run, args=(self._reader,), daemon=True)
         self.thread.start()
         self._next_id = 0

@@ -537,3 +537,27 @@ def test_a_2025_03_26_batch_is_still_answered_with_an_array(url: str) -> None:
     assert answer.status == 200
     assert [m["id"] for m in answer.messages] == [1, 2]
     assert all("resultType" not in m["result"] for m in answer.messages)
+
+
+def test_stdio_a_modern_call_waiting_on_the_gateway_stays_modern_when_initialize_follows() -> None:
+    from mcp_server.config import Config
+    from mcp_server.server import build_dispatcher
+    from tests.sandbox_gateway import SandboxGateway
+
+    with SandboxGateway() as sandbox:
+        sandbox.fault("/status", "delay", seconds=0.5, times=1)
+        # One worker, held by a slow call: the modern call waits in the queue while initialize runs.
+        harness = StdioHarness(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0)), workers=1)
+        try:
+            busy = {"name": "get_gateway_status", "arguments": {}}
+            harness.send({"jsonrpc": "2.0", "id": "busy", "method": "tools/call", "params": busy})
+            sandbox.wait_for_requests(1, timeout=5)
+            call = {"name": "get_perps_pairs", "arguments": {}, "_meta": modern_meta()}
+            harness.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": call})
+            init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            harness.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": init})
+            answers = {m["id"]: m for m in (harness.next(), harness.next(), harness.next())}
+        finally:
+            harness.close()
+    assert answers["init"]["result"]["protocolVersion"] == LEGACY
+    assert answers["slow"]["result"]["resultType"] == "complete"  # decided when it arrived: modern

@@ -281,6 +281,21 @@ class Dispatcher:
         result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: self.server_info}
         return result
 
+    def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
+        """The modern ladder's error for a request the HTTP gate refused over its version header.
+
+        The gate refuses an unsupported MCP-Protocol-Version before the body is read; once the
+        drained body shows a modern request, its answer keeps the ladder's order (-32602 for
+        missing _meta, then -32020 for a header that differs from the body, then -32022).
+        """
+        if not isinstance(message, Request) or not _carries_modern_meta(message.params):
+            return None
+        try:
+            self._ladder(message, RequestContext(http_headers=headers))
+        except McpError as exc:
+            return exc.to_error()
+        return None
+
     def _ladder(self, req: Request, ctx: RequestContext) -> dict[str, Any]:
         """2026-07-28 validation, in the order the conformance suite pins: _meta → headers → version."""
         meta = req.params.get("_meta")

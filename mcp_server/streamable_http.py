@@ -581,7 +581,10 @@ class Handler(BaseHTTPRequestHandler):
         if decision.jsonrpc_code is not None:
             message = parse(body_bytes) if body_bytes else None
             msg_id = message.id if isinstance(message, Request) else None
-            payload = dumps(error_response(msg_id, error_object(decision.jsonrpc_code, decision.message, decision.data)))
+            error = (message and self.server.dispatcher.ladder_error(message, headers)) or error_object(
+                decision.jsonrpc_code, decision.message, decision.data
+            )
+            payload = dumps(error_response(msg_id, error))
         else:
             payload = _error_body(decision.error, decision.message)
         self._respond(decision.status, payload, extra=extra, close=close)

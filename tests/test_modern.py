@@ -561,3 +561,27 @@ def test_stdio_a_modern_call_waiting_on_the_gateway_stays_modern_when_initialize
             harness.close()
     assert answers["init"]["result"]["protocolVersion"] == LEGACY
     assert answers["slow"]["result"]["resultType"] == "complete"  # decided when it arrived: modern
+
+
+@pytest.mark.parametrize(
+    ("body_meta", "code"),
+    [
+        ({"io.modelcontextprotocol/protocolVersion": MODERN}, -32602),  # no clientCapabilities: first rung
+        (None, -32020),  # a supported body version under an unsupported header: a mismatch
+        ("v999.0.0", -32022),  # both say the same unsupported version
+    ],
+)
+def test_an_unsupported_version_header_keeps_the_ladder_order(url: str, body_meta: Any, code: int) -> None:
+    if isinstance(body_meta, dict):
+        meta = body_meta
+    else:
+        meta = modern_meta()
+        if body_meta is not None:
+            meta["io.modelcontextprotocol/protocolVersion"] = body_meta
+    message = {"jsonrpc": "2.0", "id": "v", "method": "tools/list", "params": {"_meta": meta}}
+    headers = {**modern_headers("tools/list", {}), "MCP-Protocol-Version": "v999.0.0"}
+    answer = post(url, message, headers)
+    error = json.loads(answer.body)
+    assert answer.status == 400 and error["id"] == "v" and error["error"]["code"] == code
+    if code == -32022:
+        assert error["error"]["data"]["requested"] == "v999.0.0"

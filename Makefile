@@ -15,10 +15,11 @@ $(VPY): pyproject.toml setup.py
 test: $(VPY)
 	$(VPY) -m pytest
 
+# mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
-	$(VPY) -m mypy $(PACKAGES)
-	$(VPY) -m ruff check $(PACKAGES) tests
-	$(VPY) -m ruff format --check $(PACKAGES)
+	$(VPY) -m mypy $(PACKAGES) demo scripts
+	$(VPY) -m ruff check $(PACKAGES) demo scripts tests bench
+	$(VPY) -m ruff format --check $(PACKAGES) demo scripts tests bench
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bench.stub_gateway import BENCH_TOKEN, STATUS_BODY, WAGERS_BODY
+from bench.stub_gateway import BENCH_TOKEN, WAGERS_BODY
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = REPO / "bench" / "results" / "latest.json"
@@ -181,7 +181,9 @@ def _child_env(api_url: str, token: str | None) -> dict[str, str]:
     return env
 
 
-def spawn(cmd: Sequence[str], env: dict[str, str], stderr: IO[bytes] | int, stdout: int = subprocess.PIPE) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: Sequence[str], env: dict[str, str], stderr: IO[bytes] | int, stdout: int = subprocess.PIPE
+) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         list(cmd),
         stdin=subprocess.PIPE,
@@ -463,8 +465,9 @@ def interpreter_startup(python: str, runs: int, deadline: Deadline) -> dict[str,
     for i in range(runs + 1):
         deadline.check()
         t0 = time.perf_counter_ns()
-        done = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, check=False,
-                              timeout=deadline.bound(START_TIMEOUT_S))
+        done = subprocess.run(
+            [python, "-c", code], cwd=REPO, capture_output=True, check=False, timeout=deadline.bound(START_TIMEOUT_S)
+        )
         if i > 0:
             samples.append((time.perf_counter_ns() - t0) / 1e6)
         try:
@@ -534,7 +537,9 @@ def measure_cold_starts(
             out["cold_first_result_ms_all"] = first_all
 
 
-def measure_stdio(label: str, cmd: Sequence[str], env: dict[str, str], calls: int, warmup: int, deadline: Deadline) -> dict[str, Any]:
+def measure_stdio(
+    label: str, cmd: Sequence[str], env: dict[str, str], calls: int, warmup: int, deadline: Deadline
+) -> dict[str, Any]:
     """One long-lived session: RSS after start, N timed calls of each kind, CPU over the tools/call run."""
     session = StdioSession(label, cmd, env)
     out: dict[str, Any] = {}
@@ -716,7 +721,11 @@ def ok_tool_call(status: int, body: bytes) -> bool:
     except ValueError:
         return False
     result = msg.get("result") if isinstance(msg, dict) else None
-    return isinstance(result, dict) and not result.get("isError") and bool(result.get("structuredContent") or result.get("content"))
+    return (
+        isinstance(result, dict)
+        and not result.get("isError")
+        and bool(result.get("structuredContent") or result.get("content"))
+    )
 
 
 @dataclass
@@ -880,7 +889,9 @@ def measure_http(
         port = drain.port
         # Ready when a tools/call answers well (the line may come just before accept starts).
         conn = HttpConn(port)
-        probe = mcp_post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}})
+        probe = mcp_post(
+            port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
+        )
         until = time.monotonic() + deadline.bound(START_TIMEOUT_S)
         last = ""
         try:
@@ -899,11 +910,21 @@ def measure_http(
         if last:
             raise BenchError(f"{label} (HTTP): tools/call get_wagers did not succeed: {last}; stderr: {drain.tail()!r}")
         out["http_rss_start_mib"] = rss_mib(proc.pid)
-        request = mcp_post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}})
+        request = mcp_post(
+            port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
+        )
         for clients in HTTP_LEVELS:
             pid = proc.pid
-            load = run_load(port, request, ok_tool_call, clients, warmup_s, duration_s, deadline,
-                            sample_cpu=lambda: cpu_ms(pid))
+            load = run_load(
+                port,
+                request,
+                ok_tool_call,
+                clients,
+                warmup_s,
+                duration_s,
+                deadline,
+                sample_cpu=lambda pid=pid: cpu_ms(pid),
+            )
             summary = load.summary()
             out[f"http_{clients}"] = summary
             out[f"http_{clients}_rps"] = summary["rps"]
@@ -912,7 +933,9 @@ def measure_http(
             out[f"http_{clients}_cpu_per_call_ms"] = summary["cpu_per_call_ms"]
             out[f"http_{clients}_errors"] = summary["errors"]
             if proc.poll() is not None:
-                raise BenchError(f"{label} (HTTP): the server exited during the {clients}-client run; stderr: {drain.tail()!r}")
+                raise BenchError(
+                    f"{label} (HTTP): the server exited during the {clients}-client run; stderr: {drain.tail()!r}"
+                )
         out["http_rss_end_mib"] = rss_mib(proc.pid)
     finally:
         stop(proc)
@@ -966,14 +989,21 @@ class Row:
 
 def _rows(calls: int, cold_runs: int) -> list[Row]:
     rows = [
-        Row(f"cold start → initialize, ms (median of {cold_runs})", "cold_init_ms", "{:.1f}",
-            floor="python_startup_ms", target="cold_start"),
+        Row(
+            f"cold start → initialize, ms (median of {cold_runs})",
+            "cold_init_ms",
+            "{:.1f}",
+            floor="python_startup_ms",
+            target="cold_start",
+        ),
         Row("cold start → first tool result, ms", "cold_first_result_ms", "{:.1f}"),
         Row("RSS after start, MiB", "rss_start_mib", "{:.1f}", floor="python_rss_mib"),
         Row(f"RSS after {calls} calls, MiB", "rss_after_mib", "{:.1f}", target="memory"),
         Row("stdio tools/call p50, ms", "stdio_call_p50_ms", "{:.3f}", floor="direct_p50_ms"),
         Row("stdio tools/call p99, ms", "stdio_call_p99_ms", "{:.3f}", floor="direct_p99_ms"),
-        Row("stdio tools/call p50 over direct GET, ms", "stdio_call_overhead_p50_ms", "{:.3f}", target="stdio_overhead"),
+        Row(
+            "stdio tools/call p50 over direct GET, ms", "stdio_call_overhead_p50_ms", "{:.3f}", target="stdio_overhead"
+        ),
         Row("stdio tools/list p50, ms", "stdio_list_p50_ms", "{:.3f}"),
         Row("stdio tools/list p99, ms", "stdio_list_p99_ms", "{:.3f}"),
         Row("stdio ping p50, ms", "stdio_ping_p50_ms", "{:.3f}"),
@@ -982,12 +1012,21 @@ def _rows(calls: int, cold_runs: int) -> list[Row]:
     ]
     for c in HTTP_LEVELS:
         noun = "client" if c == 1 else "clients"
-        rows.append(Row(f"HTTP {c} {noun}, req/s", f"http_{c}_rps", "{:,.0f}", floor=f"direct_{c}_rps",
-                        target="http8_vs_sdk" if c == 8 else "", ts=False))
+        rows.append(
+            Row(
+                f"HTTP {c} {noun}, req/s",
+                f"http_{c}_rps",
+                "{:,.0f}",
+                floor=f"direct_{c}_rps",
+                target="http8_vs_sdk" if c == 8 else "",
+                ts=False,
+            )
+        )
         if c == 8:
             # The same figure again: one row per target, so each has its own PASS/MISS.
-            rows.append(Row("HTTP 8 clients, req/s (vs TS SDK)", "http_8_rps", "{:,.0f}",
-                            target="http8_vs_ts", ratio=False))
+            rows.append(
+                Row("HTTP 8 clients, req/s (vs TS SDK)", "http_8_rps", "{:,.0f}", target="http8_vs_ts", ratio=False)
+            )
         rows.append(Row(f"HTTP {c} {noun}, p50 ms", f"http_{c}_p50_ms", "{:.3f}", floor=f"direct_{c}_p50_ms"))
         rows.append(Row(f"HTTP {c} {noun}, p99 ms", f"http_{c}_p99_ms", "{:.3f}", floor=f"direct_{c}_p99_ms"))
         rows.append(Row(f"HTTP {c} {noun}, server CPU per call, ms", f"http_{c}_cpu_per_call_ms", "{:.3f}"))
@@ -1017,8 +1056,15 @@ def evaluate(target: Target, ours: dict[str, Any] | None, sdk: dict[str, Any] | 
         verdict = "PASS" if value <= target.bound else "MISS"
     else:
         verdict = "PASS" if value >= target.bound else "MISS"
-    return {"id": target.id, "target": target.text, "metric": target.metric, "kind": target.kind,
-            "bound": target.bound, "value": value, "result": verdict}
+    return {
+        "id": target.id,
+        "target": target.text,
+        "metric": target.metric,
+        "kind": target.kind,
+        "bound": target.bound,
+        "value": value,
+        "result": verdict,
+    }
 
 
 def render_table(
@@ -1043,21 +1089,25 @@ def render_table(
         verdict = verdicts.get(row.target, {}) if row.target else {}
         target_text = verdict.get("target", "")
         result = verdict.get("result", "")
-        body.append([
-            row.label,
-            cell(ours, row.metric, row.fmt),
-            cell(sdk, row.metric, row.fmt),
-            cell(floor, row.floor, row.fmt) if row.floor else "",
-            ratio,
-            ts_cell,
-            target_text,
-            result,
-        ])
+        body.append(
+            [
+                row.label,
+                cell(ours, row.metric, row.fmt),
+                cell(sdk, row.metric, row.fmt),
+                cell(floor, row.floor, row.fmt) if row.floor else "",
+                ratio,
+                ts_cell,
+                target_text,
+                result,
+            ]
+        )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     right = {1, 2, 3, 4, 5}
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(header), sep, *(line(r) for r in body)])
@@ -1080,18 +1130,48 @@ def _round(obj: Any) -> Any:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python3 -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small N, short runs: a smoke run in seconds")
-    parser.add_argument("--calls", type=int, default=None, metavar="N", help="timed stdio calls per kind (default 2000; quick 200)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S", help="seconds per HTTP load level (default 3; quick 0.5)")
-    parser.add_argument("--cold-starts", type=int, default=None, metavar="R", help="measured cold starts (default 10; quick 3)")
-    parser.add_argument("--compare", metavar="PYTHON", default=None, help="interpreter with `mcp` installed: run the SDK server too")
+    parser.add_argument(
+        "--calls", type=int, default=None, metavar="N", help="timed stdio calls per kind (default 2000; quick 200)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=None, metavar="S", help="seconds per HTTP load level (default 3; quick 0.5)"
+    )
+    parser.add_argument(
+        "--cold-starts", type=int, default=None, metavar="R", help="measured cold starts (default 10; quick 3)"
+    )
+    parser.add_argument(
+        "--compare", metavar="PYTHON", default=None, help="interpreter with `mcp` installed: run the SDK server too"
+    )
     parser.add_argument("--no-compare", action="store_true", help="our server only, even with --compare")
-    parser.add_argument("--json", metavar="PATH", default=str(DEFAULT_JSON), help=f"where to write the results (default {DEFAULT_JSON.relative_to(REPO)})")
-    parser.add_argument("--server-cmd", metavar="CMD", default=None, help="command for our server (default: PYTHON -m mcp_server); --http 0 --host 127.0.0.1 is appended for HTTP")
-    parser.add_argument("--ours-python", metavar="PYTHON", default=None,
-                        help="interpreter for our server (default: the --compare one when comparing, so both "
-                             "servers start under the same interpreter and site setup; else this one)")
-    parser.add_argument("--delay-ms", type=float, default=0.0, metavar="MS", help="fixed delay the stub adds to every answer")
-    parser.add_argument("--time-limit", type=float, default=None, metavar="S", help="global limit for the whole run (default 900; quick 60)")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        default=str(DEFAULT_JSON),
+        help=f"where to write the results (default {DEFAULT_JSON.relative_to(REPO)})",
+    )
+    parser.add_argument(
+        "--server-cmd",
+        metavar="CMD",
+        default=None,
+        help="command for our server (default: PYTHON -m mcp_server); --http 0 --host 127.0.0.1 is appended for HTTP",
+    )
+    parser.add_argument(
+        "--ours-python",
+        metavar="PYTHON",
+        default=None,
+        help="interpreter for our server (default: the --compare one when comparing, so both "
+        "servers start under the same interpreter and site setup; else this one)",
+    )
+    parser.add_argument(
+        "--delay-ms", type=float, default=0.0, metavar="MS", help="fixed delay the stub adds to every answer"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="global limit for the whole run (default 900; quick 60)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when any target is MISS")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -1137,7 +1217,10 @@ def compile_ours(python: str) -> None:
     """
     subprocess.run(
         [python, "-m", "compileall", "-q", str(REPO / "mcp_server")],
-        cwd=REPO, capture_output=True, timeout=120, check=False,
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -1145,7 +1228,10 @@ def _sdk_cmd(python: str) -> tuple[list[str], str]:
     exe = str(Path(python).expanduser())
     probe = subprocess.run(
         [exe, "-c", "import importlib.metadata as m, mcp; print(m.version('mcp'))"],
-        capture_output=True, cwd=REPO, timeout=60, check=False,
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
     )
     if probe.returncode != 0:
         raise BenchError(f"--compare {python}: cannot import mcp: {probe.stderr.decode(errors='replace')[-300:]}")
@@ -1259,7 +1345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n = server.get(f"http_{c}_errors") or 0
                 if n:
                     first = server.get(f"http_{c}", {}).get("first_error", "")
-                    errors.append(f"{server is ours and 'ours' or 'sdk'} (HTTP): {n} failed requests at {c} client(s): {first}")
+                    errors.append(
+                        f"{(server is ours and 'ours') or 'sdk'} (HTTP): {n} failed requests at {c} client(s): {first}"
+                    )
 
     report = {
         "schema": 1,
@@ -1307,15 +1395,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"ours: {' '.join(ours['cmd']) if ours else '—'}")
     if sdk:
         print(f"SDK:  {' '.join(sdk['cmd'])}")
-    print("ours/SDK: ratio of the two servers; direct: the floor (the same GET made straight to the stub; "
-          "for cold start and RSS, ours' interpreter running `-c pass`); TS SDK: the TypeScript SDK's published figure")
+    print(
+        "ours/SDK: ratio of the two servers; direct: the floor (the same GET made straight to the stub; "
+        "for cold start and RSS, ours' interpreter running `-c pass`); TS SDK: the TypeScript SDK's published figure"
+    )
     if load_before >= (os.cpu_count() or 1) / 2:
-        print(f"note: the machine was busy when the run began (1-min load average {load_before:.2f} on "
-              f"{os.cpu_count()} CPUs): absolute figures are noisy; the ratios less so")
+        print(
+            f"note: the machine was busy when the run began (1-min load average {load_before:.2f} on "
+            f"{os.cpu_count()} CPUs): absolute figures are noisy; the ratios less so"
+        )
     if "sdk_python_startup_ms" in floor:
-        print(f"note: the interpreters differ: ours starts in {floor['python_startup_ms']:.1f} ms / "
-              f"{floor['python_rss_mib']:.1f} MiB, the SDK's in {floor['sdk_python_startup_ms']:.1f} ms / "
-              f"{floor['sdk_python_rss_mib']:.1f} MiB before any server code runs")
+        print(
+            f"note: the interpreters differ: ours starts in {floor['python_startup_ms']:.1f} ms / "
+            f"{floor['python_rss_mib']:.1f} MiB, the SDK's in {floor['sdk_python_startup_ms']:.1f} ms / "
+            f"{floor['sdk_python_rss_mib']:.1f} MiB before any server code runs"
+        )
     print()
     print(render_table(rows, ours, sdk, floor, verdicts, bool(args.compare)))
     if errors:

@@ -45,9 +45,7 @@ def _http() -> httpx.AsyncClient:
     global _client
     if _client is None:
         base = os.environ.get("FAIRWINS_API_URL", "").rstrip("/")
-        _client = httpx.AsyncClient(
-            base_url=base, timeout=10.0, follow_redirects=False, trust_env=False
-        )
+        _client = httpx.AsyncClient(base_url=base, timeout=10.0, follow_redirects=False, trust_env=False)
     return _client
 
 
@@ -105,7 +103,7 @@ async def get_gateway_status(ctx: Context) -> CallToolResult:
 )
 async def get_wagers(
     ctx: Context,
-    chainId: Annotated[int | None, Field(gt=0, description="Only this chain")] = None,  # noqa: N803
+    chainId: Annotated[int | None, Field(gt=0, description="Only this chain")] = None,
 ) -> CallToolResult:
     token = _bearer(ctx)
     if token is None:

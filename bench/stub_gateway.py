@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: _Server
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
+    def do_GET(self) -> None:
         delay = self.server.delay_s
         if delay > 0:
             time.sleep(delay)
@@ -98,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
             response = NOT_FOUND_RESPONSE
         self.wfile.write(response)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

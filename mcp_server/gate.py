@@ -149,7 +149,13 @@ def check(method: str, path: str, headers: Mapping[str, str], policy: Policy) ->
     if method == "OPTIONS":
         return Admit("preflight", cors)
     if method != "POST":
-        return Refuse(405, "method_not_allowed", "This endpoint takes POST only (no sessions, no GET stream)", allow="POST", cors=cors)
+        return Refuse(
+            405,
+            "method_not_allowed",
+            "This endpoint takes POST only (no sessions, no GET stream)",
+            allow="POST",
+            cors=cors,
+        )
     if _media_type(headers.get("content-type", "")) != "application/json":
         return Refuse(415, "unsupported_media_type", "Content-Type must be application/json", cors=cors)
     accept = headers.get("accept")

@@ -100,7 +100,9 @@ class GatewayFailure:
     `sent` is whether the request may have reached the gateway (what a paid call must report).
     """
 
-    cause: str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+    cause: (
+        str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+    )
     detail: str
     sent: bool
     attempts: int = 1

@@ -107,7 +107,9 @@ def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: st
         return wording.failure("not_found", what, detail=quoted)
     if status == 429:
         wait = retry_after_seconds(outcome.header("Retry-After"))
-        return wording.failure("rate_limited", what, wait=f" (retry after {_seconds(wait)})" if wait is not None else "")
+        return wording.failure(
+            "rate_limited", what, wait=f" (retry after {_seconds(wait)})" if wait is not None else ""
+        )
     if status == 503:
         return wording.failure("unavailable", what, detail=quoted)
     if status == 402:

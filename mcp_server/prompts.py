@@ -52,7 +52,9 @@ class WagerReview:
         return {
             "name": self.name,
             "title": "Review my wagers",
-            "description": "Walk through the member's open wagers and their deadlines, naming any chain that could not be read.",
+            "description": (
+                "Walk through the member's open wagers and their deadlines, naming any chain that could not be read."
+            ),
             "arguments": [
                 {
                     "name": "chainId",

@@ -447,9 +447,7 @@ class Dispatcher:
         if ref.get("type") == "ref/prompt" and isinstance(ref_name, str):
             target = self._prompts.get(ref_name)
         elif ref.get("type") == "ref/resource" and isinstance(ref_uri, str):
-            target = next(
-                (t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref_uri), None
-            )
+            target = next((t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref_uri), None)
         if target is None:
             raise McpError(INVALID_PARAMS, "Invalid params: ref names no prompt or resource template of this server")
         values = target.complete(arg_name, value, ctx)

@@ -54,9 +54,7 @@ def _internal_error(message: JSONObject) -> JSONObject | None:
 
 
 class StdioServer:
-    def __init__(
-        self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16
-    ) -> None:
+    def __init__(self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16) -> None:
         self.dispatcher = dispatcher
         self.wire = wire
         self.bearer = bearer
@@ -96,9 +94,7 @@ class StdioServer:
     # ---- input --------------------------------------------------------------------------
 
     def context(self) -> RequestContext:
-        return RequestContext(
-            bearer=self.bearer, bearer_source="env" if self.bearer else "none", send=self.write
-        )
+        return RequestContext(bearer=self.bearer, bearer_source="env" if self.bearer else "none", send=self.write)
 
     def cancel(self, params: JSONObject) -> None:
         request_id = params.get("requestId")

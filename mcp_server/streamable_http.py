@@ -242,7 +242,10 @@ class McpHTTPServer(ThreadingHTTPServer):
                 self._connections += 1
         if full:
             body = b'{"error":"busy","message":"Too many connections; retry shortly"}'
-            head = f"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            head = (
+                "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
             try:
                 request.sendall(head.encode("ascii") + body)
             except OSError:
@@ -420,7 +423,9 @@ class Handler(BaseHTTPRequestHandler):
             self._respond(400, _error_body("bad_header", f"Refused: {self.budget.malformed}"), close=True)
             return False
         if not self._counted:
-            self._respond(503, _error_body("shutting_down", "The server is shutting down"), close=True, extra={"Retry-After": "1"})
+            self._respond(
+                503, _error_body("shutting_down", "The server is shutting down"), close=True, extra={"Retry-After": "1"}
+            )
             return False
         return True
 
@@ -432,7 +437,9 @@ class Handler(BaseHTTPRequestHandler):
     # http.server's own errors (bad request line, 431, 505…) answer in JSON like everything else.
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if code == 431:
-            text = f"The request line and headers are over the {MAX_HEADER_BYTES // 1024} KiB limit (or over 100 headers)"
+            text = (
+                f"The request line and headers are over the {MAX_HEADER_BYTES // 1024} KiB limit (or over 100 headers)"
+            )
             self._respond(code, _error_body("headers_too_large", text), close=True)
             return
         self._respond(code, _error_body("bad_request", message or "Bad request"), close=True)
@@ -489,7 +496,11 @@ class Handler(BaseHTTPRequestHandler):
     def _cors(self, origin: str | None) -> dict[str, str]:
         if origin is None:
             return {}
-        return {"Access-Control-Allow-Origin": origin, "Vary": "Origin", "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS}
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Vary": "Origin",
+            "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
+        }
 
     def _read_exact(self, n: int) -> bytes | None:
         try:
@@ -548,7 +559,9 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         headers = self._headers()
         if headers is None:
-            self._respond(400, _error_body("duplicate_header", "A header that must appear once appeared twice"), close=True)
+            self._respond(
+                400, _error_body("duplicate_header", "A header that must appear once appeared twice"), close=True
+            )
             return
         decision = gate.check(self.command, self.path, headers, self.server.policy)
         if isinstance(decision, gate.Refuse):
@@ -625,7 +638,9 @@ class Handler(BaseHTTPRequestHandler):
         if decision.chunked:
             body = self._read_chunked(self.server.policy.max_body)
             if body == 413:
-                self._respond(413, _error_body("body_too_large", "The body is over the size limit"), extra=cors, close=True)
+                self._respond(
+                    413, _error_body("body_too_large", "The body is over the size limit"), extra=cors, close=True
+                )
                 return
             if body == 400:
                 self._respond(400, _error_body("bad_framing", "The chunked body is malformed"), extra=cors, close=True)
@@ -645,7 +660,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if not self.server.slots.acquire(blocking=False):
             self._respond(
-                503, _error_body("busy", "Too many requests in flight; retry shortly"), extra={**cors, "Retry-After": "1"}
+                503,
+                _error_body("busy", "Too many requests in flight; retry shortly"),
+                extra={**cors, "Retry-After": "1"},
             )
             return
         try:
@@ -686,7 +703,7 @@ class Handler(BaseHTTPRequestHandler):
         stream = _Stream(self, cors) if (payment is None and gate.accepts(accept, "text/event-stream")) else None
         if stream is not None:
             ctx.send = stream.send
-        unwatch: Callable[[], None] = lambda: None
+        unwatch: Callable[[], None] = _nothing
         if self.server.dispatcher.is_blocking(message):
             unwatch = self.server.watcher.watch(self.connection, ctx.cancellation.cancel)
         try:
@@ -759,6 +776,10 @@ def _expects_continue(headers: dict[str, str]) -> bool:
     return headers.get("expect", "").strip().lower() == "100-continue"
 
 
+def _nothing() -> None:
+    return None
+
+
 def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
 
@@ -787,9 +808,7 @@ def serve(
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
     policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body)
-    server = McpHTTPServer(
-        (host, port), dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency
-    )
+    server = McpHTTPServer((host, port), dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

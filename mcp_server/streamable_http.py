@@ -12,8 +12,6 @@ import email.utils
 import http.client
 import json
 import logging
-import re
-import selectors
 import signal
 import socket
 import sys
@@ -21,19 +19,20 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 from . import __version__, gate
 from .context import RequestContext
+from .disconnects import DisconnectWatcher
+from .http_head import CHUNK_SIZE, MAX_HEADER_BYTES, TOKEN, HeadReader
 from .jsonrpc import Batch, JSONObject, Request, dumps, error_object, error_response, parse
 from .protocol import Dispatcher, Session
-from .versions import LEGACY_VERSIONS, META_LOG_LEVEL
+from .versions import LEGACY_VERSIONS
 from .watchdog import WATCHDOG
 
 log = logging.getLogger("fairwins_mcp.http")
 access = logging.getLogger("fairwins_mcp.access")
 
-MAX_HEADER_BYTES: Final = 64 * 1024
 DRAIN_LIMIT: Final = 1024 * 1024  # refused bodies up to this size are read and dropped; larger: close
 LINGER_SECONDS: Final = 2.0  # after a refusal that closes, how long the rest of the request is read and dropped
 LINGER_BYTES: Final = 64 * 1024 * 1024
@@ -53,140 +52,6 @@ SINGLE_HEADERS: Final = (
     "x-payment",
     "payment-signature",
 )
-# field-line = field-name ":" OWS field-value OWS (RFC 9112 §5): a token, the colon at once, and a
-# value without control characters other than HTAB. Anything else is refused, never repaired.
-_FIELD_LINE: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r?\n")
-_CONTROL: Final = re.compile(rb"[\x00-\x1f\x7f]")
-_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_CHUNK_SIZE: Final = re.compile(rb"([0-9A-Fa-f]{1,15})(?:[ \t]*;[^\r\n]*)?\r?\n")
-
-
-class _HeaderBudget:
-    """Wraps the request stream: the request line and headers together stay within a budget, and
-    every header line must be well formed.
-
-    http.server reads the head with readline(); raising LineTooLong here makes it answer 431
-    before an oversized header section is ever held in memory. Lines that parsers disagree about
-    (a bare CR, a space before the colon, obs-fold, control characters) are how a request is
-    smuggled past a proxy: such a head is marked `malformed` and refused whole.
-    """
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.remaining: int | None = None  # None: not reading a head (between requests, or in a body)
-        self.seen_request_line = False
-        self.malformed: str | None = None
-
-    def start(self) -> None:
-        self.remaining = MAX_HEADER_BYTES
-        self.seen_request_line = False
-        self.malformed = None
-
-    def readline(self, limit: int = -1) -> bytes:
-        if self.remaining is None:
-            return self.raw.readline(limit)
-        # Never hold more than the budget in memory, whatever limit the caller asked for.
-        cap = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
-        line = self.raw.readline(cap)
-        self.remaining -= len(line)
-        if self.remaining < 0:
-            self.remaining = None
-            raise http.client.LineTooLong("header section" if self.seen_request_line else "request line")
-        if not self.seen_request_line:
-            self.seen_request_line = True
-            if _CONTROL.search(line.rstrip(b"\r\n")):
-                self.malformed = "the request line carries a control character"
-        elif line in (b"\r\n", b"\n", b""):
-            self.remaining = None  # the head ended; what follows is a body, not headers
-        elif self.malformed is None and not _FIELD_LINE.fullmatch(line):
-            self.malformed = "a header line is malformed (RFC 9112 §5)"
-        return line
-
-    def read(self, n: int = -1) -> bytes:
-        return self.raw.read(n)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw, name)
-
-
-# epoll_wait sees a socket registered while it waits (epoll(7)), so the watcher need not be woken
-# for each call; select() and poll() do not.
-_LIVE_REGISTRATION: Final = selectors.DefaultSelector is getattr(selectors, "EpollSelector", None)
-
-
-class DisconnectWatcher:
-    """One thread watching every socket with a call in flight; a closed socket cancels its call."""
-
-    def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._lock = threading.Lock()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="fairwins-mcp-disconnects", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop the thread and release its sockets (a server that is closed watches nothing)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        self._thread.join(5)
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
-
-    def watch(self, sock: socket.socket, on_close: Callable[[], None]) -> Callable[[], None]:
-        with self._lock:
-            try:
-                self._selector.register(sock, selectors.EVENT_READ, on_close)
-            except (KeyError, ValueError, OSError):
-                return lambda: None
-        if not _LIVE_REGISTRATION:
-            try:
-                self._wake_w.send(b"x")  # select() and poll() see a new socket only on their next call
-            except OSError:
-                pass  # closed meanwhile: the server is stopping, and nothing is watched any more
-
-        def unwatch() -> None:
-            with self._lock:
-                try:
-                    self._selector.unregister(sock)
-                except (KeyError, ValueError, OSError):
-                    pass
-
-        return unwatch
-
-    def _run(self) -> None:
-        while not self._closed:
-            for key, _ in self._selector.select():
-                if key.data is None:
-                    try:
-                        self._wake_r.recv(4096)
-                    except BlockingIOError:
-                        pass
-                    continue
-                sock: socket.socket = key.fileobj  # type: ignore[assignment]
-                try:
-                    peek = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    peek = b""
-                with self._lock:
-                    try:
-                        self._selector.unregister(sock)
-                    except (KeyError, ValueError, OSError):
-                        pass
-                if not peek:  # EOF: "the client closing the SSE response stream" is cancellation
-                    key.data()
-                # else: the client pipelined its next request; it is read after this answer
 
 
 class McpHTTPServer(ThreadingHTTPServer):
@@ -324,7 +189,7 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         # An idle or stalled connection gives its thread back after idle_timeout without a byte.
         self.connection.settimeout(self.server.idle_timeout)
-        self.budget = _HeaderBudget(self.rfile)  # type: ignore[arg-type]
+        self.budget = HeadReader(self.rfile)  # type: ignore[arg-type]
         self.rfile = self.budget  # type: ignore[assignment]
         self._status = 0
         self._started = 0.0
@@ -407,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
             self.command, self.request_version = "", "HTTP/1.1"
             self._too_slow()
             return False
-        if words and (len(words) < 3 or not _TOKEN.fullmatch(words[0])):
+        if words and (len(words) < 3 or not TOKEN.fullmatch(words[0])):
             # HTTP/0.9 ("GET /path") has no headers and no body, and a method is a token: the
             # rest of a body the client framed wrongly is not a request.
             self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
@@ -521,7 +386,7 @@ class Handler(BaseHTTPRequestHandler):
                     return None if len(size_line) < 1024 and not self._timed_out else 400
                 # chunk-size = 1*HEXDIG, nothing else (no sign, no 0x, no underscores): a size two
                 # parsers read differently is a smuggled request.
-                match = _CHUNK_SIZE.fullmatch(size_line)
+                match = CHUNK_SIZE.fullmatch(size_line)
                 if match is None:
                     return 400
                 size = int(match.group(1), 16)
@@ -786,11 +651,6 @@ def _chunk(data: bytes) -> bytes:
 
 def _error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode("utf-8")
-
-
-def wants_log_level(params: JSONObject) -> bool:
-    meta = params.get("_meta")
-    return isinstance(meta, dict) and META_LOG_LEVEL in meta
 
 
 def serve(

@@ -143,7 +143,8 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
         lines.append(Line(WARN, "token", f"{named} does not start with fw1., as FairWins member tokens do"))
     if not reachable:
         return _Token("unchecked"), [*lines, Line(SKIP, "token", f"{named} not checked: no gateway to ask")]
-    outcome = gateway.call(GatewayRequest("GET", "/v1/member/me", bearer=token))
+    # The token introspection route, from the snapshot's route table (the contract's one source).
+    outcome = gateway.call(GatewayRequest("GET", load().route_paths["member.me"], bearer=token))
     if isinstance(outcome, GatewayResponse) and outcome.status == 401:
         return _Token("refused"), [
             *lines,

@@ -73,11 +73,14 @@ class GatewayResource:
         raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
 
 
-def build_resources(gateway: Gateway, wording: Wording) -> list[GuideResource | GatewayResource]:
+def build_resources(
+    gateway: Gateway, wording: Wording, route_paths: dict[str, str]
+) -> list[GuideResource | GatewayResource]:
+    """`route_paths` is the snapshot's ROUTE_PATHS: the OpenAPI path comes from the one route table."""
     return [
         GatewayResource(
             "fairwins://openapi",
-            "/v1/member/openapi.json",
+            route_paths["member.openapi"],
             "openapi",
             "Member API OpenAPI document",
             "The gateway's OpenAPI description of the Member API, read live.",

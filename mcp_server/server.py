@@ -28,7 +28,7 @@ def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
     wording = Wording.from_snapshot(snap.wording)
     return Catalog(
         tools=build_tools(snap, gateway, wording),
-        resources=build_resources(gateway, wording),
+        resources=build_resources(gateway, wording, snap.route_paths),
         prompts=[WagerReview(gateway, wording), PortfolioBriefing()],
         instructions=INSTRUCTIONS,
     )

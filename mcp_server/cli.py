@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         from . import doctor  # deferred, like the transports: serving never loads it
 
-        logs.configure(config.log_level)
+        logs.configure(config.log_level, config.log_format, config.trace_project)
         if config.api_token:
             logs.register_secret(config.api_token)
         return doctor.run(config, sys.stdout)
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, config.log_format, config.trace_project)
     if config.api_token:
         logs.register_secret(config.api_token)
     from .server import build_dispatcher  # after logging, so snapshot problems are reported there
@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_concurrency=config.max_concurrency,
             max_body=config.max_body_bytes,
             grace=config.timeout + 5,
+            metrics=config.metrics,
         )
     from . import stdio  # deferred: the stdio path never loads the HTTP server code
 

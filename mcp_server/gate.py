@@ -19,6 +19,7 @@ from .versions import SUPPORTED_VERSIONS
 
 MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"
+METRICS_PATH: Final = "/metrics"
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 
@@ -27,11 +28,12 @@ class Policy:
     loopback_bind: bool  # bound to a loopback address: only loopback Host headers are served
     allowed_origins: frozenset[str] = frozenset()  # normalised "scheme://host[:port]"
     max_body: int = 1024 * 1024
+    metrics: bool = False  # serve GET /metrics (--metrics)
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Serve it. `route` is "mcp", "health" or "preflight"; `cors` the origin to echo, if any."""
+    """Serve it. `route` is "mcp", "health", "metrics" or "preflight"; `cors` the origin to echo, if any."""
 
     route: str
     cors: str | None = None
@@ -135,6 +137,10 @@ def check(method: str, path: str, headers: Mapping[str, str], policy: Policy) ->
         if method in ("GET", "HEAD"):
             return Admit("health")
         return Refuse(405, "method_not_allowed", "Use GET for /healthz", allow="GET, HEAD")
+    if route_path == METRICS_PATH and policy.metrics:
+        if method in ("GET", "HEAD"):
+            return Admit("metrics")
+        return Refuse(405, "method_not_allowed", "Use GET for /metrics", allow="GET, HEAD")
     if route_path != MCP_PATH:
         return Refuse(404, "not_found", "Not found: the MCP endpoint is POST /mcp")
     cors: str | None = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
+from .tracecontext import Trace
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class GatewayRequest:
     body: bytes | None = None
     bearer: str | None = field(default=None, repr=False)
     payment: Payment | None = None
+    traceparent: str | None = None  # W3C Trace Context, set per attempt by Gateway.call
+    tracestate: str | None = None
 
     @property
     def retriable(self) -> bool:
@@ -109,6 +112,19 @@ class GatewayFailure:
 
 
 Outcome = GatewayResponse | GatewayFailure
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One upstream exchange as the request's record sees it: status or failure cause, time, span."""
+
+    status: int | None  # the gateway's HTTP status; None when no answer was had
+    cause: str | None  # the GatewayFailure cause when there was no answer
+    seconds: float
+    span_id: str  # the parent-id the gateway received in `traceparent`
+    number: int  # 1, then 2, 3… for retries
+    paid: bool
+    sent: bool  # whether the request may have reached the gateway
 
 
 class TransportError(Exception):
@@ -248,6 +264,10 @@ def _encode(target: Target, request: GatewayRequest) -> bytes:
         ("Accept", "application/json"),
         ("User-Agent", USER_AGENT),
     ]
+    if request.traceparent is not None:
+        fields.append(("traceparent", request.traceparent))
+        if request.tracestate is not None:
+            fields.append(("tracestate", request.tracestate))
     if request.payment is not None:
         fields.append((request.payment.header, request.payment.value))
     elif request.bearer is not None:
@@ -351,21 +371,42 @@ class Gateway:
         request: GatewayRequest,
         cancellation: Cancellation | None = None,
         on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
+        """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
+        with a span id of its own, and `observe` hears of each attempt once it has ended."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
         cancellation = cancellation or Cancellation()
+        trace = trace or Trace.start()
         deadline = time.monotonic() + self.timeout
         attempts = self.attempts if request.retriable else 1
         attempt = 0
         while True:
             attempt += 1
+            traceparent, span = trace.outbound()
+            sent = GatewayRequest(
+                request.method,
+                request.path,
+                request.query,
+                request.body,
+                request.bearer,
+                request.payment,
+                traceparent,
+                trace.tracestate,
+            )
+            began = time.perf_counter()
             try:
                 # A request that must not be retried gets a fresh connection: a stale keep-alive
                 # socket would make "did it arrive?" unanswerable.
-                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable)
+                resp = self.transport.send(self.target, sent, deadline, cancellation, not request.retriable)
             except TransportError as exc:
+                if observe is not None:
+                    took = time.perf_counter() - began
+                    observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
                 if exc.cause in RETRY_CAUSES and attempt < attempts:
                     delay = self.backoff(attempt)
                     if time.monotonic() + delay < deadline:
@@ -375,6 +416,9 @@ class Gateway:
                             return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
                         continue
                 return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
+            if observe is not None:
+                took = time.perf_counter() - began
+                observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
             if resp.status in RETRY_STATUSES and attempt < attempts:
                 wait = retry_after_seconds(resp.header("Retry-After"))
                 delay = self.backoff(attempt) if wait is None else wait

@@ -89,7 +89,10 @@ class WagerReview:
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]:
         if argument != "chainId":
             return []
-        outcome = self.gateway.call(GatewayRequest("GET", "/status"), ctx.cancellation)
+        record = ctx.record
+        outcome = self.gateway.call(
+            GatewayRequest("GET", "/status"), ctx.cancellation, trace=record.trace, observe=record.attempt
+        )
         what = "the chains that are on (gateway status)"
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
             status, problem = read_json(outcome)
@@ -98,6 +101,7 @@ class WagerReview:
             message = self.wording.failure("unreadable_answer", what, detail=problem)
         else:
             message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
+        record.fail_from(outcome)
         raise McpError(INTERNAL_ERROR, message)
 
 

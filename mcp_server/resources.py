@@ -61,7 +61,10 @@ class GatewayResource:
         }
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
-        outcome = self.gateway.call(GatewayRequest("GET", self.path), ctx.cancellation)
+        record = ctx.record
+        outcome = self.gateway.call(
+            GatewayRequest("GET", self.path), ctx.cancellation, trace=record.trace, observe=record.attempt
+        )
         what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
             _, problem = read_json(outcome)
@@ -70,6 +73,7 @@ class GatewayResource:
             message = self.wording.failure("unreadable_answer", what, detail=problem)
         else:
             message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
+        record.fail_from(outcome)
         raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
 
 

@@ -21,11 +21,13 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from . import __version__, gate
+from . import __version__, gate, records
 from .context import RequestContext
 from .disconnects import DisconnectWatcher
 from .http_head import CHUNK_SIZE, MAX_HEADER_BYTES, TOKEN, HeadReader
 from .jsonrpc import Batch, JSONObject, Request, dumps, error_object, error_response, parse
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import ServerMetrics, refusal_reason
 from .protocol import Dispatcher, Session
 from .versions import LEGACY_VERSIONS
 from .watchdog import WATCHDOG
@@ -38,7 +40,8 @@ LINGER_SECONDS: Final = 2.0  # after a refusal that closes, how long the rest of
 LINGER_BYTES: Final = 64 * 1024 * 1024
 SERVER_HEADER: Final = f"fairwins-mcp/{__version__}"
 CORS_ALLOW_HEADERS: Final = (
-    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE,"
+    " traceparent, tracestate"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
 # Repeated, these would be ambiguous (smuggling, two credentials, two payments): refused outright.
@@ -70,6 +73,7 @@ class McpHTTPServer(ThreadingHTTPServer):
         max_concurrency: int = 32,
         read_timeout: float = 30.0,
         idle_timeout: float = 30.0,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.dispatcher = dispatcher
@@ -86,6 +90,9 @@ class McpHTTPServer(ThreadingHTTPServer):
         self._inflight = 0
         self._connections = 0
         self.inflight_at_stop = 0
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.in_flight.set_function(lambda: self._inflight)
         super().__init__(address, Handler)
 
     @property
@@ -116,6 +123,8 @@ class McpHTTPServer(ThreadingHTTPServer):
             except OSError:
                 pass
             self.shutdown_request(request)
+            if self.metrics is not None:
+                self.metrics.refusals.inc("busy")
             return
         super().process_request(request, client_address)
 
@@ -196,6 +205,8 @@ class Handler(BaseHTTPRequestHandler):
         self._counted = False
         self._timed_out = False
         self._linger = False
+        self._record: records.Record | None = None
+        self._request_size: int | None = None
 
     def finish(self) -> None:
         try:
@@ -248,6 +259,8 @@ class Handler(BaseHTTPRequestHandler):
         self._counted = False
         self._status = 0
         self._started = 0.0
+        self._record = None
+        self._request_size = None
         try:
             super().handle_one_request()
         except http.client.LineTooLong as exc:
@@ -265,6 +278,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self._started = time.monotonic()
+        self._record = records.Record("http")
         self._counted = self.server.begin()
         raw_line: bytes = getattr(self, "raw_requestline", b"")  # set by http.server before it calls us
         words = raw_line.split()
@@ -351,12 +365,29 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(head if self.command == "HEAD" else head + body)
         except OSError:
             self.close_connection = True
-        self._log_access()
+        self._log_access(len(body), body if status >= 400 else b"")
 
-    def _log_access(self) -> None:
-        took = (time.monotonic() - self._started) * 1000 if self._started else 0.0
+    def _log_access(self, response_size: int | None = None, body: bytes = b"") -> None:
+        """The request's one record: its MCP message (if it got that far) and Cloud Logging's httpRequest."""
+        record = self._record or records.Record("http")
+        self._record = None  # one record per request, however many times this is reached
         path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in (getattr(self, "path", "") or "")[:200])
-        access.info("%s %s %d %.1fms", self.command or "-", path or "-", self._status, took)
+        record.http = records.HttpFacts(
+            self.command or "-",
+            path or "-",
+            self._status,
+            self._request_size,
+            response_size,
+            self.headers.get("user-agent") if getattr(self, "headers", None) is not None else None,
+            self.request_version if self.request_version.startswith("HTTP/") else "HTTP/1.1",
+            record.http.batch if record.http is not None else None,
+        )
+        metrics = self.server.metrics
+        if metrics is not None and body and not record.outcome:
+            reason = refusal_reason(self._status, _error_code(body))
+            if reason is not None:
+                metrics.refusals.inc(reason)
+        records.finish(record, metrics)
 
     def _cors(self, origin: str | None) -> dict[str, str]:
         if origin is None:
@@ -428,9 +459,19 @@ class Handler(BaseHTTPRequestHandler):
                 400, _error_body("duplicate_header", "A header that must appear once appeared twice"), close=True
             )
             return
+        if self._record is not None:
+            # W3C Trace Context: a repeated traceparent is invalid once joined; tracestate fields join.
+            traceparent = self.headers.get_all("traceparent")
+            tracestate = self.headers.get_all("tracestate")
+            self._record.inbound = (
+                ",".join(traceparent) if traceparent else None,
+                ",".join(tracestate) if tracestate else None,
+            )
         decision = gate.check(self.command, self.path, headers, self.server.policy)
         if isinstance(decision, gate.Refuse):
             self._refuse(decision, headers)
+        elif decision.route == "metrics" and self.server.metrics is not None:
+            self._respond(200, self.server.metrics.render().encode("utf-8"), content_type=METRICS_CONTENT_TYPE)
         elif decision.route == "health":
             status = {"status": "ok", "name": "fairwins-mcp", "version": __version__}
             self._respond(200, json.dumps(status, separators=(",", ":")).encode())
@@ -539,6 +580,9 @@ class Handler(BaseHTTPRequestHandler):
         self, body: bytes, headers: dict[str, str], credential: tuple[str | None, str], cors: dict[str, str]
     ) -> None:
         message = parse(body)
+        self._request_size = len(body)
+        record = self._record or records.Record("http")
+        self._record = record
         header_version = headers.get("mcp-protocol-version")
         session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
         payment, conflict = None, None
@@ -547,13 +591,20 @@ class Handler(BaseHTTPRequestHandler):
 
             payment, conflict = from_http_headers(headers)
 
-        def make_ctx() -> RequestContext:
+        items: list[records.Record] = []
+
+        def make_ctx(item_record: records.Record | None = None) -> RequestContext:
+            if item_record is None:  # a batch item: a record of its own, logged before the request's
+                item_record = records.Record("http")
+                item_record.inbound = record.inbound
+                items.append(item_record)
             return RequestContext(
                 bearer=credential[0],
                 bearer_source=credential[1],
                 payment=payment,
                 payment_conflict=conflict,
                 http_headers=headers,
+                record=item_record,
             )
 
         if isinstance(message, Batch):
@@ -561,9 +612,13 @@ class Handler(BaseHTTPRequestHandler):
                 # One payment is spent once: it cannot ride on every call of a batch.
                 payment, conflict = None, "a payment cannot be carried on a batch; send the paid call on its own"
             reply = self.server.dispatcher.handle_batch(message, session, make_ctx)
+            for item in items:
+                if item.outcome:  # the first context only lent its headers
+                    records.finish(item, self.server.metrics)
+            record.http = records.HttpFacts("POST", "/mcp", batch=len(message.items))
             self._answer(reply.status, reply.message, cors)
             return
-        ctx = make_ctx()
+        ctx = make_ctx(record)
         accept = headers.get("accept")
         stream = _Stream(self, cors) if (payment is None and gate.accepts(accept, "text/event-stream")) else None
         if stream is not None:
@@ -649,6 +704,16 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
 
 
+def _error_code(body: bytes) -> str | None:
+    """The `error` code of a refusal's body (see _error_body); None for a JSON-RPC error or anything else."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    code = value.get("error") if isinstance(value, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def _error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode("utf-8")
 
@@ -663,18 +728,24 @@ def serve(
     max_concurrency: int,
     max_body: int,
     grace: float,
+    metrics: bool = False,
 ) -> int:
     """Run until SIGTERM or SIGINT, then drain requests in flight and return 0."""
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body)
-    server = McpHTTPServer((host, port), dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency)
+    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics)
+    registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if metrics else None
+    server = McpHTTPServer(
+        (host, port), dispatcher, policy, env_bearer=env_bearer, max_concurrency=max_concurrency, metrics=registry
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-accept")
     thread.start()
     log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
+    if registry is not None:
+        log.info("metrics: %s", server.url.replace("/mcp", "/metrics"))
     while not stop.wait(3600):
         pass
     log.info("stopping: no new connections; letting requests in flight finish (up to %.0f s)", grace)

@@ -138,9 +138,11 @@ class GatewayTool:
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
         problem = schema.check(arguments, self.schema)
         if problem:
+            ctx.record.fail("invalid_arguments")
             return error_result(f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway.")
         request = self.build_request(schema.with_defaults(arguments, self.schema), ctx)
         if not self.public and request.bearer is None and not self.priced:
+            ctx.record.fail("no_token")
             return error_result(self.wording.failure("no_token", self.what))
         ctx.progress(self.entry["progress"])
 
@@ -148,8 +150,12 @@ class GatewayTool:
             ctx.log("warning", f"{self.name}: the gateway call failed ({why}); retrying in {delay:.1f} s")
             ctx.progress(f"Retrying: {why}…")
 
-        outcome = self.gateway.call(request, ctx.cancellation, on_retry)
-        return self.render(outcome, request, ctx)
+        record = ctx.record
+        outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
+        result = self.render(outcome, request, ctx)
+        if result.get("isError") is True:
+            _note_failure(result, outcome, request, ctx)
+        return result
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
@@ -179,6 +185,18 @@ class GatewayTool:
     def _failure(self, outcome: Outcome) -> str:
         scope = self.entry.get("scope", "")
         return describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
+
+
+def _note_failure(result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
+    """Why the call ended as an error, for its record: the kind the outcome names."""
+    meta = result.get("_meta")
+    receipt = meta.get(payments.RESPONSE_META_KEY) if isinstance(meta, dict) else None
+    if isinstance(receipt, dict) and receipt.get("success") is False:
+        ctx.record.fail("settlement_failed")
+    elif isinstance(outcome, GatewayResponse) and outcome.status == 401 and request.bearer is None:
+        ctx.record.fail("no_token")
+    else:
+        ctx.record.fail_from(outcome, paid=request.payment is not None)
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
+.PHONY: test prometheus-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,14 @@ $(VPY): pyproject.toml setup.py
 	$(VPY) -m pip install --quiet -e '.[dev]'
 	touch $(VPY)
 
-test: $(VPY)
+test: $(VPY) prometheus-tools
 	$(VPY) -m pytest
+
+# Debian's prometheus package: promtool checks /metrics, and a real Prometheus server scrapes it
+# (tests/test_metrics.py, tests/test_records.py, tests/test_prometheus.py). Installed when missing.
+prometheus-tools:
+	@bash tests/tools/apt.sh promtool prometheus
+	@bash tests/tools/apt.sh prometheus prometheus
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)

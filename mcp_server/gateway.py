@@ -15,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
@@ -75,8 +75,6 @@ class GatewayRequest:
     body: bytes | None = None
     bearer: str | None = field(default=None, repr=False)
     payment: Payment | None = None
-    traceparent: str | None = None  # W3C Trace Context, set per attempt by Gateway.call
-    tracestate: str | None = None
 
     @property
     def retriable(self) -> bool:
@@ -114,8 +112,7 @@ class GatewayFailure:
 Outcome = GatewayResponse | GatewayFailure
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     """One upstream exchange as the request's record sees it: status or failure cause, time, span."""
 
     status: int | None  # the gateway's HTTP status; None when no answer was had
@@ -133,11 +130,23 @@ class TransportError(Exception):
         self.cause, self.detail, self.sent = cause, detail, sent
 
 
+Headers = tuple[tuple[str, str], ...]
+
+
 class Transport(Protocol):
-    """Sends one request and reads one whole answer; raises TransportError for network failures."""
+    """Sends one request and reads one whole answer; raises TransportError for network failures.
+
+    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
+    """
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
     ) -> GatewayResponse: ...
 
 
@@ -188,7 +197,13 @@ class HttpTransport:
             raise
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
     ) -> GatewayResponse:
         key = (target.scheme, target.host, target.port)
         pool = self._pool()
@@ -209,7 +224,7 @@ class HttpTransport:
         sent = False
         keep = False
         try:
-            data = _encode(target, request)
+            data = _encode(target, request, trace)
             while True:
                 if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
@@ -255,7 +270,7 @@ class HttpTransport:
                     conn.close()
 
 
-def _encode(target: Target, request: GatewayRequest) -> bytes:
+def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
     path = target.prefix + request.path
     if request.query:
         path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
@@ -264,10 +279,7 @@ def _encode(target: Target, request: GatewayRequest) -> bytes:
         ("Accept", "application/json"),
         ("User-Agent", USER_AGENT),
     ]
-    if request.traceparent is not None:
-        fields.append(("traceparent", request.traceparent))
-        if request.tracestate is not None:
-            fields.append(("tracestate", request.tracestate))
+    fields += trace
     if request.payment is not None:
         fields.append((request.payment.header, request.payment.value))
     elif request.bearer is not None:
@@ -388,21 +400,17 @@ class Gateway:
         while True:
             attempt += 1
             traceparent, span = trace.outbound()
-            sent = GatewayRequest(
-                request.method,
-                request.path,
-                request.query,
-                request.body,
-                request.bearer,
-                request.payment,
-                traceparent,
-                trace.tracestate,
+            state = trace.tracestate
+            headers = (
+                (("traceparent", traceparent),)
+                if state is None
+                else (("traceparent", traceparent), ("tracestate", state))
             )
             began = time.perf_counter()
             try:
                 # A request that must not be retried gets a fresh connection: a stale keep-alive
                 # socket would make "did it arrive?" unanswerable.
-                resp = self.transport.send(self.target, sent, deadline, cancellation, not request.retriable)
+                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable, headers)
             except TransportError as exc:
                 if observe is not None:
                     took = time.perf_counter() - began

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -94,6 +95,25 @@ def _printable(value: object, limit: int = MAX_ID) -> str:
     return cut + "…" if len(text) > limit else cut
 
 
+# Methods written as they are (any other is checked and quoted as logfmt needs).
+_PLAIN_METHODS: Final = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "notifications/initialized",
+        "notifications/cancelled",
+    }
+)
 _BARE: Final = re.compile(r'[^\s"=\\]+')
 
 
@@ -117,52 +137,35 @@ class HttpFacts:
 
 
 class Record:
-    """One MCP message (and, over HTTP, the request that carried it) as the operator sees it."""
+    """One MCP message (and, over HTTP, the request that carried it) as the operator sees it.
 
-    __slots__ = (
-        "_meta",
-        "_trace",
-        "attempts",
-        "client",
-        "code",
-        "ended",
-        "era",
-        "failure",
-        "http",
-        "inbound",
-        "kind",
-        "method",
-        "name",
-        "outcome",
-        "payment",
-        "rpc_id",
-        "started",
-        "text",
-        "transport",
-        "version",
-    )
+    Attributes not set for a message keep the class's defaults: a record is made per message, so
+    it is made with as little work as possible.
+    """
+
+    ended: float | None = None
+    method: str | None = None
+    kind: str | None = None  # "tool", "resource" or "prompt"
+    name: str | None = None  # from the catalog; "(unknown)" for a name it does not hold
+    rpc_id: Id | None = None
+    era = ""
+    version = ""
+    outcome = ""  # result | tool_error | error | cancelled; accepted (a notification); ignored
+    code: int | None = None
+    failure: str | None = None
+    attempts: list[Attempt] | None = None
+    paid = False  # an attempt carried a payment
+    payment: str | None = None  # set when a payment was refused before it could be carried
+    client: JSONObject | None = None  # clientInfo, on initialize (and modern requests)
+    http: HttpFacts | None = None
+    inbound: tuple[str | None, str | None] | None = None  # HTTP traceparent, tracestate
+    text: str | None = None  # the text form, once made (a finished record does not change)
+    _trace: Trace | None = None
+    _meta: object = None  # the request's params._meta, where a trace may ride (SEP-414)
 
     def __init__(self, transport: str = "", started: float | None = None) -> None:
         self.transport = transport
         self.started = time.perf_counter() if started is None else started
-        self.ended: float | None = None
-        self.method: str | None = None
-        self.kind: str | None = None  # "tool", "resource" or "prompt"
-        self.name: str | None = None  # from the catalog; "(unknown)" for a name it does not hold
-        self.rpc_id: Id | None = None
-        self.era = ""
-        self.version = ""
-        self.outcome = ""  # result | tool_error | error | cancelled; accepted (a notification); ignored
-        self.code: int | None = None
-        self.failure: str | None = None
-        self.attempts: list[Attempt] | None = None
-        self.payment: str | None = None  # set when a payment was refused before it could be carried
-        self.client: JSONObject | None = None  # clientInfo, on initialize (and modern requests)
-        self.http: HttpFacts | None = None
-        self.inbound: tuple[str | None, str | None] | None = None  # HTTP traceparent, tracestate
-        self._trace: Trace | None = None
-        self._meta: object = None  # the request's params._meta, where a trace may ride (SEP-414)
-        self.text: str | None = None  # the text form, once made (a finished record does not change)
 
     # ---- filled in by the dispatcher and the gateway seam ---------------------------------------
 
@@ -182,10 +185,16 @@ class Record:
     @property
     def trace(self) -> Trace:
         """This request's trace (the caller's, continued, or a new one), made on first use."""
-        if self._trace is None:
-            headers = self.inbound or (None, None)
-            self._trace = from_carriers(self._meta, headers[0], headers[1])
-        return self._trace
+        trace = self._trace
+        if trace is None:
+            meta, inbound = self._meta, self.inbound
+            if inbound is None and not (isinstance(meta, dict) and "traceparent" in meta):
+                trace = Trace.start()  # nothing to continue: the common case, kept short
+            else:
+                headers = inbound or (None, None)
+                trace = from_carriers(meta, headers[0], headers[1])
+            self._trace = trace
+        return trace
 
     @property
     def traced(self) -> Trace | None:
@@ -202,8 +211,11 @@ class Record:
     def attempt(self, attempt: Attempt) -> None:
         """The gateway seam's observer: one upstream exchange ended."""
         if self.attempts is None:
-            self.attempts = []
-        self.attempts.append(attempt)
+            self.attempts = [attempt]
+        else:
+            self.attempts.append(attempt)
+        if attempt.paid:
+            self.paid = True
 
     def fail(self, kind: str) -> None:
         """Why a call ended as an error, when it is first known (later guesses do not overwrite it)."""
@@ -215,19 +227,23 @@ class Record:
 
     def reply(self, message: JSONObject | list[JSONObject] | None, *, cancelled: bool = False) -> None:
         """How the request ended, from the answer the dispatcher gave."""
+        self.ended = time.perf_counter()
         if cancelled:
             self.outcome = "cancelled"
-        elif isinstance(message, dict):
+            return
+        if not isinstance(message, dict):
+            return
+        result = message.get("result")
+        if result is None:
             error = message.get("error")
             if isinstance(error, dict):
                 self.outcome, self.code = "error", error.get("code")
-            else:
-                result = message.get("result")
-                is_error = isinstance(result, dict) and result.get("isError") is True
-                self.outcome = "tool_error" if is_error else "result"
-                if is_error and self.failure is None:
-                    self.failure = self._failure_from_attempts()
-        self.ended = time.perf_counter()
+        elif result.get("isError") is True:
+            self.outcome = "tool_error"
+            if self.failure is None:
+                self.failure = self._failure_from_attempts()
+        else:
+            self.outcome = "result"
 
     def _failure_from_attempts(self) -> str:
         if not self.attempts:
@@ -246,11 +262,9 @@ class Record:
         """What became of a carried payment (the payments metric), None when no payment was involved."""
         if self.payment is not None:
             return self.payment
-        if not self.attempts:
+        if not self.paid or not self.attempts:
             return None
-        paid = next((a for a in self.attempts if a.paid), None)
-        if paid is None:
-            return None
+        paid = next(a for a in self.attempts if a.paid)
         if paid.status is None:
             return "unknown" if paid.sent else "not_sent"
         if 200 <= paid.status < 300:
@@ -260,9 +274,11 @@ class Record:
     @property
     def severity(self) -> int:
         http = self.http
-        if self.code == -32603 or (http is not None and http.status >= 500 and http.status != 503):
+        if http is None:
+            return logging.WARNING if self.code == -32603 else logging.INFO
+        if self.code == -32603 or (http.status >= 500 and http.status != 503):
             return logging.WARNING
-        if http is not None and not self.outcome and http.method in ("GET", "HEAD") and 200 <= http.status < 300:
+        if not self.outcome and http.method in ("GET", "HEAD") and 200 <= http.status < 300:
             return logging.DEBUG  # /healthz and /metrics: probes and scrapes would drown the rest
         return logging.INFO
 
@@ -291,11 +307,12 @@ class Record:
         parts: list[str] = []
         http = self.http
         if http is not None:
-            parts += [http.method or "-", http.path or "-", str(http.status)]
+            parts.append(f"{http.method or '-'} {http.path or '-'} {http.status}")
             if http.batch is not None:
                 parts.append(f"batch={http.batch}")
-        if self.method is not None:
-            parts.append(_logfmt(_printable(self.method)))
+        method = self.method
+        if method is not None:
+            parts.append(method if method in _PLAIN_METHODS else _logfmt(_printable(method)))
         elif self.outcome:
             parts.append("(unreadable)")  # a message with no method the server could read
         if self.kind is not None and self.name is not None:
@@ -306,22 +323,25 @@ class Record:
             parts.append(f"code={self.code}")
         if self.failure is not None:
             parts.append(f"failure={self.failure}")
-        parts.append(f"ms={self.seconds * 1000:.1f}")
+        parts.append(f"ms={((self.ended or time.perf_counter()) - self.started) * 1000:.1f}")
         if self.version:
             parts.append(f"rev={self.version}")
-        client = self._client_text()
-        if client is not None:
-            parts.append(f"client={_logfmt(client)}")
-        if self.attempts:
-            upstream = ",".join(f"{a.status or a.cause}/{a.seconds * 1000:.1f}ms" for a in self.attempts)
+        if self.client is not None:
+            client = self._client_text()
+            if client is not None:
+                parts.append(f"client={_logfmt(client)}")
+        attempts = self.attempts
+        if attempts:
+            upstream = ",".join(f"{a.status or a.cause}/{a.seconds * 1000:.1f}ms" for a in attempts)
             parts.append(f"upstream={upstream}")
-        payment = self.payment_outcome
-        if payment is not None:
-            parts.append(f"payment={payment}")
-        rid = self._rpc_id()
+        if self.paid or self.payment is not None:
+            payment = self.payment_outcome
+            if payment is not None:
+                parts.append(f"payment={payment}")
+        rid = self.rpc_id
         if rid is not None:
-            parts.append(f"id={_logfmt(str(rid))}")
-        trace = self.traced
+            parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(_printable(rid))}")
+        trace = self._trace if self._trace is not None else self.traced
         if trace is not None:
             parts.append(f"trace={trace.trace_id} span={trace.span_id}")
         return " ".join(parts)
@@ -394,6 +414,59 @@ class Record:
         return out
 
 
+class _AccessLogRecord(logging.LogRecord):
+    """The LogRecord of one message's record, made the short way.
+
+    It is what `logging.LogRecord` would make once `logs.configure` has turned off the thread,
+    process and caller fields (none of this server's formatters prints them), without working
+    them out each time: one is made per MCP message. Handlers, filters and formatters see an
+    ordinary LogRecord (every field in its __dict__, where %-style formats look), whose message is
+    the Record itself, turned into text only if a handler formats it.
+    """
+
+    def __init__(self, level: int, record: Record) -> None:  # LogRecord.__init__ is not called on purpose
+        fields = self.__dict__
+        fields.update(_CONSTANT_FIELDS)
+        now = time.time()
+        fields["msg"] = fields["mcp_record"] = record
+        fields["levelno"], fields["levelname"] = level, _LEVEL_NAMES[level]
+        fields["created"], fields["msecs"] = now, int((now - int(now)) * 1000) + 0.0
+        fields["relativeCreated"] = (now - _STARTED) * 1000
+
+
+# Everything else LogRecord.__init__ would set, as it sets it with the thread, process and caller
+# fields off (what logs.configure does).
+_CONSTANT_FIELDS: Final[dict[str, object]] = {
+    "name": access.name,
+    "args": (),
+    "pathname": "(unknown file)",
+    "filename": "(unknown file)",
+    "module": "(unknown file)",
+    "lineno": 0,
+    "funcName": "(unknown function)",
+    "exc_info": None,
+    "exc_text": None,
+    "stack_info": None,
+    "thread": None,
+    "threadName": None,
+    "processName": None,
+    "process": None,
+}
+if sys.version_info >= (3, 12):
+    _CONSTANT_FIELDS["taskName"] = None  # no asyncio task runs here
+_LEVEL_NAMES: Final = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING"}
+_STARTED: Final[float] = getattr(logging, "_startTime", time.time())  # what relativeCreated counts from
+
+
+def _short_records() -> bool:
+    """Whether a LogRecord made the short way is exactly what logging would make now."""
+    return (
+        logging.getLogRecordFactory() is logging.LogRecord  # nobody asked for records of their own
+        and logging._srcfile is None
+        and not (logging.logThreads or logging.logProcesses or logging.logMultiprocessing)
+    )
+
+
 def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
     """Count the record (when metrics are on) and log it (when the access logger is on)."""
     if record.ended is None:
@@ -402,8 +475,10 @@ def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
         count(record, metrics)
     level = record.severity
     if access.isEnabledFor(level):
-        # The record is the message itself: it becomes text only if a handler formats it.
-        access.log(level, record, extra={"mcp_record": record})
+        if _short_records():
+            access.handle(_AccessLogRecord(level, record))
+        else:
+            access.log(level, record, extra={"mcp_record": record})
 
 
 def count(record: Record, metrics: ServerMetrics) -> None:

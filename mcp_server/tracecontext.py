@@ -38,6 +38,10 @@ def _id(text: str, length: int) -> bool:
     return _hex(text, length) and text != "0" * length
 
 
+_ZERO_TRACE: Final = "0" * 32
+_ZERO_SPAN: Final = "0" * 16
+
+
 def _random_id(nbytes: int) -> str:
     while True:
         value = os.urandom(nbytes).hex()
@@ -139,30 +143,43 @@ def _truncate(members: list[str]) -> str:
     return ",".join(members)
 
 
-@dataclass(frozen=True, slots=True)
 class Trace:
     """The trace one MCP request belongs to: the caller's (continued) or one this server started.
 
     `span_id` is this server's span for the request; each upstream call gets a span of its own.
+    A plain class rather than a frozen dataclass: one is made per request, and the first upstream
+    span comes from the same random draw as the request's own ids.
     """
 
-    trace_id: str
-    span_id: str
-    flags: int
-    parent_id: str | None = None  # the caller's span, when the trace came in
-    tracestate: str | None = None
-    source: str = "started"  # "header", "meta" or "started"
+    __slots__ = ("_spare", "flags", "parent_id", "source", "span_id", "trace_id", "tracestate")
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        flags: int,
+        parent_id: str | None = None,  # the caller's span, when the trace came in
+        tracestate: str | None = None,
+        source: str = "started",  # "header", "meta" or "started"
+        spare: str | None = None,  # an unused span id for the first upstream call
+    ) -> None:
+        self.trace_id, self.span_id, self.flags = trace_id, span_id, flags
+        self.parent_id, self.tracestate, self.source = parent_id, tracestate, source
+        self._spare = spare
+
+    def __repr__(self) -> str:
+        return f"Trace({self.trace_id}, span {self.span_id}, flags {self.flags:02x}, from {self.source})"
 
     @classmethod
     def start(cls) -> Trace:
         """A new trace. Its trace id is random throughout, so the random-trace-id flag is set; the
         sampled flag is not ("It should be set to 0 as the default option when the trace is initiated
         by this component")."""
-        raw = os.urandom(24).hex()  # one system call for both ids
-        trace_id, span_id = raw[:32], raw[32:]
-        if trace_id == "0" * 32 or span_id == "0" * 16:
-            trace_id, span_id = _random_id(16), new_span_id()
-        return cls(trace_id, span_id, RANDOM)
+        raw = os.urandom(32).hex()  # one system call: trace id, our span, the first upstream span
+        trace_id, span_id, spare = raw[:32], raw[32:48], raw[48:]
+        if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN or spare == _ZERO_SPAN:
+            trace_id, span_id, spare = _random_id(16), new_span_id(), new_span_id()
+        return cls(trace_id, span_id, RANDOM, spare=spare)
 
     @classmethod
     def resume(cls, traceparent: object, tracestate: object, source: str) -> Trace | None:
@@ -173,7 +190,8 @@ class Trace:
         parent = parse_traceparent(traceparent)
         if parent is None:
             return None
-        return cls(parent.trace_id, new_span_id(), parent.flags, parent.parent_id, parse_tracestate(tracestate), source)
+        state = parse_tracestate(tracestate)
+        return cls(parent.trace_id, new_span_id(), parent.flags, parent.parent_id, state, source, new_span_id())
 
     @property
     def sampled(self) -> bool:
@@ -181,7 +199,11 @@ class Trace:
 
     def outbound(self) -> tuple[str, str]:
         """(`traceparent` for one upstream call, that call's new span id): same trace, same flags."""
-        span = new_span_id()
+        span = self._spare
+        if span is None:
+            span = new_span_id()
+        else:
+            self._spare = None
         return f"00-{self.trace_id}-{span}-{self.flags:02x}", span
 
 

@@ -1,0 +1,152 @@
+"""stderr logging: the text and JSON forms, the buffered stderr handler, and the short LogRecord of a record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from mcp_server import logs, records
+from mcp_server.jsonrpc import Request
+from mcp_server.records import Record
+from tests.secret_canaries import CANARY_TOKEN
+
+WAIT = 10.0
+
+
+def a_record() -> Record:
+    record = Record("stdio")
+    record.begin(Request(7, "tools/call", {"name": "get_wagers"}))
+    record.target("tool", "get_wagers")
+    record.version = "2025-11-25"
+    record.reply({"result": {"isError": False}})
+    return record
+
+
+def test_the_text_form_is_time_level_logger_and_message() -> None:
+    formatter = logs.TextFormatter()
+    line = formatter.format(logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, "hello %s", ("you",), None))
+    stamp, (level, name, message) = line[:23], line[24:].split(" ", 2)
+    assert stamp[4] == "-" and stamp[10] == " " and stamp[19] == ","
+    assert (level, name, message) == ("INFO", "fairwins_mcp.x:", "hello you")
+
+
+def test_a_json_line_carries_cloud_loggings_fields_and_a_traceback_in_its_message() -> None:
+    formatter = logs.JsonFormatter("proj")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        exc = sys.exc_info()
+    entry = json.loads(
+        formatter.format(logging.LogRecord("fairwins_mcp.protocol", logging.ERROR, "", 0, "failed", (), exc))
+    )
+    assert entry["severity"] == "ERROR" and entry["logger"] == "fairwins_mcp.protocol"
+    assert entry["message"].startswith("failed\nTraceback") and "ValueError: boom" in entry["message"]
+    assert entry["time"].endswith("Z") and "T" in entry["time"]
+
+
+def test_a_registered_secret_is_scrubbed_from_every_json_field() -> None:
+    logs.register_secret(CANARY_TOKEN)
+    record = a_record()
+    record.client = {"name": CANARY_TOKEN, "version": "1"}  # nothing puts one there; the formatter still scrubs
+    formatter = logs.JsonFormatter()
+    log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, record, (), None)
+    log_record.mcp_record = record
+    line = formatter.format(log_record)
+    assert CANARY_TOKEN not in line and logs.redact(CANARY_TOKEN) in json.loads(line)["client"]["name"]
+
+
+@contextmanager
+def pipe_handler() -> Iterator[tuple[logs.StderrHandler, int]]:
+    read_fd, write_fd = os.pipe()
+    handler = logs.StderrHandler(os.fdopen(write_fd, "w", buffering=64 * 1024, encoding="utf-8"))
+    handler.setFormatter(logs.TextFormatter())
+    try:
+        yield handler, read_fd
+    finally:
+        handler.close()
+        os.close(read_fd)
+
+
+def read_within(fd: int, timeout: float) -> bytes:
+    ready, _, _ = select.select([fd], [], [], timeout)
+    assert ready, f"nothing written within {timeout} s"
+    return os.read(fd, 65536)
+
+
+def test_a_warning_is_written_at_once_and_an_info_line_within_the_flush_interval() -> None:
+    with pipe_handler() as (handler, fd):
+        handler.handle(logging.LogRecord("fairwins_mcp.x", logging.WARNING, "", 0, "urgent", (), None))
+        os.set_blocking(fd, False)
+        assert os.read(fd, 65536).endswith(b"WARNING fairwins_mcp.x: urgent\n")  # flushed before handle returned
+        os.set_blocking(fd, True)
+        handler.handle(logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, "routine", (), None))
+        assert read_within(fd, logs.FLUSH_AFTER + WAIT).endswith(b"INFO fairwins_mcp.x: routine\n")
+
+
+def test_lines_from_many_threads_arrive_whole() -> None:
+    with pipe_handler() as (handler, fd):
+        start = threading.Barrier(4)
+
+        def write(n: int) -> None:
+            start.wait(timeout=WAIT)
+            for i in range(100):  # 400 lines in all: under a pipe's 64 KiB, read only once all are written
+                handler.handle(
+                    logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, f"t{n}-{i}-" + "x" * 80, (), None)
+                )
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+        handler.flush()
+        data = b""
+        while data.count(b"\n") < 400:
+            data += read_within(fd, WAIT)
+    lines = data.decode().splitlines()
+    assert len(lines) == 400 and all(line.endswith("-" + "x" * 80) for line in lines)
+
+
+@pytest.mark.parametrize("formatter", [logs.TextFormatter(), logs.JsonFormatter()], ids=["text", "json"])
+def test_the_short_log_record_formats_exactly_as_logging_would(
+    monkeypatch: pytest.MonkeyPatch, formatter: logging.Formatter
+) -> None:
+    # As logs.configure leaves logging, and with no record factory of anybody else's.
+    monkeypatch.setattr(logging, "logThreads", False)
+    monkeypatch.setattr(logging, "logProcesses", False)
+    monkeypatch.setattr(logging, "logMultiprocessing", False)
+    monkeypatch.setattr(logging, "_srcfile", None)
+    previous = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(logging.LogRecord)
+    made: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, log_record: logging.LogRecord) -> None:
+            made.append(log_record)
+
+    keep = Keep()
+    records.access.addHandler(keep)
+    try:
+        record = a_record()
+        assert records._short_records()
+        records.finish(record)
+        records.access.log(logging.INFO, record, extra={"mcp_record": record})
+    finally:
+        records.access.removeHandler(keep)
+        logging.setLogRecordFactory(previous)
+    short, usual = made
+    assert type(short) is not logging.LogRecord and type(usual) is logging.LogRecord
+    moments = ("created", "msecs", "relativeCreated")
+    assert {k: getattr(short, k) for k in vars(usual) if k not in moments} == {
+        k: v for k, v in vars(usual).items() if k not in moments
+    }
+    short.created, short.msecs = usual.created, usual.msecs
+    assert formatter.format(short) == formatter.format(usual)

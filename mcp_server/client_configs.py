@@ -46,7 +46,8 @@ def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.Pur
         if len(found) > 1:
             names = ", ".join(str(p) for p in found)
             raise InstallError(
-                f"several Claude Desktop packages are installed ({names}); say which configuration to write with --config PATH"
+                f"several Claude Desktop packages are installed ({names}); "
+                "say which configuration to write with --config PATH"
             )
         if found:
             return found[0].joinpath(*MSIX_ROAMING, CONFIG_NAME)
@@ -79,8 +80,9 @@ def differences(old: Any, new: dict[str, Any]) -> tuple[str, ...]:
     if not isinstance(old, dict):
         return ("the whole entry",)
     found = [key for key in sorted(set(old) | set(new)) if key != "env" and old.get(key) != new.get(key)]
-    old_env = old.get("env") if isinstance(old.get("env"), dict) else {}
-    new_env = new.get("env", {})
+    raw_env = old.get("env")
+    old_env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
+    new_env: dict[str, Any] = new.get("env", {})
     found += [f"env {name}" for name in sorted(set(old_env) | set(new_env)) if old_env.get(name) != new_env.get(name)]
     return tuple(found)
 

@@ -256,7 +256,7 @@ def _claude_code(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
     if args.scope == "project":
         # .mcp.json is shared with everyone who has the project: the portable command, and the token
         # as a reference Claude Code fills from each member's own environment.
-        command, launch_args = "fairwins-mcp", []
+        command, launch_args = "fairwins-mcp", list[str]()
         entry = server_entry(command, launch_args, url, TOKEN_REFERENCE)
     else:
         command, launch_args = _launch()

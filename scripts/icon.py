@@ -9,6 +9,7 @@ rebuilds it in memory and exits 1 if the committed file differs.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import pathlib
 import struct
@@ -54,7 +55,7 @@ def _segment(x: float, y: float, a: tuple[float, float], b: tuple[float, float])
 
 
 def _w(x: float, y: float) -> float:
-    return min(_segment(x, y, a, b) for a, b in zip(W_POINTS, W_POINTS[1:], strict=False)) - W_HALF_WIDTH
+    return min(_segment(x, y, a, b) for a, b in itertools.pairwise(W_POINTS)) - W_HALF_WIDTH
 
 
 def _blend(under: tuple[float, ...], colour: tuple[int, int, int], amount: float) -> tuple[float, ...]:

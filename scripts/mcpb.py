@@ -1,4 +1,4 @@
-"""`python -m scripts.mcpb [--out DIR]`: the MCP Bundle (dist/fairwins-mcp-<version>.mcpb) Claude Desktop installs in one click.
+"""`python -m scripts.mcpb [--out DIR]`: the MCP Bundle Claude Desktop installs in one click (dist/*.mcpb).
 
 An MCP Bundle is a zip holding a `manifest.json` (spec: github.com/anthropics/mcpb, MANIFEST.md)
 and the server. This one holds exactly:
@@ -81,7 +81,7 @@ def _served(dispatcher: Dispatcher, session: Session, method: str, params: dict[
 
 
 def served_tools_and_prompts() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The manifest's `tools` and `prompts`: what the shipped server answers to tools/list, prompts/list and prompts/get."""
+    """The manifest's `tools` and `prompts`: the shipped server's answers to tools/list, prompts/list, prompts/get."""
     dispatcher, session = Dispatcher(build_catalog(Gateway(None))), Session()
     _served(dispatcher, session, "initialize", INITIALIZE)
     tools = [
@@ -148,7 +148,7 @@ def manifest() -> dict[str, Any]:
             "gateway_url": {
                 "type": "string",
                 "title": "Gateway URL",
-                "description": "The FairWins gateway the server talks to. Leave the public relay unless you run your own.",
+                "description": "The FairWins gateway to talk to. Keep the public relay unless you run your own.",
                 "default": PUBLIC_RELAY,
                 "required": False,
             },

@@ -1,4 +1,4 @@
-"""The MCP Bundle: built by `make mcpb` (scripts/mcpb.py), checked by the official `mcpb` CLI, and run as a host runs it.
+"""The MCP Bundle: built by `make mcpb` (scripts/mcpb.py), checked by the official `mcpb` CLI, run as a host runs it.
 
 The bundle is unpacked by the real `mcpb unpack` into an empty directory; its `mcp_config` is
 resolved by the pinned @anthropic-ai/mcpb package's own getMcpConfigForManifest (the code Claude

@@ -112,7 +112,7 @@ def _token(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO) -> t
         return token, "stdin"
     if env.get(TOKEN_VARIABLE, "").strip():
         return env[TOKEN_VARIABLE].strip(), TOKEN_VARIABLE
-    if stdin.isatty():
+    if stdin.isatty() and not args.print:  # --print shows no token, so it asks for none
         token = getpass.getpass("Member token (fw1.…; press Enter for none, the public tools only): ").strip()
         return (token or None), "the prompt"
     return None, f"none given (no --token-stdin, no {TOKEN_VARIABLE}, no terminal to ask on)"
@@ -314,4 +314,9 @@ def main(argv: Sequence[str]) -> int:
         return _claude_code(args, out, sys.stderr)
     except InstallError as exc:
         sys.stderr.write(f"fairwins-mcp install: {exc}\n")
+        return 1
+    except OSError as exc:  # a configuration that cannot be read or written: say which, and why
+        sys.stderr.write(
+            f"fairwins-mcp install: {exc.filename or 'a file'}: {exc.strerror or exc}; nothing was changed\n"
+        )
         return 1

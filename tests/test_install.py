@@ -519,3 +519,11 @@ def test_the_serve_path_never_loads_the_installer() -> None:
     from tests.test_start_path import NEVER_ON_STDIO
 
     assert {"mcp_server.install", "mcp_server.client_configs"} <= set(NEVER_ON_STDIO)
+
+
+def test_a_config_path_that_cannot_be_written_is_reported_not_raised(home: pathlib.Path) -> None:
+    blocker = home / "not-a-directory"
+    blocker.write_text("a file where a folder would have to be\n")
+    done = install(home, "claude-desktop", "--no-token", "--config", str(blocker / "claude_desktop_config.json"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("fairwins-mcp install: ") and "nothing was changed" in done.stderr

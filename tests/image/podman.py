@@ -13,6 +13,7 @@ import hashlib
 import json
 import pathlib
 import resource
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -79,6 +80,10 @@ class Podman:
     def ensure_base(self, python: str = sys.executable) -> tuple[bool, float]:
         """The stand-in tagged BASE_TAG, rebuilt when standin.sh changed: (whether it was built now, seconds)."""
         started = time.monotonic()
+        listed = self("images", check=False)
+        if listed.returncode != 0 and "database configuration mismatch" in listed.stderr:
+            # The storage records its absolute paths: the checkout moved. It is only this cache.
+            shutil.rmtree(self.cache)
         key = hashlib.sha256(RECIPE.read_bytes()).hexdigest()
         key_file = self.cache / "standin.sha256"
         if self.exists(BASE_TAG) and key_file.exists() and key_file.read_text().strip() == key:

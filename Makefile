@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load
+.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,15 @@ $(CLAUDE_CLI): tests/tools/npm_tool.sh $(NODE22)
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
+# packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
+# when tests/image/standin.sh changes: tests/test_image.py, one check per test. Needs root.
+image-test: $(VPY)
+	bash tests/tools/apt.sh podman podman runc mmdebstrap
+	bash tests/tools/apt.sh runc runc
+	bash tests/tools/apt.sh mmdebstrap mmdebstrap
+	$(VPY) -m pytest -m image -vv tests/test_image.py
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench

@@ -223,48 +223,12 @@ def render(snapshots: Iterable[list[Family]]) -> str:
 
 # ---- what this server counts ---------------------------------------------------------------------
 
-# Label values come from these sets only; anything else is counted under "other".
-METHODS: Final = frozenset(
-    {
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/read",
-        "resources/templates/list",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
-NOTIFICATIONS: Final = frozenset(
-    {
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    }
-)
+# Label values come from fixed sets only (these, and records.METHODS, NOTIFICATIONS,
+# GATEWAY_CAUSES and FAILURE_KINDS); anything else is counted under "other".
 REQUEST_OUTCOMES: Final = ("result", "tool_error", "error", "cancelled")
 REFUSAL_REASONS: Final = ("busy", "gate", "size", "timeout", "malformed", "draining")
 PAYMENT_OUTCOMES: Final = ("accepted", "rejected", "failed", "unknown", "not_sent", "refused")
 STATUS_CLASSES: Final = ("1xx", "2xx", "3xx", "4xx", "5xx")
-GATEWAY_CAUSES: Final = (
-    "timeout",
-    "refused",
-    "dns",
-    "reset",
-    "tls",
-    "connection",
-    "too_large",
-    "unreadable",
-    "cancelled",
-)
 
 
 def bounded(value: str | None, allowed: frozenset[str] | tuple[str, ...], other: str = "other") -> str:

@@ -28,6 +28,45 @@ if TYPE_CHECKING:
 
 access = logging.getLogger("fairwins_mcp.access")
 
+# The MCP methods and notifications this server knows: written as they are, and counted by name.
+METHODS: Final = frozenset(
+    {
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+NOTIFICATIONS: Final = frozenset(
+    {
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+# Why the gateway gave no answer (GatewayFailure causes, not_configured aside).
+GATEWAY_CAUSES: Final = (
+    "timeout",
+    "refused",
+    "dns",
+    "reset",
+    "tls",
+    "connection",
+    "too_large",
+    "unreadable",
+    "cancelled",
+)
 # What a record may call a failed tool call (the `failure` field and the tool_calls metric).
 FAILURE_KINDS: Final = frozenset(
     {
@@ -35,17 +74,9 @@ FAILURE_KINDS: Final = frozenset(
         "invalid_arguments",
         "no_token",
         "payment_refused",
-        # the gateway could not be asked, or gave no answer (GatewayFailure causes)
+        # the gateway could not be asked, or gave no answer
         "not_configured",
-        "timeout",
-        "refused",
-        "dns",
-        "reset",
-        "tls",
-        "connection",
-        "too_large",
-        "unreadable",
-        "cancelled",
+        *GATEWAY_CAUSES,
         # the gateway answered, and the answer is why the call failed
         "unreadable_answer",
         "redirected",
@@ -95,25 +126,7 @@ def _printable(value: object, limit: int = MAX_ID) -> str:
     return cut + "…" if len(text) > limit else cut
 
 
-# Methods written as they are (any other is checked and quoted as logfmt needs).
-_PLAIN_METHODS: Final = frozenset(
-    {
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/read",
-        "resources/templates/list",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "logging/setLevel",
-        "server/discover",
-        "notifications/initialized",
-        "notifications/cancelled",
-    }
-)
+_PLAIN_METHODS: Final = METHODS | NOTIFICATIONS  # written as they are; any other is checked and quoted
 _BARE: Final = re.compile(r'[^\s"=\\]+')
 
 
@@ -483,7 +496,7 @@ def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
 
 def count(record: Record, metrics: ServerMetrics) -> None:
     """What one record adds to the metrics. Every label value is from a fixed set."""
-    from .metrics import GATEWAY_CAUSES, METHODS, NOTIFICATIONS, REQUEST_OUTCOMES, STATUS_CLASSES, bounded
+    from .metrics import REQUEST_OUTCOMES, STATUS_CLASSES, bounded
 
     if record.outcome == "accepted":
         metrics.notifications.inc(bounded(record.method, NOTIFICATIONS))

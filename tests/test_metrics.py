@@ -13,7 +13,6 @@ from mcp_server import records
 from mcp_server.gateway import Attempt
 from mcp_server.jsonrpc import Invalid, Notification, Request, error_object
 from mcp_server.metrics import (
-    METHODS,
     PAYMENT_OUTCOMES,
     REFUSAL_REASONS,
     REQUEST_OUTCOMES,
@@ -24,7 +23,7 @@ from mcp_server.metrics import (
     refusal_reason,
     render,
 )
-from mcp_server.records import FAILURE_KINDS, Record
+from mcp_server.records import FAILURE_KINDS, METHODS, Record
 
 TOOLS = ("get_wagers", "get_fees")
 

@@ -11,10 +11,8 @@ import json
 import logging
 import re
 import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,10 +30,11 @@ from mcp_server.server import build_dispatcher
 from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.tracecontext import parse_traceparent
 from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
-from tests.conftest import ROOT, McpClient, StdioProcess, client_for, server_env
+from tests.conftest import McpClient, StdioProcess, client_for, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway, SeenRequest
 from tests.secret_canaries import CANARY_TOKEN, canary_payment, header_value, record_output
+from tests.test_http import run_cli, wait_for_url
 from tests.test_metrics import promtool_check
 
 WAIT = 15.0
@@ -480,22 +479,10 @@ def test_a_paid_call_is_counted_never_its_payment(sandbox: SandboxGateway) -> No
 
 
 def test_an_http_process_with_metrics_and_json_logs(sandbox: SandboxGateway) -> None:
-    env = server_env(FAIRWINS_API_URL=sandbox.url)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_server", "--http", "0", "--metrics", "--log-format", "json"],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = run_cli(["--http", "0", "--metrics", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
     try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + WAIT
-        port = 0
-        while not port and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            assert line, "".join(lines)
-            lines.append(line)
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
-            port = int(found[1]) if found else 0
+        port = int(wait_for_url(proc, lines).rsplit(":", 1)[1].split("/")[0])
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
         conn.request(
             "POST", "/mcp", json.dumps(tool_call(1, "get_perps_pairs")), {**JSON_HEADERS, "traceparent": TRACEPARENT}

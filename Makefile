@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-PACKAGES := mcp_server assistant_contract
+PACKAGES := mcp_server contract/assistant_contract
 
 .PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
 
-$(VPY): pyproject.toml setup.py
+$(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]'
+	$(VPY) -m pip install --quiet -e '.[dev]' -e ./contract
 	touch $(VPY)
 
 test: $(VPY)
@@ -18,8 +18,8 @@ test: $(VPY)
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
 	$(VPY) -m mypy $(PACKAGES) demo scripts
-	$(VPY) -m ruff check $(PACKAGES) demo scripts tests bench
-	$(VPY) -m ruff format --check $(PACKAGES) demo scripts tests bench
+	$(VPY) -m ruff check mcp_server contract demo scripts tests bench
+	$(VPY) -m ruff format --check mcp_server contract demo scripts tests bench
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export

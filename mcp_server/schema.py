@@ -1,7 +1,8 @@
 """The JSON Schema subset the tool table uses, checked with messages that name the field.
 
 Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum,
-exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems.
+exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems,
+anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties.
 """
@@ -94,6 +95,11 @@ def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
         names = wanted if isinstance(wanted, list) else [wanted]
         if not any(_is_type(value, n) for n in names):
             return f"{where} must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
+    branches = schema.get("anyOf")
+    if isinstance(branches, list) and branches:
+        problems = [check(value, branch, path) for branch in branches]
+        if all(problems):
+            return problems[0]
     if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
         return f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}"
     if "const" in schema and not _same(value, schema["const"]):

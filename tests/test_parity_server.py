@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from assistant_contract import ALL_SCOPES, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
+
 from mcp_server.gateway import Gateway
 from mcp_server.outcomes import Wording, chain_notes
 from mcp_server.snapshot import load

@@ -11,7 +11,7 @@ import pytest
 from assistant_contract import ALL_SCOPES, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 
 from mcp_server.gateway import Gateway
-from mcp_server.outcomes import Wording, chain_notes
+from mcp_server.outcomes import Failure, Wording, chain_notes
 from mcp_server.snapshot import load
 from mcp_server.tools import BUILD_INTENT, build_tools
 
@@ -58,13 +58,24 @@ def test_failure_sentences_equal_the_contract() -> None:
     both_ways(SNAP.wording["failures"], results.FAILURE_SENTENCES, "failure sentence")
 
 
+def test_the_http_slot_and_the_code_pattern_equal_the_contract() -> None:
+    both_ways(SNAP.wording["httpFacts"], results.HTTP_FACTS, "HTTP facts template")
+    assert SNAP.wording["errorCodePattern"] == results.ERROR_CODE_PATTERN
+
+
 @pytest.mark.parametrize("cause", sorted(results.FAILURE_SENTENCES))
-def test_each_failure_the_server_renders_is_the_contract_sentence_then_the_unknown_sentence(cause: str) -> None:
-    fill = {"what": "your wagers", "detail": ": why", "scope": "read:wagers", "wait": " (retry after 3 s)"}
-    expected = results.FAILURE_SENTENCES[cause].format(**fill) + " " + results.UNKNOWN_SENTENCE
-    assert WORDING.failure(cause, "your wagers", detail=": why", scope="read:wagers", wait=" (retry after 3 s)") == (
-        expected
-    )
+@pytest.mark.parametrize(
+    ("status", "code"), [(None, None), (503, None), (503, "unavailable"), (404, "not found <b>"), (200, None)]
+)
+def test_each_failure_the_server_renders_is_the_contracts_sentence(
+    cause: str, status: int | None, code: str | None
+) -> None:
+    slots = {"detail": ": why", "scope": "read:wagers", "wait": "; retry after 3 s"}
+    expected = results.failure_sentence(cause, "your wagers", status=status, code=code, **slots)
+    failure = Failure(cause, status, code, **slots)
+    assert WORDING.say(failure, "your wagers") == expected
+    assert WORDING.failure(cause, "your wagers", status=status, code=code, **slots) == expected
+    assert expected.endswith(" " + results.UNKNOWN_SENTENCE)
 
 
 def test_chain_notes_use_the_contract_sentence_and_phrases() -> None:

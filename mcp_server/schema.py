@@ -89,17 +89,22 @@ def _where(path: str) -> str:
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
     """None when `value` satisfies `schema`; otherwise one sentence naming the first bad field."""
+    problem = _check_own(value, schema, path)
+    branches = schema.get("anyOf")
+    if problem is None and isinstance(branches, list) and branches:
+        problems = [check(value, branch, path) for branch in branches]
+        if all(problems):
+            return problems[0]
+    return problem
+
+
+def _check_own(value: Any, schema: dict[str, Any], path: str) -> str | None:
     where = _where(path)
     wanted = schema.get("type")
     if wanted is not None:
         names = wanted if isinstance(wanted, list) else [wanted]
         if not any(_is_type(value, n) for n in names):
             return f"{where} must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
-    branches = schema.get("anyOf")
-    if isinstance(branches, list) and branches:
-        problems = [check(value, branch, path) for branch in branches]
-        if all(problems):
-            return problems[0]
     if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
         return f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}"
     if "const" in schema and not _same(value, schema["const"]):

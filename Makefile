@@ -12,7 +12,17 @@ $(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(VPY) -m pip install --quiet -e '.[dev]' -e ./contract
 	touch $(VPY)
 
-test: $(VPY)
+# The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector
+# (tests/test_inspector.py) in .tools/inspector: git-ignored, installed here, never project dependencies.
+SDK_VENV := .venv-sdk
+SDK_READY := $(SDK_VENV)/.installed
+
+$(SDK_READY): tests/sdk/requirements.txt
+	$(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
+test: $(VPY) $(SDK_READY)
 	$(VPY) -m pytest
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.

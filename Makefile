@@ -22,7 +22,12 @@ $(SDK_READY): tests/sdk/requirements.txt
 	$(SDK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
 	touch $@
 
-test: $(VPY) $(SDK_READY)
+INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+$(INSPECTOR): tests/tools/inspector.sh tests/tools/node22.sh
+	bash tests/tools/inspector.sh >/dev/null
+	touch $@
+
+test: $(VPY) $(SDK_READY) $(INSPECTOR)
 	$(VPY) -m pytest
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from assistant_contract import ALL_SCOPES, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
+from assistant_contract import ALL_SCOPES, DESCRIPTION_MAX, OUTPUT_SCHEMAS, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 
 from mcp_server.gateway import Gateway
 from mcp_server.outcomes import Failure, Wording, chain_notes
 from mcp_server.snapshot import load
 from mcp_server.tools import BUILD_INTENT, build_tools
+from tests import wording
 
 SNAP = load()
 WORDING = Wording.from_snapshot(SNAP.wording)
@@ -113,3 +114,14 @@ def test_build_intent_is_the_servers_own_and_calls_the_contracts_build_route() -
         "/v1/member/intents/build",
         BUILD_INTENT["scope"],
     )
+
+
+def test_build_intent_states_each_rule_once_within_the_contracts_length() -> None:
+    # The server's own tool is held to the contract's description rules, as every table tool is.
+    assert not wording.repeated(BUILD_INTENT["description"])
+    assert len(BUILD_INTENT["description"]) <= DESCRIPTION_MAX
+
+
+def test_build_intent_answers_with_the_contracts_schema_for_its_route() -> None:
+    (served,) = [t for t in build_tools(SNAP, Gateway(None), WORDING) if t.name == "build_intent"]
+    assert served.definition()["outputSchema"] == OUTPUT_SCHEMAS[BUILD_INTENT["exec"]["route"]]

@@ -37,3 +37,20 @@ def failure_facts(result: dict[str, Any], kind: str | None = None) -> dict[str, 
     if kind is not None:
         assert facts["kind"] == kind, facts
     return facts
+
+
+def keywords(node: Any) -> set[str]:
+    """Every keyword used anywhere in a schema (property names are names, not keywords)."""
+    if not isinstance(node, dict):
+        return set()
+    found = set(node)
+    for name, value in node.items():
+        if name == "properties":
+            for sub in value.values():
+                found |= keywords(sub)
+        elif name in ("items", "additionalProperties"):
+            found |= keywords(value)
+        elif name == "anyOf":
+            for sub in value:
+                found |= keywords(sub)
+    return found

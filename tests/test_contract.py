@@ -26,6 +26,7 @@ from assistant_contract import (
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
 
 from tests import wording
+from tests.outputs import keywords
 
 TOOLS = {t["name"]: t for t in TOOL_DEFS}
 
@@ -297,20 +298,6 @@ PORTABLE = {"type", "properties", "required", "additionalProperties", "items", "
 }
 
 
-def schema_keywords(node: object) -> set[str]:
-    if not isinstance(node, dict):
-        return set()
-    found = set(node)
-    for name, value in node.items():
-        if name == "properties":
-            found |= set().union(*(schema_keywords(v) for v in value.values())) if value else set()
-        elif name in ("items", "additionalProperties"):
-            found |= schema_keywords(value)
-        elif name == "anyOf":
-            found |= set().union(*(schema_keywords(v) for v in value))
-    return found
-
-
 def test_every_gateway_tool_and_the_build_route_have_an_output_schema() -> None:
     targets = {answers.target_of(t["exec"]) for t in TOOL_DEFS if t["auth"] != "local"}
     assert set(OUTPUT_SCHEMAS) == targets | {"member.intents.build"}
@@ -324,7 +311,7 @@ def test_an_output_schema_is_an_object_of_the_answer_a_price_where_priced_and_th
     assert branches[0]["title"] == "The gateway's answer" and branches[-1] is answers.FAILURE
     priced = target in ROUTES and ROUTES[target]["priced"]
     assert (answers.OFFER in branches) == priced
-    assert schema_keywords(schema) <= PORTABLE, schema_keywords(schema) - PORTABLE
+    assert keywords(schema) <= PORTABLE, keywords(schema) - PORTABLE
     # Open to what the gateway may add: no answer ever forbids an extra field.
     assert '"additionalProperties": false' not in json.dumps(branches[0])
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import email.parser
 import json
 import pathlib
-import shutil
-import sys
+import subprocess
 import zipfile
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from assistant_contract.export import SNAPSHOT_SCHEMA_PATH, render
 
 from mcp_server import schema
 from tests.conftest import ROOT
-from tests.test_packaging import IGNORED, run
+from tests.test_packaging import run, wheel_and_venv
 
 CONTRACT = ROOT / "contract"
 SNAPSHOT = ROOT / "toolDefs.snapshot.json"
@@ -27,18 +26,12 @@ SNAPSHOT = ROOT / "toolDefs.snapshot.json"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
     """(the contract's wheel, a fresh venv it is installed in), built from contract/ alone, with no network."""
-    tmp = tmp_path_factory.mktemp("contract")
-    source = tmp / "src"
-    shutil.copytree(CONTRACT, source, ignore=IGNORED)  # contract/ alone: it needs nothing else to build
-    dist = tmp / "dist"
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index"]
-    run([*pip_wheel, "-w", str(dist), "."], source)
-    (wheel,) = dist.glob("*.whl")
-    venv = tmp / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
-    python = str(venv / "bin" / "python")
-    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", str(wheel)], tmp)
-    yield wheel, venv
+    yield wheel_and_venv(CONTRACT, tmp_path_factory.mktemp("contract"))
+
+
+def probe(venv: pathlib.Path, code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by the venv's isolated interpreter (-I: the checkout cannot stand in for the package)."""
+    return run([str(venv / "bin" / "python"), "-I", "-c", code], venv)
 
 
 def test_the_wheel_is_named_and_versioned_and_declares_no_dependency(built: tuple[pathlib.Path, pathlib.Path]) -> None:
@@ -74,11 +67,11 @@ def test_the_installed_package_renders_this_repositorys_snapshot_byte_for_byte(
     built: tuple[pathlib.Path, pathlib.Path],
 ) -> None:
     _, venv = built
-    probe = (
+    code = (
         "import assistant_contract as c, assistant_contract.export as e, json, sys; "
         "print(c.__file__, c.__version__, file=sys.stderr); sys.stdout.write(e.render())"
     )
-    done = run([str(venv / "bin" / "python"), "-I", "-c", probe], venv)
+    done = probe(venv, code)
     where, version = done.stderr.split()
     assert pathlib.Path(where).is_relative_to(venv) and version == __version__
     assert done.stdout == SNAPSHOT.read_text(encoding="utf-8") == render()
@@ -98,12 +91,12 @@ def test_the_installed_package_gives_the_openapi_fragment_and_the_failure_senten
     built: tuple[pathlib.Path, pathlib.Path],
 ) -> None:
     _, venv = built
-    probe = (
+    code = (
         "import json, assistant_contract as c; from assistant_contract.results import failure_sentence; "
         "sentence = failure_sentence('unavailable', 'x', status=503, code='unavailable'); "
         "print(json.dumps([c.x_fairwins_tools(), sentence]))"
     )
-    fragment, sentence = json.loads(run([str(venv / "bin" / "python"), "-I", "-c", probe], venv).stdout)
+    fragment, sentence = json.loads(probe(venv, code).stdout)
     assert len(fragment["x-fairwins-tools"]) == len(json.loads(SNAPSHOT.read_text(encoding="utf-8"))["tools"])
     assert "(HTTP 503, unavailable)" in sentence
 

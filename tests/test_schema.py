@@ -9,6 +9,7 @@ import pytest
 from mcp_server import schema
 from mcp_server.snapshot import load
 from mcp_server.tools import BUILD_INTENT
+from tests.outputs import keywords
 
 # What schema.check enforces, and what it may ignore because it only annotates.
 ENFORCED = {
@@ -17,23 +18,6 @@ ENFORCED = {
     "anyOf",
 }  # fmt: skip
 ANNOTATIONS = {"title", "description", "default", "$schema", "examples"}
-
-
-def keywords(node: Any) -> set[str]:
-    """Every keyword used anywhere in a schema (property names are names, not keywords)."""
-    if not isinstance(node, dict):
-        return set()
-    found = set(node)
-    for name, value in node.items():
-        if name == "properties":
-            for sub in value.values():
-                found |= keywords(sub)
-        elif name in ("items", "additionalProperties"):
-            found |= keywords(value)
-        elif name == "anyOf":
-            for sub in value:
-                found |= keywords(sub)
-    return found
 
 
 @pytest.mark.parametrize("tool", [*load().tools, BUILD_INTENT], ids=lambda t: t["name"])

@@ -108,6 +108,10 @@ def test_the_sdk_accepts_every_answer_and_every_failure_of_a_member_session(memb
     assert failures[1]["isError"] and failures[1]["structuredContent"] == {"kind": "invalid_arguments"}
 
 
+def test_the_sdk_refuses_what_breaks_the_schemas_it_was_given(member: dict[str, Any]) -> None:
+    assert member["misfits"] and all(m.startswith("refused: Invalid structured content") for m in member["misfits"])
+
+
 def test_the_sdk_accepts_prices_and_refusals_without_a_token(tokenless: dict[str, Any]) -> None:
     calls = {c["name"]: c for c in tokenless["calls"]}
     assert not [c for c in calls.values() if "raised" in c], "the SDK client refused a result"

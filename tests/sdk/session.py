@@ -19,6 +19,18 @@ import jsonschema
 from jsonschema.validators import Draft7Validator, Draft202012Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import CallToolResult
+
+# Results no server here sends, handed to the SDK's own validation with the schemas it listed: it
+# must refuse each one, so its acceptance of the real results is a verdict, not a pass-through.
+MISFITS: list[tuple[str, Any]] = [
+    ("get_wagers", {"chains": [{"chainId": 137, "state": "maybe"}]}),
+    ("get_wagers", {"chains": [{"chainId": 137, "state": "read"}]}),
+    ("get_profile", {"accepts": []}),  # an offer, from a tool that is never priced
+    ("get_profile", {"kind": "on_fire"}),
+    ("build_intent", {"typedData": {}, "expiresAt": "x", "submit": {"relayPath": "/v1/relay/1"}}),
+    ("get_perps_pairs", ["BTC-USD"]),
+]
 
 
 async def calls(mode: str, server_python: str, wanted: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -52,6 +64,15 @@ async def calls(mode: str, server_python: str, wanted: list[tuple[str, dict[str,
                     problems = [e.message for e in Draft202012Validator(schema).iter_errors(result.structured_content)]
                     entry["jsonschema"] = problems
             report["calls"].append(entry)
+        report["misfits"] = []
+        for name, content in MISFITS:
+            try:
+                misfit = CallToolResult(content=[], structured_content=content)
+                await client.session.validate_tool_result(name, misfit)
+            except RuntimeError as exc:
+                report["misfits"].append(f"refused: {exc}")
+            else:
+                report["misfits"].append(f"accepted: {name} {content}")
     return report
 
 

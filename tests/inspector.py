@@ -1,4 +1,4 @@
-"""The pinned MCP Inspector: its version (from tests/tools/inspector.sh), the npx line naming it, and where it is."""
+"""The pinned MCP Inspector: its version (from tests/tools/npm_tool.sh), the npx line naming it, and where it is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from typing import Final
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
-_SCRIPT: Final = ROOT / "tests" / "tools" / "inspector.sh"
+_SCRIPT: Final = ROOT / "tests" / "tools" / "npm_tool.sh"
 _PIN: Final = re.search(r'^INSPECTOR_VERSION="([^"]+)"', _SCRIPT.read_text(encoding="utf-8"), re.M)
 assert _PIN is not None, f"{_SCRIPT} pins no INSPECTOR_VERSION"
 VERSION: Final = _PIN[1]

@@ -4,7 +4,7 @@ The command-line forms run as written and must print the tools (or the call's re
 browser forms are started with MCP_AUTO_OPEN_ENABLED=false (no browser) on free ports; the UI
 must be served, hold exactly the server the line names, and, through the Inspector's own backend
 (`/api/mcp/connect`, `/api/mcp/send`, `/api/mcp/events`), list this server's tools. `make test`
-installs the Inspector (tests/tools/inspector.sh); without it these tests fail, naming the command.
+installs the Inspector (tests/tools/npm_tool.sh inspector); without it these tests fail, naming the command.
 """
 
 from __future__ import annotations

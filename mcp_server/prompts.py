@@ -7,7 +7,7 @@ from typing import Any, Final
 from .context import RequestContext
 from .gateway import Gateway, GatewayRequest, GatewayResponse
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, McpError
-from .outcomes import Wording, describe_failure, read_json
+from .outcomes import Failure, Wording, classify, read_json
 
 HONESTY: Final = (
     "For every chain the tools report as unreadable or not-configured, name the chain and say it "
@@ -98,10 +98,11 @@ class WagerReview:
             status, problem = read_json(outcome)
             if problem is None:
                 return [c for c in chain_ids_from_status(status) if c.startswith(value)]
-            message = self.wording.failure("unreadable_answer", what, detail=problem)
+            failure = Failure("unreadable_answer", detail=problem)
         else:
-            message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
-        record.fail_from(outcome)
+            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
+        record.fail(failure.kind)
+        message = self.wording.say(failure, what)
         raise McpError(INTERNAL_ERROR, message)
 
 

@@ -23,7 +23,7 @@ from .jsonrpc import Id, Invalid, JSONObject, Notification, Request
 from .tracecontext import Trace, from_carriers
 
 if TYPE_CHECKING:
-    from .gateway import Attempt, Outcome
+    from .gateway import Attempt
     from .metrics import ServerMetrics
 
 access = logging.getLogger("fairwins_mcp.access")
@@ -67,7 +67,9 @@ GATEWAY_CAUSES: Final = (
     "unreadable",
     "cancelled",
 )
-# What a record may call a failed tool call (the `failure` field and the tool_calls metric).
+# What a record may call a failed call: the kinds of the contract's failure facts (the
+# `structuredContent.kind` a client is shown), and two that are not failures there: a price asked of
+# an unpaid call, and a price asked again of a paid one. tests/test_records.py holds this to the contract.
 FAILURE_KINDS: Final = frozenset(
     {
         # refused here, before anything was sent
@@ -75,8 +77,8 @@ FAILURE_KINDS: Final = frozenset(
         "no_token",
         "payment_refused",
         # the gateway could not be asked, or gave no answer
-        "not_configured",
-        *GATEWAY_CAUSES,
+        "gateway_not_configured",
+        "unreachable",
         # the gateway answered, and the answer is why the call failed
         "unreadable_answer",
         "redirected",
@@ -84,37 +86,15 @@ FAILURE_KINDS: Final = frozenset(
         "scope_missing",
         "not_found",
         "rate_limited",
-        "price",
-        "payment_rejected",
-        "settlement_failed",
         "unavailable",
         "gateway_error",
         "refused_request",
+        "settlement_failed",
+        "price",
+        "payment_rejected",
     }
 )
-_BY_STATUS: Final = {
-    401: "token_refused",
-    403: "scope_missing",
-    404: "not_found",
-    429: "rate_limited",
-    503: "unavailable",
-}
 MAX_ID: Final = 64  # characters of a client-chosen string kept in a record (ids, client name/version)
-
-
-def failure_kind(status: int | None, cause: str | None, *, paid: bool = False) -> str:
-    """The failure kind of an upstream outcome that ended a call as an error."""
-    if status is None:
-        return cause if cause in FAILURE_KINDS else "connection"
-    if 200 <= status < 300:
-        return "unreadable_answer"
-    if 300 <= status < 400:
-        return "redirected"
-    if status in (402, 412):
-        return "payment_rejected" if paid else "price"
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
-    return "gateway_error" if status >= 500 else "refused_request"
 
 
 def _printable(value: object, limit: int = MAX_ID) -> str:
@@ -235,9 +215,6 @@ class Record:
         if self.failure is None:
             self.failure = kind if kind in FAILURE_KINDS else "other"
 
-    def fail_from(self, outcome: Outcome, *, paid: bool = False) -> None:
-        self.fail(failure_kind(getattr(outcome, "status", None), getattr(outcome, "cause", None), paid=paid))
-
     def reply(self, message: JSONObject | list[JSONObject] | None, *, cancelled: bool = False) -> None:
         """How the request ended, from the answer the dispatcher gave."""
         self.ended = time.perf_counter()
@@ -254,15 +231,9 @@ class Record:
         elif result.get("isError") is True:
             self.outcome = "tool_error"
             if self.failure is None:
-                self.failure = self._failure_from_attempts()
+                self.failure = "other"  # a tool that did not say why (every tool here does)
         else:
             self.outcome = "result"
-
-    def _failure_from_attempts(self) -> str:
-        if not self.attempts:
-            return "other"
-        last = self.attempts[-1]
-        return failure_kind(last.status, last.cause, paid=last.paid)
 
     # ---- read by the transports, the metrics and the log ----------------------------------------
 

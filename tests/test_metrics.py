@@ -177,6 +177,7 @@ def test_records_count_as_requests_tools_gateway_calls_and_payments() -> None:
     timed_out.begin(Request(3, "tools/call", {}))
     timed_out.target("tool", "get_fees")
     timed_out.attempt(Attempt(None, "timeout", 2.0, "c" * 16, 1, True, True))
+    timed_out.fail("unreachable")
     timed_out.reply({"result": {"isError": True}})
     refused = finished(Request(4, "tools/call", {}), ("get_fees",))
     refused.payment = "refused"
@@ -206,7 +207,7 @@ def test_records_count_as_requests_tools_gateway_calls_and_payments() -> None:
         'fairwins_mcp_requests_total{method="invalid",outcome="error"} 1',
         'fairwins_mcp_tool_calls_total{tool="get_wagers",outcome="result"} 1',
         'fairwins_mcp_tool_calls_total{tool="unknown",outcome="error"} 1',
-        'fairwins_mcp_tool_calls_total{tool="get_fees",outcome="timeout"} 1',
+        'fairwins_mcp_tool_calls_total{tool="get_fees",outcome="unreachable"} 1',
         'fairwins_mcp_tool_calls_total{tool="get_fees",outcome="payment_refused"} 1',
         'fairwins_mcp_notifications_total{method="notifications/initialized"} 1',
         'fairwins_mcp_notifications_total{method="other"} 1',

@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from assistant_contract.answers import FAILURE_KINDS as CONTRACT_FAILURE_KINDS
 
 from mcp_server import gate, logs
 from mcp_server.config import Config, ConfigError, from_env, parse_args
 from mcp_server.context import RequestContext
 from mcp_server.jsonrpc import Request
 from mcp_server.metrics import CONTENT_TYPE, ServerMetrics
-from mcp_server.records import Record
+from mcp_server.records import FAILURE_KINDS, Record
 from mcp_server.server import build_dispatcher
 from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.tracecontext import parse_traceparent
@@ -250,6 +251,10 @@ def test_resources_and_prompt_completions_forward_the_trace_too(sandbox: Sandbox
         assert "result" in reply, reply
         (seen,) = sandbox.wait_for_requests(1, timeout=WAIT)
         assert gateway_trace(seen) == (TRACE, (record.attempts or [])[0].span_id, 1)
+
+
+def test_a_record_names_failures_as_the_contract_does_plus_a_price() -> None:
+    assert FAILURE_KINDS == set(CONTRACT_FAILURE_KINDS) | {"price", "payment_rejected"}
 
 
 def test_a_failed_resource_read_names_its_failure_kind(sandbox: SandboxGateway) -> None:

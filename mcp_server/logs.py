@@ -8,17 +8,15 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Final, TextIO
-
-from .watchdog import WATCHDOG
+from typing import Any, Final
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
 
-# How long a line may wait in the stderr buffer. One record per message would otherwise cost a
-# system call per message (and, on a pipe, waking its reader each time): the stdio server's
-# CPU per call grew by a sixth with records at one write each.
+# How long a log line may wait before it is written. One record per message would otherwise cost
+# a system call per message, on the thread that has just answered it.
 FLUSH_AFTER: Final = 0.1
+MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is not read; beyond, dropped
 
 # Python level → Cloud Logging's LogSeverity names.
 SEVERITY: Final = {
@@ -128,63 +126,134 @@ class JsonFormatter(logging.Formatter):
         return scrub(json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=str))
 
 
-class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Lines written to a block-buffered stream, flushed within FLUSH_AFTER seconds of the first
-    line waiting, at once for a warning or worse, and at exit (logging.shutdown flushes handlers)."""
+class StderrHandler(logging.Handler):
+    """Formatted lines handed to a writer thread of their own: no thread that serves ever waits on stderr.
 
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__(stream)
-        self._flush_pending = False
+    A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
+    writes what is queued in one system call at most FLUSH_AFTER seconds later, at once for a
+    warning or worse or on a terminal. Should stderr stop being read (a client may ignore it),
+    lines beyond MAX_WAITING bytes are dropped and counted, and the count is written when stderr
+    moves again: serving never blocks on a log line. logging.shutdown (at exit) writes the rest.
+    """
+
+    def __init__(self, fd: int, *, interactive: bool = False) -> None:
+        super().__init__()
+        self.fd = fd
+        self.interactive = interactive
+        self._cond = threading.Condition(threading.Lock())
+        self._lines: list[str] = []
+        self._size = 0
+        self._dropped = 0
+        self._urgent = False
+        self._writing = False
+        self._closed = False
+        self._broken = False
+        self._thread: threading.Thread | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        # Called with the handler's lock held (logging.Handler.handle).
         try:
-            self.stream.write(self.format(record) + self.terminator)
-            if record.levelno >= logging.WARNING:
-                self.flush()
-            elif not self._flush_pending:
-                self._flush_pending = True
-                WATCHDOG.schedule(time.monotonic() + FLUSH_AFTER, self.flush)
+            line = self.format(record) + "\n"
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
+            return
+        with self._cond:
+            if self._broken:
+                return
+            if self._size + len(line) > MAX_WAITING:
+                self._dropped += 1
+                return
+            self._lines.append(line)
+            self._size += len(line)
+            urgent = self.interactive or record.levelno >= logging.WARNING
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
+                self._thread.start()
+            if urgent and not self._urgent:
+                self._urgent = True
+                self._cond.notify_all()
+            elif len(self._lines) == 1:
+                self._cond.notify_all()  # the first line waiting: the writer starts its FLUSH_AFTER
 
-    def flush(self) -> None:
-        self.acquire()
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines and not self._dropped and not self._closed:
+                    self._cond.wait()
+                if not self._lines and not self._dropped:
+                    return  # closed, and nothing left
+                deadline = time.monotonic() + FLUSH_AFTER
+                while not (self._urgent or self._closed):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)  # more lines gather meanwhile: one write for all of them
+                lines, self._lines, self._size = self._lines, [], 0
+                dropped, self._dropped = self._dropped, 0
+                self._urgent = False
+                self._writing = True
+            if dropped:
+                note = logging.LogRecord(
+                    "fairwins_mcp.logs",
+                    logging.WARNING,
+                    "",
+                    0,
+                    "%d log lines were dropped: stderr was not being read",
+                    (dropped,),
+                    None,
+                )
+                lines.insert(0, self.format(note) + "\n")
+            self._write("".join(lines).encode("utf-8", "backslashreplace"))
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
         try:
-            self._flush_pending = False
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass  # stderr is gone (the client closed it): nothing more can be said there
-        finally:
-            self.release()
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            with self._cond:  # stderr is closed (the client went away): nothing more can be said there
+                self._broken = True
+                self._lines, self._size = [], 0
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait (up to `timeout` seconds) until every line queued so far is written."""
+        with self._cond:
+            if self._thread is None:
+                return
+            self._urgent = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._broken or not (self._lines or self._writing), timeout)
 
     def close(self) -> None:
         self.flush()
-        if self.stream is not sys.stderr:
-            self.stream.close()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
         super().close()
 
 
-def _stderr() -> TextIO:
-    """A stream of its own on fd 2: line by line on a terminal, in blocks otherwise."""
+def _stderr_handler() -> logging.Handler:
+    """The writer thread's handler on a descriptor of its own for fd 2; a plain one where stderr is no file."""
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
-        return sys.stderr  # not a file (a test's capture): written as it comes
-    interactive = sys.stderr.isatty()
-    return os.fdopen(
-        os.dup(fd),
-        "w",
-        buffering=1 if interactive else 64 * 1024,
-        encoding=sys.stderr.encoding or "utf-8",
-        errors="backslashreplace",
-    )
+        return logging.StreamHandler(sys.stderr)  # a test's capture: written as it comes
+    return StderrHandler(os.dup(fd), interactive=sys.stderr.isatty())
 
 
 def configure(level: str = "info", fmt: str = "text", trace_project: str | None = None) -> None:
-    handler = StderrHandler(_stderr())
+    handler = _stderr_handler()
     handler.setFormatter(JsonFormatter(trace_project) if fmt == "json" else TextFormatter())
     handler.addFilter(_ScrubSecrets())
     root = logging.getLogger("fairwins_mcp")

@@ -66,12 +66,12 @@ def test_a_registered_secret_is_scrubbed_from_every_json_field() -> None:
 @contextmanager
 def pipe_handler() -> Iterator[tuple[logs.StderrHandler, int]]:
     read_fd, write_fd = os.pipe()
-    handler = logs.StderrHandler(os.fdopen(write_fd, "w", buffering=64 * 1024, encoding="utf-8"))
+    handler = logs.StderrHandler(write_fd)
     handler.setFormatter(logs.TextFormatter())
     try:
         yield handler, read_fd
     finally:
-        handler.close()
+        handler.close()  # closes write_fd
         os.close(read_fd)
 
 
@@ -81,14 +81,60 @@ def read_within(fd: int, timeout: float) -> bytes:
     return os.read(fd, 65536)
 
 
-def test_a_warning_is_written_at_once_and_an_info_line_within_the_flush_interval() -> None:
+def line(level: int, text: str) -> logging.LogRecord:
+    return logging.LogRecord("fairwins_mcp.x", level, "", 0, text, (), None)
+
+
+def test_lines_are_written_in_order_within_the_flush_interval_a_warning_without_waiting_for_it() -> None:
     with pipe_handler() as (handler, fd):
-        handler.handle(logging.LogRecord("fairwins_mcp.x", logging.WARNING, "", 0, "urgent", (), None))
-        os.set_blocking(fd, False)
-        assert os.read(fd, 65536).endswith(b"WARNING fairwins_mcp.x: urgent\n")  # flushed before handle returned
-        os.set_blocking(fd, True)
-        handler.handle(logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, "routine", (), None))
+        handler.handle(line(logging.INFO, "routine"))
         assert read_within(fd, logs.FLUSH_AFTER + WAIT).endswith(b"INFO fairwins_mcp.x: routine\n")
+        handler.handle(line(logging.INFO, "before"))
+        handler.handle(line(logging.WARNING, "urgent"))
+        data = b""
+        while data.count(b"\n") < 2:
+            data += read_within(fd, WAIT)
+        assert [row.split(b": ", 1)[1] for row in data.splitlines()] == [b"before", b"urgent"]
+
+
+def test_a_stderr_nobody_reads_never_blocks_a_logging_thread_and_the_loss_is_counted() -> None:
+    with pipe_handler() as (handler, fd):
+        text = "x" * 1000
+        done = threading.Event()
+
+        def flood() -> None:
+            for _ in range(logs.MAX_WAITING // 1000 + 200):  # past the pipe's 64 KiB and the queue's bound
+                handler.handle(line(logging.INFO, text))
+            done.set()
+
+        threading.Thread(target=flood, daemon=True).start()
+        assert done.wait(WAIT), "a thread logging to a stderr nobody reads was blocked"
+        data = bytearray()
+        noted = threading.Event()
+
+        def read_all() -> None:  # reading again lets the writer go on, and it says what it lost
+            try:
+                while chunk := os.read(fd, 65536):
+                    data.extend(chunk)
+                    if b"were dropped" in data:
+                        noted.set()
+            except OSError:
+                return  # the test closed the pipe
+
+        threading.Thread(target=read_all, daemon=True).start()
+        assert noted.wait(WAIT), "no line said that lines were dropped"
+    note = next(row for row in bytes(data).splitlines() if b"were dropped" in row)
+    assert b"WARNING fairwins_mcp.logs: " in note and int(note.split(b": ")[1].split()[0]) > 0
+
+
+def test_flush_waits_until_everything_queued_is_written() -> None:
+    with pipe_handler() as (handler, fd):
+        for n in range(50):
+            handler.handle(line(logging.INFO, f"n{n}"))
+        handler.flush()
+        os.set_blocking(fd, False)
+        data = os.read(fd, 65536)
+    assert data.count(b"\n") == 50 and data.endswith(b"n49\n")
 
 
 def test_lines_from_many_threads_arrive_whole() -> None:
@@ -97,10 +143,8 @@ def test_lines_from_many_threads_arrive_whole() -> None:
 
         def write(n: int) -> None:
             start.wait(timeout=WAIT)
-            for i in range(100):  # 400 lines in all: under a pipe's 64 KiB, read only once all are written
-                handler.handle(
-                    logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, f"t{n}-{i}-" + "x" * 80, (), None)
-                )
+            for i in range(100):  # 400 lines in all: under a pipe's 64 KiB
+                handler.handle(line(logging.INFO, f"t{n}-{i}-" + "x" * 80))
 
         threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
         for thread in threads:
@@ -111,8 +155,8 @@ def test_lines_from_many_threads_arrive_whole() -> None:
         data = b""
         while data.count(b"\n") < 400:
             data += read_within(fd, WAIT)
-    lines = data.decode().splitlines()
-    assert len(lines) == 400 and all(line.endswith("-" + "x" * 80) for line in lines)
+    rows = data.decode().splitlines()
+    assert len(rows) == 400 and all(row.endswith("-" + "x" * 80) for row in rows)
 
 
 @pytest.mark.parametrize("formatter", [logs.TextFormatter(), logs.JsonFormatter()], ids=["text", "json"])

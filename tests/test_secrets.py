@@ -132,6 +132,7 @@ def test_every_gateway_fault_leaks_nothing(sandbox: SandboxGateway, kind: str) -
         "delay": {"seconds": 1.0},
         "status": {"status": 401},
         "redirect": {"location": "http://localhost:9/steal"},
+        "raw": {"head": b"HTTP/1.1 502 Bad\r\nContent-Length: 2\r\n\r\n", "body": b"{}"},
     }
     params = by_kind.get(kind, {})
     out = Collected()

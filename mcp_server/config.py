@@ -48,8 +48,13 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
     token = env.get("FAIRWINS_API_TOKEN", "").strip() or None
-    if token is not None and any(ch in token for ch in "\r\n\x00 "):
-        raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
+    if token is not None and not all("!" <= ch <= "~" for ch in token):
+        # It goes upstream in an HTTP header: a space, a control character or anything outside
+        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
+        raise ConfigError(
+            "FAIRWINS_API_TOKEN must be printable ASCII with no spaces, and it holds a space, a control "
+            "character or a non-ASCII character; paste the token alone"
+        )
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")

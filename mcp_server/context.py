@@ -85,6 +85,7 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
+    payment_sent: bool = False  # the payment may have reached the gateway (set just before it is sent)
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio

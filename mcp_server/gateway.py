@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
+from .retry_after import retry_after_seconds
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -294,22 +295,6 @@ def _https_proxy(host: str) -> tuple[str, int] | None:
     if parts.scheme != "http" or not parts.hostname:
         return None
     return parts.hostname, parts.port or 8080
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # HTTP dates are rare; the module is not worth loading at start
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 class Gateway:

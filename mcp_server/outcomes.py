@@ -12,9 +12,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .gateway import GatewayFailure, GatewayResponse, Outcome, retry_after_seconds
-from .jsonrpc import JSONObject, loads
+from .gateway import GatewayFailure, GatewayResponse, Outcome
+from .jsonrpc import JSONObject, NumberTooLong, loads
 from .logs import redact
+from .retry_after import retry_after_seconds
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
@@ -67,6 +68,8 @@ def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
         return loads(resp.body.decode("utf-8")), None
     except UnicodeDecodeError:
         return None, ": it was not valid UTF-8"
+    except NumberTooLong as exc:
+        return None, f": it held {exc}"
     except ValueError as exc:
         if "deeply" in str(exc):
             return None, ": it was nested too deeply to read"
@@ -77,7 +80,9 @@ def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
 def _seconds(value: float) -> str:
     if value < 120:
         return f"{round(value, 1):g} s"  # 0.5 s stays 0.5 s: a limit is never understated
-    return f"{int(value // 60)} min" if value < 7200 else f"{int(value // 3600)} h"
+    if value < 7200:
+        return f"{int(value // 60)} min"
+    return f"{int(value // 3600)} h" if value < 240 * 3600 else f"{int(value // 86400)} d"
 
 
 def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:

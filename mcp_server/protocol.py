@@ -37,6 +37,7 @@ from .jsonrpc import (
     Request,
     error_object,
     error_response,
+    lone_surrogate,
     response,
 )
 from .versions import (
@@ -229,6 +230,7 @@ class Dispatcher:
         modern = self._is_modern(req, session, ctx)
         ctx.era = "modern" if modern else "legacy"
         try:
+            _require_text(req.params)
             if modern:
                 result = self._modern(req, ctx, session)
             else:
@@ -395,7 +397,7 @@ class Dispatcher:
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
             return payments.refused_unpriced(name)
-        return tool.call(arguments, ctx)
+        return payments.guarded(lambda: tool.call(arguments, ctx), ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
@@ -458,6 +460,18 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _require_text(params: JSONObject) -> None:
+    """-32602 naming the first string in params that is not Unicode text, before any method runs."""
+    where = lone_surrogate(params)
+    if where is not None:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid params: {where} is not Unicode text: it holds a lone UTF-16 surrogate "
+            "(a \\ud800-\\udfff escape without its pair), which cannot be sent anywhere. Nothing was "
+            "sent to the gateway.",
+        )
 
 
 def _carries_modern_meta(params: JSONObject) -> bool:

@@ -148,6 +148,8 @@ class GatewayTool:
             ctx.log("warning", f"{self.name}: the gateway call failed ({why}); retrying in {delay:.1f} s")
             ctx.progress(f"Retrying: {why}…")
 
+        if request.payment is not None:
+            ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         outcome = self.gateway.call(request, ctx.cancellation, on_retry)
         return self.render(outcome, request, ctx)
 

@@ -23,9 +23,10 @@ from mcp_server import payments
 from mcp_server.catalog import Catalog
 from mcp_server.config import Config
 from mcp_server.context import Cancellation
-from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target, retry_after_seconds
-from mcp_server.jsonrpc import JSONObject
+from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target
+from mcp_server.jsonrpc import JSONObject, loads, lone_surrogate
 from mcp_server.protocol import Dispatcher
+from mcp_server.retry_after import retry_after_seconds
 from mcp_server.server import build_catalog, build_dispatcher
 from mcp_server.snapshot import load
 from mcp_server.tools import GatewayTool
@@ -129,10 +130,9 @@ def test_a_429_with_any_retry_after_is_an_honest_rate_limit_paid_or_not(sandbox:
     head = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: " + raw
     body = b'{"error":"quota_exceeded","message":"slow down"}'
     head += b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
-    sandbox.fault(WAGERS, "raw", head=head, body=body, times=1)
+    sandbox.fault(WAGERS, "raw", head=head, body=body)  # every attempt of the GET, retries included
     unpaid = answered(mcp.request("tools/call", {"name": "get_wagers", "arguments": {}}, bearer=TOKEN_MEMBER_A))
     assert unpaid["isError"] is True and "rate-limiting" in words(unpaid)
-    sandbox.fault(WAGERS, "raw", head=head, body=body, times=1)
     paid = answered(paid_call(mcp))
     assert paid["isError"] is True and "rate-limiting" in words(paid)
     assert DO_NOT_RESUBMIT in words(paid)
@@ -481,3 +481,15 @@ def test_a_member_token_that_is_not_printable_ascii_is_refused_at_start() -> Non
         assert proc.returncode == 2, proc.stderr
         assert b"FAIRWINS_API_TOKEN" in proc.stderr and b"ASCII" in proc.stderr
         assert token.encode("utf-8", "surrogateescape") not in proc.stderr
+
+
+def test_lone_surrogate_names_the_path_of_the_first_one_and_walks_any_depth() -> None:
+    assert lone_surrogate({"a": ["x", {"b c": "\ud800"}]}) == 'a[1]["b c"]'
+    assert lone_surrogate({"a": {"\udfff": 1}}) == "a key of a"
+    assert lone_surrogate({"\udfff": 1}) == "a key"
+    assert lone_surrogate(loads('{"x": "\\ud83d\\ude00 fine", "y": "\\u00e9"}')) is None  # a pair is one character
+    assert lone_surrogate({"p": "\ud800"}, ("_meta", "x402/payment")) == '_meta["x402/payment"].p'
+    deep: Any = "\udc00"
+    for _ in range(5000):  # deeper than the interpreter's recursion limit
+        deep = [deep]
+    assert lone_surrogate(deep) == "[0]" * 5000

@@ -103,6 +103,7 @@ class GatewayFailure:
 
     cause: (
         str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+        # | unsendable
     )
     detail: str
     sent: bool
@@ -194,7 +195,12 @@ class HttpTransport:
         sent = False
         keep = False
         try:
-            data = _encode(target, request)
+            try:
+                data = _encode(target, request)
+            except (UnicodeError, ValueError):
+                # Never "could not be reached": nothing left this process. The callers refuse such
+                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
+                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
                 if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)

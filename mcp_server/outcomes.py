@@ -92,6 +92,8 @@ def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: st
             if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
                 return wording.failure("gateway_not_configured", what)
             return wording.failure("unreachable", what, detail=f": {outcome.detail}")
+        if outcome.cause == "unsendable":
+            return f"Could not read {what}: {outcome.detail}, so nothing was sent to the gateway. {wording.unknown}"
         if outcome.cause in ("too_large", "unreadable"):
             return wording.failure("unreadable_answer", what, detail=f": {outcome.detail}")
         if outcome.cause == "timeout" and timeout:

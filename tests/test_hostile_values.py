@@ -23,8 +23,9 @@ from mcp_server import payments
 from mcp_server.catalog import Catalog
 from mcp_server.config import Config
 from mcp_server.context import Cancellation
-from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target
+from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
 from mcp_server.jsonrpc import JSONObject, loads, lone_surrogate
+from mcp_server.outcomes import Wording, describe_failure
 from mcp_server.protocol import Dispatcher
 from mcp_server.retry_after import retry_after_seconds
 from mcp_server.server import build_catalog, build_dispatcher
@@ -493,3 +494,13 @@ def test_lone_surrogate_names_the_path_of_the_first_one_and_walks_any_depth() ->
     for _ in range(5000):  # deeper than the interpreter's recursion limit
         deep = [deep]
     assert lone_surrogate(deep) == "[0]" * 5000
+
+
+def test_a_request_the_seam_cannot_write_is_never_called_unreachable(sandbox: SandboxGateway) -> None:
+    # What the dispatcher and the configuration refuse first, met by the seam alone: a token no
+    # HTTP header can carry.
+    outcome = Gateway(sandbox.url).call(GatewayRequest("GET", "/v1/member/me", bearer="fw1.\u20ac-not-latin-1"))
+    assert isinstance(outcome, GatewayFailure) and outcome.cause == "unsendable" and outcome.sent is False
+    text = describe_failure(outcome, "your profile", Wording.from_snapshot(load().wording))
+    assert "nothing was sent" in text and "could not be reached" not in text
+    assert sandbox.seen == []

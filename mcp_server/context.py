@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
+
+if TYPE_CHECKING:
+    from .redaction import Redactor
 
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -98,6 +101,20 @@ class RequestContext:
     progress_token: str | int | None = None
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
+    _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
+
+    def redactor(self) -> Redactor | None:
+        """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
+
+        Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
+        """
+        key = (self.bearer, self.payment)
+        if self._redactor is None or self._redactor[0] != key:
+            from .redaction import Redactor  # most requests never quote gateway text
+
+            made = Redactor(self.bearer, self.payment)
+            self._redactor = (key, made if made else None)
+        return self._redactor[1]
 
     def progress(self, message: str, *, total: float | None = None) -> None:
         """Send `notifications/progress` (only when the request asked for it), always increasing."""

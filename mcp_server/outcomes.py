@@ -12,6 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from . import redaction
 from .gateway import GatewayFailure, GatewayResponse, Outcome
 from .jsonrpc import JSONObject, NumberTooLong, loads
 from .logs import redact
@@ -29,8 +30,15 @@ _BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
 
 
 def clean(text: object, limit: int = MAX_QUOTED) -> str:
-    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped."""
-    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in str(text)).strip()
+    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped.
+
+    The credentials of the request being handled are removed by value (redaction.py), before the
+    cut so that none is left half there; the pattern rules then remove any other credential.
+    """
+    # What the cut keeps, plus room for a credential across it, each character escaped as six at most.
+    raw = str(text)[: (limit + 64) * 6]
+    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in raw).strip()
+    flat = redaction.scrub(flat)
     flat = _TOKEN_TEXT.sub(lambda m: redact(m.group(0)), flat)
     flat = _BASE64_JSON.sub("(an encoded credential, not shown)", flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

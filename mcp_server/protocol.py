@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import __version__
+from . import __version__, redaction
 from .catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
 from .context import LOG_LEVELS, RequestContext
 from .jsonrpc import (
@@ -226,6 +226,11 @@ class Dispatcher:
     # ---- request routing ----------------------------------------------------------------
 
     def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+        # The log filter and the sentences quoting gateway text find this request's credentials here.
+        with redaction.bound(ctx):
+            return self._serve(req, session, ctx)
+
+    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
         ctx.request_id = req.id
         modern = self._is_modern(req, session, ctx)
         ctx.era = "modern" if modern else "legacy"

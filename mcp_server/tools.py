@@ -151,7 +151,7 @@ class GatewayTool:
         if request.payment is not None:
             ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         outcome = self.gateway.call(request, ctx.cancellation, on_retry)
-        return self.render(outcome, request, ctx)
+        return _without_credentials(self.render(outcome, request, ctx), request, ctx)
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
@@ -181,6 +181,22 @@ class GatewayTool:
     def _failure(self, outcome: Outcome) -> str:
         scope = self.entry.get("scope", "")
         return describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
+
+
+def _without_credentials(result: JSONObject, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
+    """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
+
+    Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
+    receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
+    """
+    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
+    if redactor is None:
+        return result
+    for name, value in list(ctx.response_headers.items()):
+        if redactor.holds(value):
+            del ctx.response_headers[name]
+    scrubbed: JSONObject = redactor.scrub_value(result)
+    return scrubbed
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import base64
 import http.client
+import io
 import json
+import logging
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any, Final
 
 import pytest
 
-from mcp_server import payments
+from mcp_server import logs, payments
 from mcp_server.config import Config
 from mcp_server.context import Payment, RequestContext
+from mcp_server.redaction import LogFilter, Redactor, bound
 from mcp_server.server import build_dispatcher
 from tests.conftest import ROOT, WAIT, client_for, server_env
 from tests.mcp_http import serving
@@ -274,3 +278,107 @@ def test_an_http_server_never_writes_back_an_echoed_credential_in_a_body_or_a_he
         + exposed(texts, payment_secret(pretty, payload))
     )
     assert not leaks, "\n".join(leaks[:10])
+
+
+# ---- the redactor itself, pure ----------------------------------------------------------------------------
+
+FRESH_TOKEN: Final = "fw1.unit-only-token:S3cr3tPart9x7Vq"  # in no canary list: the filter test logs it on purpose
+
+
+def redactor(bearer: str | None = None, payment: Payment | None = None) -> Redactor:
+    return Redactor(bearer, payment)
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        (FRESH_TOKEN, "fw1.…x7Vq"),
+        (FRESH_TOKEN.upper(), "fw1.…x7Vq"),
+        (FRESH_TOKEN.partition(":")[2], "(credential not shown)"),
+        (urllib.parse.quote(FRESH_TOKEN, safe=""), "fw1.…x7Vq"),
+        (json.dumps({"t": FRESH_TOKEN}).replace("/", "\\/").replace(":", "\\u003a"), "fw1.…x7Vq"),
+    ],
+    ids=["exact", "upper", "after the colon", "url-encoded", "json-escaped"],
+)
+def test_a_bearer_is_found_whatever_its_case_or_encoding_and_only_it_is_replaced(written: str, kept: str) -> None:
+    text = f"the gateway refused {written} because it is revoked"
+    scrubbed = redactor(FRESH_TOKEN).scrub(text)
+    assert scrubbed.startswith("the gateway refused ") and scrubbed.endswith(" because it is revoked")
+    assert kept in scrubbed
+    assert not exposed([scrubbed], bearer_secret(FRESH_TOKEN))
+
+
+def test_pieces_shorter_than_eight_characters_and_unrelated_text_are_left_alone() -> None:
+    scrub = redactor(FRESH_TOKEN).scrub
+    text = "S3cr3tP is seven; unit-on is seven too; nothing else here"
+    assert scrub(text) is text
+    assert scrub("unit-only") == "(credential not shown)"
+
+
+def test_the_public_parts_of_a_payment_stay_readable_and_its_spending_parts_do_not() -> None:
+    payload = canary_payment(2)
+    scrub = redactor(payment=Payment("PAYMENT-SIGNATURE", header_value(payload))).scrub_value
+    offer = {
+        "accepts": [payload["accepted"]],
+        "resource": payload["resource"],
+        "payer": payload["payload"]["authorization"]["from"],
+    }
+    assert scrub(offer) is offer  # payTo, asset, amounts, the payer's address: public, untouched
+    echoed = {"error": f"bad signature {PAYMENT_SIGNATURE}", "nonce": payload["payload"]["authorization"]["nonce"]}
+    scrubbed = scrub(echoed)
+    assert scrubbed == {"error": "bad signature (credential not shown)", "nonce": "(credential not shown)"}
+
+
+def test_a_payment_header_is_found_whole_and_in_every_base64_form_of_its_json() -> None:
+    payload = canary_payment(1)
+    header = pretty_header_value(payload)
+    scrub = redactor(payment=Payment("X-PAYMENT", header, "header")).scrub
+    for written in (
+        header,
+        header.lower(),
+        header_value(payload),
+        base64.b64encode(json.dumps(payload, indent=4).encode()).decode(),
+    ):
+        assert not exposed([scrub(f"got {written} then")], payment_secret(header, payload)), written[:40]
+
+
+def test_a_value_holding_nothing_is_returned_as_it_is_and_keys_are_scrubbed_too() -> None:
+    scrub = redactor(FRESH_TOKEN).scrub_value
+    value = {"a": [1, "two", {"three": None}]}
+    assert scrub(value) is value
+    assert scrub({FRESH_TOKEN: 1}) == {"fw1.…x7Vq": 1}
+
+
+def test_a_log_record_made_while_a_request_is_handled_is_scrubbed_traceback_and_all() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.addFilter(LogFilter())
+    logger = logging.getLogger("redaction-filter-test")  # not fairwins_mcp: the canary recorder stays out of it
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with bound(RequestContext(bearer=FRESH_TOKEN)):
+            try:
+                raise ValueError(f"a library that quotes its request: Authorization: Bearer {FRESH_TOKEN}")
+            except ValueError:
+                logger.exception("calling with %s failed", FRESH_TOKEN.upper())
+        logger.error("outside a request: %s", "nothing to scrub")
+    finally:
+        logger.removeHandler(handler)
+    written = stream.getvalue()
+    assert "ValueError: a library that quotes its request: Authorization: Bearer fw1.…x7Vq" in written
+    assert "Traceback (most recent call last)" in written and "outside a request: nothing to scrub" in written
+    assert not exposed([written], bearer_secret(FRESH_TOKEN))
+
+
+def test_the_configured_stderr_handler_carries_the_filter() -> None:
+    root = logging.getLogger("fairwins_mcp")
+    saved = (list(root.handlers), root.level, root.propagate)
+    try:
+        logs.configure("info")
+        assert any(isinstance(f, LogFilter) for f in root.handlers[0].filters)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        root.propagate = saved[2]

@@ -110,9 +110,12 @@ class RequestContext:
         """
         key = (self.bearer, self.payment)
         if self._redactor is None or self._redactor[0] != key:
-            from .redaction import Redactor  # most requests never quote gateway text
+            from . import redaction  # most requests never quote gateway text
 
-            made = Redactor(self.bearer, self.payment)
+            if self.bearer_source == "env" and self.payment is None:
+                made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
+            else:
+                made = redaction.Redactor(self.bearer, self.payment)
             self._redactor = (key, made if made else None)
         return self._redactor[1]
 

@@ -25,6 +25,7 @@ import binascii
 import bisect
 import contextlib
 import contextvars
+import functools
 import json
 import logging
 import re
@@ -45,8 +46,20 @@ _ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
 def _fold(text: str) -> str:
-    """ASCII letters in lower case, every other character as it is, the length unchanged."""
-    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+    """Letters in lower case with the length unchanged (a few letters lengthen in lower case: then ASCII only)."""
+    folded = text.lower()
+    return folded if len(folded) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _written(piece: str) -> set[str]:
+    """The ways an escaping writer spells `piece` (folded): %XX, `\\/`, `\\uXXXX`."""
+    forms: set[str] = set()
+    if not piece.isalnum():
+        forms.add("".join(ch if ch.isalnum() else f"%{ord(ch):02x}" for ch in piece if ord(ch) < 256))
+        forms.add(piece.replace("/", "\\/"))
+        forms.add(piece.replace("/", "\\\\/"))  # \\/ inside a string, as JSON text writes it again
+        forms.add("".join(ch if ch.isalnum() else f"\\u{ord(ch):04x}" for ch in piece))
+    return forms
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +133,16 @@ class Redactor:
             offsets = range(0, len(needle.folded) - size + 1, size)
             for offset in {*offsets, len(needle.folded) - size}:
                 self._anchors.append((index, offset, needle.folded[offset : offset + size]))
+        # A text holding none of these, as they are or escaped, holds no needle: most texts stop here.
+        self._probes = {piece for _, _, piece in self._anchors}
+        self._escaped_probes = {form for piece in self._probes for form in _written(piece)} - self._probes
 
     def __bool__(self) -> bool:
         return bool(self._needles)
 
     def scrub(self, text: str) -> str:
         """`text` with every match replaced (the same object when there is none)."""
-        if not self._needles or not text:
+        if not self._needles or not text or not self._might_hold(_fold(text)):
             return text
         view = _View(text)
         found = self._runs(view.folded)
@@ -150,9 +166,15 @@ class Redactor:
 
         One pass over its JSON text first, so a value holding nothing is never walked.
         """
-        if not self._needles or not self._runs(_View(json.dumps(value, ensure_ascii=False)).folded):
+        if not self._needles or not self._might_hold(_fold(json.dumps(value, ensure_ascii=False))):
             return value
         return self._walk(value)
+
+    def _might_hold(self, folded: str) -> bool:
+        if any(probe in folded for probe in self._probes):
+            return True
+        escaped = "%" in folded or "\\u" in folded or "\\/" in folded
+        return escaped and any(probe in folded for probe in self._escaped_probes)
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -257,6 +279,15 @@ def _base64_window(encoded: str, plain: bytes, secret: bytes) -> str:
         return ""
     first, last = -(-start // 3), (start + len(secret)) // 3
     return encoded[first * 4 : last * 4]
+
+
+@functools.lru_cache(maxsize=1)
+def for_operator_token(token: str | None) -> Redactor:
+    """The redactor of FAIRWINS_API_TOKEN, built once: configuration keeps that token for the process's life.
+
+    Never used for a caller's own bearer, which nothing here keeps past its request.
+    """
+    return Redactor(token, None)
 
 
 # ---- the request being handled ---------------------------------------------------------------------

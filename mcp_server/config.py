@@ -38,6 +38,9 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not raw:
         return default
     try:
+        # float() also reads "١٢" and "１２" as 12: a setting is written in ASCII digits or refused.
+        if not raw.isascii():
+            raise ValueError
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from None
@@ -81,6 +84,13 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
     )
 
 
+def _port(text: str) -> int:
+    """A TCP port in ASCII digits (int() alone also takes "٨٠" and "+80"), 0 to 65535."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5 or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return int(text)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
@@ -93,7 +103,7 @@ def argument_parser() -> argparse.ArgumentParser:
         default="serve",
         help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
     )
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
+    parser.add_argument("--http", type=_port, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(
         "--allowed-origin", action="append", metavar="ORIGIN", help="a browser origin to serve (repeatable)"

@@ -21,7 +21,7 @@ import pytest
 
 from mcp_server import payments
 from mcp_server.catalog import Catalog
-from mcp_server.config import Config
+from mcp_server.config import Config, ConfigError, from_env, parse_args
 from mcp_server.context import Cancellation
 from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
 from mcp_server.jsonrpc import JSONObject, loads, lone_surrogate
@@ -504,3 +504,16 @@ def test_a_request_the_seam_cannot_write_is_never_called_unreachable(sandbox: Sa
     text = describe_failure(outcome, "your profile", Wording.from_snapshot(load().wording))
     assert "nothing was sent" in text and "could not be reached" not in text
     assert sandbox.seen == []
+
+
+@pytest.mark.parametrize("value", ["١٢", "１２", "1e400", "nan", "9" * 5000])
+def test_a_numeric_setting_outside_ascii_digits_or_range_is_refused_by_name(value: str) -> None:
+    with pytest.raises(ConfigError, match="FAIRWINS_MCP_TIMEOUT"):
+        from_env({"FAIRWINS_MCP_TIMEOUT": value})
+
+
+@pytest.mark.parametrize("value", ["٨٠٨٠", "+80", "65536", "9" * 5000, "-1"])
+def test_a_port_outside_ascii_digits_or_range_is_refused(value: str) -> None:
+    with pytest.raises(SystemExit) as raised:
+        parse_args(["--http", value])
+    assert raised.value.code == 2

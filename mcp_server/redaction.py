@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 MIN_RUN: Final = 8
 MARK: Final = "(credential not shown)"
 _ANCHOR: Final = MIN_RUN // 2  # any run of MIN_RUN - 1 or more holds a whole aligned anchor
+MAX_CANDIDATES: Final = 100_000  # places a piece occurs in one text, each searched around
 _LONG_LEAF: Final = 16  # shorter strings in a payload are amounts and timestamps, not secrets
 _ADDRESS: Final = re.compile(r"0x[0-9a-fA-F]{40}")  # an EVM address: public, also in the offer and receipt
 _ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})|\\/|\\u([0-9A-Fa-f]{4})")
@@ -146,6 +147,8 @@ class Redactor:
             return text
         view = _View(text)
         found = self._runs(view.folded)
+        if found is None:
+            return MARK  # pieces of a credential everywhere: the whole text is one
         if not found:
             return text
         out: list[str] = []
@@ -185,19 +188,33 @@ class Redactor:
             return [self._walk(v) for v in value]
         return value
 
-    def _runs(self, folded: str) -> list[tuple[int, int, str]]:
-        """Merged [start, end) runs of `folded` that match a needle, each with its replacement."""
+    def _runs(self, folded: str) -> list[tuple[int, int, str]] | None:
+        """Merged [start, end) runs of `folded` that match a needle, each with its replacement.
+
+        None when the pieces occur more than MAX_CANDIDATES times: a text built of pieces of a
+        credential is withheld whole rather than searched at a cost its writer chooses.
+        """
+        budget = MAX_CANDIDATES
         hits: list[tuple[int, int, str]] = []
         tried: set[tuple[int, int]] = set()  # (needle, where it would start): one extension each
+        runs: dict[int, list[tuple[int, int]]] = {}  # needle → runs found, sorted
         for index, offset, piece in self._anchors:
             needle = self._needles[index]
+            found = runs.setdefault(index, [])
             at = folded.find(piece)
             while at >= 0:
-                if (index, at - offset) not in tried:
+                # A piece inside a run already found adds nothing: an echo repeated a thousand
+                # times costs a thousand extensions, not one per piece of each.
+                budget -= 1
+                if budget < 0:
+                    return None
+                inside = bisect.bisect_right(found, (at, len(folded))) - 1
+                if (inside < 0 or found[inside][1] < at + len(piece)) and (index, at - offset) not in tried:
                     tried.add((index, at - offset))
                     start, end, whole = _extend(folded, at, needle.folded, offset, len(piece))
                     if end - start >= needle.min_run:
                         hits.append((start, end, needle.whole if whole and needle.whole else MARK))
+                        bisect.insort(found, (start, end))
                 at = folded.find(piece, at + 1)
         hits.sort()
         merged: list[tuple[int, int, str]] = []

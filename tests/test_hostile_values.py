@@ -24,7 +24,7 @@ from mcp_server.catalog import Catalog
 from mcp_server.config import Config, ConfigError, from_env, parse_args
 from mcp_server.context import Cancellation
 from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
-from mcp_server.jsonrpc import JSONObject, loads, lone_surrogate
+from mcp_server.jsonrpc import Invalid, JSONObject, loads, lone_surrogate, parse
 from mcp_server.outcomes import Wording, describe_failure
 from mcp_server.protocol import Dispatcher
 from mcp_server.retry_after import retry_after_seconds
@@ -517,3 +517,9 @@ def test_a_port_outside_ascii_digits_or_range_is_refused(value: str) -> None:
     with pytest.raises(SystemExit) as raised:
         parse_args(["--http", value])
     assert raised.value.code == 2
+
+
+def test_a_json_number_over_the_digit_limit_from_a_client_is_a_parse_error_naming_it() -> None:
+    message = parse(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"chainId":' + b"9" * 5000 + b"}}")
+    assert isinstance(message, Invalid) and message.error["code"] == -32700
+    assert message.error["message"] == "Parse error: a number over 4300 digits long"

@@ -28,7 +28,7 @@ import pytest
 from mcp_server import logs, payments
 from mcp_server.config import Config
 from mcp_server.context import Payment, RequestContext
-from mcp_server.redaction import LogFilter, Redactor, bound
+from mcp_server.redaction import MAX_CANDIDATES, LogFilter, Redactor, bound
 from mcp_server.server import build_dispatcher
 from tests.conftest import ROOT, WAIT, client_for, server_env
 from tests.mcp_http import serving
@@ -382,3 +382,9 @@ def test_the_configured_stderr_handler_carries_the_filter() -> None:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
         root.propagate = saved[2]
+
+
+def test_a_text_made_of_pieces_of_the_credential_is_withheld_whole_not_searched_forever() -> None:
+    piece = FRESH_TOKEN[4:8]  # one aligned piece, repeated past the search's budget
+    assert redactor(FRESH_TOKEN).scrub(piece * (MAX_CANDIDATES + 1)) == "(credential not shown)"
+    assert redactor(FRESH_TOKEN).scrub(piece * 1000) == piece * 1000  # under the budget: searched, nothing found

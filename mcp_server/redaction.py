@@ -56,7 +56,7 @@ def _written(piece: str) -> set[str]:
     """The ways an escaping writer spells `piece` (folded): %XX, `\\/`, `\\uXXXX`."""
     forms: set[str] = set()
     if not piece.isalnum():
-        forms.add("".join(ch if ch.isalnum() else f"%{ord(ch):02x}" for ch in piece if ord(ch) < 256))
+        forms.add("".join(ch if ch.isalnum() else "".join(f"%{b:02x}" for b in ch.encode()) for ch in piece))
         forms.add(piece.replace("/", "\\/"))
         forms.add(piece.replace("/", "\\\\/"))  # \\/ inside a string, as JSON text writes it again
         forms.add("".join(ch if ch.isalnum() else f"\\u{ord(ch):04x}" for ch in piece))
@@ -169,7 +169,13 @@ class Redactor:
 
         One pass over its JSON text first, so a value holding nothing is never walked.
         """
-        if not self._needles or not self._might_hold(_fold(json.dumps(value, ensure_ascii=False))):
+        if not self._needles:
+            return value
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (RecursionError, TypeError, ValueError):
+            text = None  # too deep to write out here: walked instead
+        if text is not None and not self._might_hold(_fold(text)):
             return value
         return self._walk(value)
 
@@ -180,13 +186,24 @@ class Redactor:
         return escaped and any(probe in folded for probe in self._escaped_probes)
 
     def _walk(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.scrub(value)
-        if isinstance(value, dict):
-            return {self.scrub(k) if isinstance(k, str) else k: self._walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._walk(v) for v in value]
-        return value
+        """A scrubbed copy, built without recursion: JSON may be nested as deep as the parser allows."""
+        top: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(value, top, 0)]  # (item, its new container, its key there)
+        while stack:
+            item, parent, key = stack.pop()
+            if isinstance(item, dict):
+                copy: dict[Any, Any] = {}
+                parent[key] = copy
+                for name, sub in item.items():
+                    name = self.scrub(name) if isinstance(name, str) else name
+                    copy[name] = None  # the key's place, in order; its value is filled in below
+                    stack.append((sub, copy, name))
+            elif isinstance(item, list):
+                parent[key] = items = [None] * len(item)
+                stack.extend((sub, items, i) for i, sub in enumerate(item))
+            else:
+                parent[key] = self.scrub(item) if isinstance(item, str) else item
+        return top[0]
 
     def _runs(self, folded: str) -> list[tuple[int, int, str]] | None:
         """Merged [start, end) runs of `folded` that match a needle, each with its replacement.

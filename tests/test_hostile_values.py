@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +29,7 @@ from mcp_server.retry_after import retry_after_seconds
 from mcp_server.server import build_catalog, build_dispatcher
 from mcp_server.snapshot import load
 from mcp_server.tools import GatewayTool
-from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
+from tests.conftest import WAIT, McpClient, client_for, run_stdio
 from tests.mcp_http import LegacyClient, ModernClient, modern_meta, serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import canary_payment
@@ -431,14 +429,7 @@ def test_hostile_values_over_stdio_are_invalid_params_and_the_server_goes_on(san
     lines.append(
         b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get_gateway_status","arguments":{}}}\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_server"],
-        input=b"".join(lines),
-        cwd=ROOT,
-        env=server_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A),
-        capture_output=True,
-        timeout=WAIT * 3,
-    )
+    proc = run_stdio(lines, FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
     assert proc.returncode == 0, proc.stderr.decode()
     answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
     for message, named in HOSTILE_LINES:
@@ -471,14 +462,7 @@ def test_hostile_values_over_http_are_invalid_params_in_both_eras(sandbox: Sandb
 
 def test_a_member_token_that_is_not_printable_ascii_is_refused_at_start() -> None:
     for token in ("fw1.caf\u00e9-token-1234", "fw1.euro\u20ac-token-1234", "fw1.\udcff-from-bytes-1234"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "mcp_server"],
-            input=b"",
-            cwd=ROOT,
-            env=server_env(FAIRWINS_API_URL="http://127.0.0.1:9", FAIRWINS_API_TOKEN=token),
-            capture_output=True,
-            timeout=WAIT,
-        )
+        proc = run_stdio([], timeout=WAIT, FAIRWINS_API_URL="http://127.0.0.1:9", FAIRWINS_API_TOKEN=token)
         assert proc.returncode == 2, proc.stderr
         assert b"FAIRWINS_API_TOKEN" in proc.stderr and b"ASCII" in proc.stderr
         assert token.encode("utf-8", "surrogateescape") not in proc.stderr

@@ -17,8 +17,6 @@ import http.client
 import io
 import json
 import logging
-import subprocess
-import sys
 import urllib.parse
 from collections.abc import Iterable
 from typing import Any, Final
@@ -30,7 +28,7 @@ from mcp_server.config import Config
 from mcp_server.context import Payment, RequestContext
 from mcp_server.redaction import MAX_CANDIDATES, LogFilter, Redactor, bound
 from mcp_server.server import build_dispatcher
-from tests.conftest import ROOT, WAIT, client_for, server_env
+from tests.conftest import WAIT, client_for, run_stdio
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ECHO_FORMS, ECHO_PLACES, SandboxGateway
 from tests.secret_canaries import (
@@ -43,7 +41,6 @@ from tests.secret_canaries import (
     folded,
     header_value,
     pretty_header_value,
-    record_output,
 )
 
 WAGERS: Final = "/v1/member/wagers"
@@ -216,16 +213,9 @@ def test_a_stdio_process_never_writes_back_an_echoed_bearer_or_payment(sandbox: 
                 "params": {"name": "build_intent", "arguments": INTENT, "_meta": meta},
             }
         )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_server"],
-        input=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
-        cwd=ROOT,
-        env=server_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=COLON_TOKEN, FAIRWINS_MCP_LOG_LEVEL="debug"),
-        capture_output=True,
-        timeout=WAIT * 3,
+    proc = run_stdio(
+        lines, FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=COLON_TOKEN, FAIRWINS_MCP_LOG_LEVEL="debug"
     )
-    record_output("stdio process stdout", proc.stdout)
-    record_output("stdio process stderr", proc.stderr)
     assert proc.returncode == 0, proc.stderr.decode()
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len([a for a in answers if "result" in a]) == len(lines)

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
+.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load image-test
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,15 @@ $(NODE22): tests/tools/node22.sh
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
+# packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
+# when tests/image/standin.sh changes: tests/test_image.py, one check per test. Needs root.
+image-test: $(VPY)
+	bash tests/tools/apt.sh podman podman runc mmdebstrap
+	bash tests/tools/apt.sh runc runc
+	bash tests/tools/apt.sh mmdebstrap mmdebstrap
+	$(VPY) -m pytest -m image -vv tests/test_image.py
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench

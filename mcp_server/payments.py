@@ -31,6 +31,8 @@ HEADER_BY_VERSION: Final[Mapping[int, str]] = {1: "X-PAYMENT", 2: "PAYMENT-SIGNA
 INBOUND_HEADERS: Final[Mapping[str, str]] = {"x-payment": "X-PAYMENT", "payment-signature": "PAYMENT-SIGNATURE"}
 # v2 first: reference clients read PAYMENT-RESPONSE, then X-PAYMENT-RESPONSE.
 RECEIPT_HEADERS: Final = ("PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE")
+# The headers whose base64 this server decodes into a result: an echo there is not in the raw bytes.
+DECODED_HEADERS: Final = (OFFER_HEADER, *RECEIPT_HEADERS)
 MAX_HEADER_BYTES: Final = 64 * 1024  # offers, receipts and payments can be tens of KB
 MAX_DESCRIBED = 5  # accepts[] entries restated in words; the rest are in the offer itself
 

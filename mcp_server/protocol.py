@@ -227,8 +227,11 @@ class Dispatcher:
 
     def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
         # The log filter and the sentences quoting gateway text find this request's credentials here.
-        with redaction.bound(ctx):
+        token = redaction.bind(ctx)
+        try:
             return self._serve(req, session, ctx)
+        finally:
+            redaction.unbind(token)
 
     def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
         ctx.request_id = req.id

@@ -60,6 +60,7 @@ def _written(piece: str) -> set[str]:
         forms.add(piece.replace("/", "\\/"))
         forms.add(piece.replace("/", "\\\\/"))  # \\/ inside a string, as JSON text writes it again
         forms.add("".join(ch if ch.isalnum() else f"\\u{ord(ch):04x}" for ch in piece))
+        forms.add(piece.replace("\\", "\\\\").replace('"', '\\"'))  # JSON's own escapes
     return forms
 
 
@@ -137,6 +138,8 @@ class Redactor:
         # A text holding none of these, as they are or escaped, holds no needle: most texts stop here.
         self._probes = {piece for _, _, piece in self._anchors}
         self._escaped_probes = {form for piece in self._probes for form in _written(piece)} - self._probes
+        self._byte_probes = tuple(probe.encode() for probe in self._probes)
+        self._escaped_byte_probes = tuple(probe.encode() for probe in self._escaped_probes)
 
     def __bool__(self) -> bool:
         return bool(self._needles)
@@ -178,6 +181,19 @@ class Redactor:
         if text is not None and not self._might_hold(_fold(text)):
             return value
         return self._walk(value)
+
+    def might_be_in(self, data: bytes) -> bool:
+        """False only when raw bytes (a gateway body or header) cannot spell any needle, decoded or not.
+
+        The cheap test a whole answer gets first: a `\\u` escape can spell anything, so it says yes.
+        """
+        if not self._needles:
+            return False
+        folded = data.lower()
+        if b"\\u" in folded or any(probe in folded for probe in self._byte_probes):
+            return True
+        escaped = b"%" in folded or b"\\" in folded
+        return escaped and any(probe in folded for probe in self._escaped_byte_probes)
 
     def _might_hold(self, folded: str) -> bool:
         if any(probe in folded for probe in self._probes):
@@ -329,14 +345,23 @@ def for_operator_token(token: str | None) -> Redactor:
 _bound: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("fairwins_mcp_request", default=None)
 
 
+def bind(ctx: RequestContext) -> contextvars.Token[RequestContext | None]:
+    """From now until `unbind`, in this thread, `current()` is this request's redactor."""
+    return _bound.set(ctx)
+
+
+def unbind(token: contextvars.Token[RequestContext | None]) -> None:
+    _bound.reset(token)
+
+
 @contextlib.contextmanager
 def bound(ctx: RequestContext) -> Iterator[None]:
-    """While the request is handled (in this thread), `current()` is its redactor."""
-    token = _bound.set(ctx)
+    """`bind` for the length of a with block."""
+    token = bind(ctx)
     try:
         yield
     finally:
-        _bound.reset(token)
+        unbind(token)
 
 
 def current() -> Redactor | None:

@@ -151,7 +151,7 @@ class GatewayTool:
         if request.payment is not None:
             ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         outcome = self.gateway.call(request, ctx.cancellation, on_retry)
-        return _without_credentials(self.render(outcome, request, ctx), request, ctx)
+        return _without_credentials(self.render(outcome, request, ctx), outcome, request, ctx)
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
@@ -183,14 +183,23 @@ class GatewayTool:
         return describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
 
 
-def _without_credentials(result: JSONObject, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
+def _without_credentials(
+    result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext
+) -> JSONObject:
     """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
 
     Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
     receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
+    An answer whose bytes cannot spell the credential (the usual case) is let through at once:
+    everything in the result that is not ours comes from those bytes, or from the x402 headers
+    decoded, which always get the whole search.
     """
     redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
-    if redactor is None:
+    if redactor is None or not isinstance(outcome, GatewayResponse):
+        return result  # no answer, so nothing the gateway wrote: the sentence is this server's own
+    decoded = any(outcome.header(name) is not None for name in payments.DECODED_HEADERS)
+    raw = [outcome.body, *(value.encode("latin-1") for _, value in outcome.headers)]
+    if not decoded and not any(redactor.might_be_in(part) for part in raw):
         return result
     for name, value in list(ctx.response_headers.items()):
         if redactor.holds(value):

@@ -378,3 +378,17 @@ def test_a_text_made_of_pieces_of_the_credential_is_withheld_whole_not_searched_
     piece = FRESH_TOKEN[4:8]  # one aligned piece, repeated past the search's budget
     assert redactor(FRESH_TOKEN).scrub(piece * (MAX_CANDIDATES + 1)) == "(credential not shown)"
     assert redactor(FRESH_TOKEN).scrub(piece * 1000) == piece * 1000  # under the budget: searched, nothing found
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_a_body_that_spells_the_bearer_in_json_escapes_alone_is_still_searched(
+    sandbox: SandboxGateway, status: int
+) -> None:
+    # Every character \u-escaped: the raw bytes hold no piece of the token, the decoded JSON all of it.
+    spelled = "".join(f"\\u{ord(ch):04X}" for ch in OPAQUE_TOKEN).encode()
+    sandbox.fault(WAGERS, "status", status=status, body=b'{"chains":[],"message":"took ' + spelled + b'"}')
+    ctx = RequestContext(bearer=OPAQUE_TOKEN, bearer_source="header")
+    message = client_for(sandbox.url).request("tools/call", {"name": "get_wagers", "arguments": {}}, ctx=ctx)
+    assert "result" in message
+    leaks = exposed([json.dumps(message, ensure_ascii=False)], bearer_secret(OPAQUE_TOKEN))
+    assert not leaks, leaks

@@ -20,7 +20,7 @@ import pytest
 from mcp_server import payments
 from mcp_server.catalog import Catalog
 from mcp_server.config import Config, ConfigError, from_env, parse_args
-from mcp_server.context import Cancellation
+from mcp_server.context import Cancellation, RequestContext
 from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
 from mcp_server.jsonrpc import Invalid, JSONObject, loads, lone_surrogate, parse
 from mcp_server.outcomes import Wording, describe_failure
@@ -507,3 +507,14 @@ def test_a_json_number_over_the_digit_limit_from_a_client_is_a_parse_error_namin
     message = parse(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"chainId":' + b"9" * 5000 + b"}}")
     assert isinstance(message, Invalid) and message.error["code"] == -32700
     assert message.error["message"] == "Parse error: a number over 4300 digits long"
+
+
+@pytest.mark.parametrize("sent", [True, False])
+def test_the_guard_adds_the_payment_words_to_a_result_that_lacks_them(sent: bool) -> None:
+    ctx = RequestContext(payment_sent=sent)
+    result = payments.guarded(
+        lambda: {"content": [{"type": "text", "text": "Could not read it."}], "isError": True}, ctx
+    )
+    assert result["content"][-1]["text"] == (payments.UNKNOWN_OUTCOME if sent else payments.NOT_SENT)
+    kept = {"content": [{"type": "text", "text": f"Could not read it. {payments.UNKNOWN_OUTCOME}"}], "isError": True}
+    assert payments.guarded(lambda: kept, ctx)["content"] == kept["content"]  # words present: nothing added

@@ -49,14 +49,23 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     return value
 
 
+def _setting(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    # A host that fills in a template (an MCP Bundle's `${user_config.member_token}`) may pass the
+    # template itself when the member gave no value: that is no value.
+    if value.startswith("${") and value.endswith("}"):
+        return None
+    return value or None
+
+
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
-    token = env.get("FAIRWINS_API_TOKEN", "").strip() or None
+    token = _setting(env, "FAIRWINS_API_TOKEN")
     if token is not None and not all("!" <= ch <= "~" for ch in token):
         # It goes upstream in an HTTP header: a space, a control character or anything outside
         # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
         raise ConfigError(
-            "FAIRWINS_API_TOKEN must be printable ASCII with no spaces, and it holds a space, a control "
-            "character or a non-ASCII character; paste the token alone"
+            "FAIRWINS_API_TOKEN must be printable ASCII without whitespace, and it holds whitespace, a "
+            "control character or a non-ASCII character; paste the token alone"
         )
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
@@ -70,7 +79,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         if origin == "*" or origin.lower() == "null":
             raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
     return Config(
-        api_url=env.get("FAIRWINS_API_URL", "").strip() or None,
+        api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
         timeout=_number(env, "FAIRWINS_MCP_TIMEOUT", 10.0, 0.1, 300.0),
         max_response_bytes=int(_number(env, "FAIRWINS_MCP_MAX_RESPONSE_BYTES", 4 * 1024 * 1024, 1024, 1 << 30)),
@@ -95,6 +104,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
         description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
+        epilog="fairwins-mcp install claude-desktop|claude-code puts the server into a client (install --help).",
     )
     parser.add_argument(
         "command",

@@ -274,7 +274,7 @@ def test_an_unexpected_exception_in_a_paid_call_still_says_what_became_of_the_pa
 class BuggyRenderer(GatewayTool):
     """The real tool with a bug in how it renders a 2xx: what an unanticipated exception looks like."""
 
-    def _answer(self, resp: GatewayResponse) -> JSONObject:
+    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None) -> JSONObject:
         raise KeyError("a renderer bug")
 
 
@@ -480,13 +480,17 @@ def test_lone_surrogate_names_the_path_of_the_first_one_and_walks_any_depth() ->
     assert lone_surrogate(deep) == "[0]" * 5000
 
 
-def test_a_request_the_seam_cannot_write_is_never_called_unreachable(sandbox: SandboxGateway) -> None:
+def test_a_request_the_seam_cannot_write_says_nothing_was_sent_never_a_connection_failure(
+    sandbox: SandboxGateway,
+) -> None:
     # What the dispatcher and the configuration refuse first, met by the seam alone: a token no
-    # HTTP header can carry.
+    # HTTP header can carry. (The contract's sentence kinds leave "unreachable" as the nearest:
+    # the detail says why, and that nothing left.)
     outcome = Gateway(sandbox.url).call(GatewayRequest("GET", "/v1/member/me", bearer="fw1.\u20ac-not-latin-1"))
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "unsendable" and outcome.sent is False
     text = describe_failure(outcome, "your profile", Wording.from_snapshot(load().wording))
-    assert "nothing was sent" in text and "could not be reached" not in text
+    assert "this server could not write the request as HTTP, so nothing was sent" in text
+    assert "connection failed" not in text
     assert sandbox.seen == []
 
 

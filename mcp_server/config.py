@@ -38,6 +38,9 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not raw:
         return default
     try:
+        # float() also reads "١٢" and "１２" as 12: a setting is written in ASCII digits or refused.
+        if not raw.isascii():
+            raise ValueError
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from None
@@ -57,8 +60,13 @@ def _setting(env: Mapping[str, str], name: str) -> str | None:
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
     token = _setting(env, "FAIRWINS_API_TOKEN")
-    if token is not None and any(ch in token for ch in "\r\n\x00 "):
-        raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
+    if token is not None and not all("!" <= ch <= "~" for ch in token):
+        # It goes upstream in an HTTP header: a space, a control character or anything outside
+        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
+        raise ConfigError(
+            "FAIRWINS_API_TOKEN must be printable ASCII without whitespace, and it holds whitespace, a "
+            "control character or a non-ASCII character; paste the token alone"
+        )
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
@@ -85,6 +93,13 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
     )
 
 
+def _port(text: str) -> int:
+    """A TCP port in ASCII digits (int() alone also takes "٨٠" and "+80"), 0 to 65535."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5 or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return int(text)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
@@ -98,7 +113,7 @@ def argument_parser() -> argparse.ArgumentParser:
         default="serve",
         help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
     )
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
+    parser.add_argument("--http", type=_port, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(
         "--allowed-origin", action="append", metavar="ORIGIN", help="a browser origin to serve (repeatable)"

@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
+
+if TYPE_CHECKING:
+    from .redaction import Redactor
 
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -85,6 +88,7 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
+    payment_sent: bool = False  # the payment may have reached the gateway (set just before it is sent)
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio
@@ -97,6 +101,23 @@ class RequestContext:
     progress_token: str | int | None = None
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
+    _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
+
+    def redactor(self) -> Redactor | None:
+        """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
+
+        Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
+        """
+        key = (self.bearer, self.payment)
+        if self._redactor is None or self._redactor[0] != key:
+            from . import redaction  # most requests never quote gateway text
+
+            if self.bearer_source == "env" and self.payment is None:
+                made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
+            else:
+                made = redaction.Redactor(self.bearer, self.payment)
+            self._redactor = (key, made if made else None)
+        return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send `notifications/progress` (only when the request asked for it): values must increase.

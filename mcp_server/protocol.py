@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import __version__
+from . import __version__, redaction
 from .catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
 from .context import LOG_LEVELS, RequestContext
 from .jsonrpc import (
@@ -37,6 +37,7 @@ from .jsonrpc import (
     Request,
     error_object,
     error_response,
+    lone_surrogate,
     response,
 )
 from .versions import (
@@ -228,10 +229,19 @@ class Dispatcher:
     # ---- request routing ----------------------------------------------------------------
 
     def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+        # The log filter and the sentences quoting gateway text find this request's credentials here.
+        token = redaction.bind(ctx)
+        try:
+            return self._serve(req, session, ctx)
+        finally:
+            redaction.unbind(token)
+
+    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
         ctx.request_id = req.id
         modern = self._is_modern(req, session, ctx)
         ctx.era = "modern" if modern else "legacy"
         try:
+            _require_text(req.params)
             if modern:
                 result = self._modern(req, ctx, session)
             else:
@@ -400,7 +410,7 @@ class Dispatcher:
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
             return _refusal(payments.refused_unpriced(name), ctx)
-        return tool.call(arguments, ctx)
+        return payments.guarded(lambda: tool.call(arguments, ctx), ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
@@ -463,6 +473,18 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _require_text(params: JSONObject) -> None:
+    """-32602 naming the first string in params that is not Unicode text, before any method runs."""
+    where = lone_surrogate(params)
+    if where is not None:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid params: {where} is not Unicode text: it holds a lone UTF-16 surrogate "
+            "(a \\ud800-\\udfff escape without its pair), which cannot be sent anywhere. Nothing was "
+            "sent to the gateway.",
+        )
 
 
 def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:

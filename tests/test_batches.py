@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mcp_server.config import Config
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.mcp_http import Raw, post, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.stdio_harness import StdioHarness
@@ -51,8 +51,9 @@ def test_a_batch_at_the_limit_is_answered_item_by_item() -> None:
 
 @pytest.mark.parametrize("items", [MAX_ITEMS + 1, 9600])
 def test_a_batch_over_the_limit_is_refused_whole_and_runs_nothing(sandbox: SandboxGateway, items: int) -> None:
+    body = json.dumps(status_calls(items), separators=(",", ":")).encode()  # the issue's: 9,600 in under 1 MiB
     with running(sandbox.url) as server:
-        answer = post(server.url, status_calls(items), OLD)
+        answer = post(server.url, body, OLD)
     assert answer.status == 400
     (error,) = answer.messages
     assert error["id"] is None and error["error"]["code"] == -32600

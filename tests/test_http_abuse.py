@@ -16,10 +16,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.watchdog import WATCHDOG
 from tests.mcp_http import Raw, Response
 from tests.sandbox_gateway import SandboxGateway
@@ -311,7 +311,7 @@ def test_many_slowloris_clients_are_all_cut_off_and_service_continues(server: Mc
         started = time.monotonic()
         for client in clients:
             answer = client.response()
-            assert answer is None or answer.status in (408, 503)
+            assert answer is None or answer.status in (408, 429, 503)  # 429: over the per-peer cap on unfinished heads
             assert client.closed()
         waited = time.monotonic() - started
     finally:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.mcp_http import Raw, Response, serving
 
 PING = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
@@ -216,7 +216,13 @@ def test_http_1_0_with_transfer_encoding_is_faulty_framing_400_and_closed(server
 
 def test_http_1_0_is_served_and_closed_unless_it_asks_for_keep_alive(server: McpHTTPServer) -> None:
     body = PING % 8
-    data = b"POST /mcp HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    data = (
+        b"POST /mcp HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+        % (
+            len(body),
+            body,
+        )
+    )
     client = Raw(server.server_address[1])
     try:
         client.send(data)

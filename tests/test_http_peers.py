@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.mcp_http import Raw, Response, serving
 from tests.sandbox_gateway import SandboxGateway
 
@@ -53,9 +53,16 @@ def ask(server: McpHTTPServer, data: bytes, *, source: str | None = None) -> Res
 
 
 def served(server: McpHTTPServer, message_id: int = 1) -> None:
-    health = ask(server, HEALTH)
-    assert health is not None and health.status == 200, health
-    answer = ask(server, ping(message_id))
+    """A member from 127.0.0.1 gets a health check and a call answered, on one keep-alive connection."""
+    client = Raw(server.server_address[1])
+    try:
+        client.send(HEALTH)
+        health = client.response()
+        assert health is not None and health.status == 200, health
+        client.send(ping(message_id))
+        answer = client.response()
+    finally:
+        client.close()
     assert answer is not None and answer.status == 200, answer
     assert json.loads(answer.body) == {"jsonrpc": "2.0", "id": message_id, "result": {}}
 
@@ -107,12 +114,18 @@ def test_idle_connections_from_one_peer_leave_the_others_served() -> None:
 
 
 def test_healthz_is_answered_when_every_connection_slot_is_busy() -> None:
-    # Several peers, each within its own caps, fill every connection slot between them: the
-    # next member is told 503, but a health check still learns the process is alive.
+    # Two peers, each within its own cap, hold every connection slot between them (kept-alive
+    # connections that asked once and wait): the next member is told 503, but a health check
+    # still learns the process is alive.
     with running(max_concurrency=1) as server, ExitStack() as stack:
-        for n in range(2, 12):
-            for _ in range(server.max_connections):
-                open_quietly(stack, server, f"127.0.0.{n}", b"")
+        per_peer = server.max_connections // 2
+        for peer in ("127.0.0.2", "127.0.0.3"):
+            for _ in range(per_peer):
+                client = open_quietly(stack, server, peer, HEALTH)
+                assert client is not None
+                answer = client.response()
+                assert answer is not None and answer.status == 200, answer
+        assert server.connection_count == server.max_connections
         health = ask(server, HEALTH)
         assert health is not None and health.status == 200, health
         busy = ask(server, ping(4))

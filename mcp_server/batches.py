@@ -44,7 +44,7 @@ class BatchLimits:
 
     max_items: int = 64
     deadline: float = 10.0  # seconds, for the whole batch
-    max_answer_bytes: int = 8 * MIB
+    max_answer_bytes: int = 16 * MIB
 
 
 DEFAULT_BATCH_LIMITS: Final = BatchLimits()

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fairwins_mcp.http")
 
-DRAIN_LIMIT: Final = 1024 * 1024  # a body no route wants, up to this size, is read and dropped; larger: close
 LINGER_SECONDS: Final = 2.0  # after a refusal that closes, how long the rest of the request is read and dropped
 LINGER_BYTES: Final = 64 * 1024 * 1024
 RESERVE_SECONDS: Final = 2.0  # a connection in the health reserve: time to send its one request
@@ -201,14 +200,16 @@ class Connection:
     def drop_body(self, request: Head) -> bool:
         """Read and drop a body no route wants; False when the request is over (answered or its client gone).
 
-        Not read, so the answer closes the connection: a body over DRAIN_LIMIT, and the body of a
-        client that waits for "100 Continue" before sending it (it is never promised one here).
+        Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
+        answer closes the connection: a body over that size, and the body of a client that waits
+        for "100 Continue" before sending it (it is never promised one here).
         A body that is malformed or late is answered for what it is (400, 408) instead of the
         route's answer.
         """
-        if not request.has_body or request.expect_continue or request.length > DRAIN_LIMIT:
+        limit = self.server.policy.max_body
+        if not request.has_body or request.expect_continue or request.length > limit:
             return True
-        body = self.read_body(DRAIN_LIMIT, keep=False)
+        body = self.read_body(limit, keep=False)
         if body is None:
             self.closing = True
             return False

@@ -106,7 +106,9 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
-    payment_allowance: PaymentAllowance = field(default_factory=PaymentAllowance)
+    # Shared by every context made for one inbound message (batches.py); None: this context is its
+    # message's only one, and gets an allowance of its own when it first carries a payment.
+    payment_allowance: PaymentAllowance | None = None
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio

@@ -17,7 +17,7 @@ from typing import Any, Final
 from . import __version__, batches
 from .batches import DEFAULT_BATCH_LIMITS, BatchLimits
 from .catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
-from .context import LOG_LEVELS, Cancellation, RequestContext
+from .context import LOG_LEVELS, Cancellation, PaymentAllowance, RequestContext
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -420,6 +420,8 @@ class Dispatcher:
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
             return payments.refused_unpriced(name)
+        if ctx.payment_allowance is None:
+            ctx.payment_allowance = PaymentAllowance()
         refusal = ctx.payment_allowance.claim()  # at most once per inbound message, whatever carries it
         if refusal is not None:
             return payments.refused(refusal)

@@ -58,7 +58,6 @@ class McpHTTPServer:
         self.admission = Admission(Limits(self.max_connections, max_peer_connections, max_peer_heads))
         self.slots = threading.BoundedSemaphore(max_concurrency)
         self.stopping = False
-        self.watcher = DisconnectWatcher()
         self._cond = threading.Condition()
         self._inflight = 0
         self.inflight_at_stop = 0
@@ -68,6 +67,7 @@ class McpHTTPServer:
         self.socket = socket.create_server(address, family=family, backlog=BACKLOG, dualstack_ipv6=dual)
         self.socket.setblocking(False)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
+        self.watcher = DisconnectWatcher()  # after the bind: a port in use leaves no thread behind
         self._wake_r, self._wake_w = socket.socketpair()
         self._serving = threading.Event()
         self._stopped = threading.Event()

@@ -142,13 +142,14 @@ def _serve_message(
 
         payment, conflict = from_http_headers(headers)
 
-    def make_ctx() -> RequestContext:
+    def make_ctx(cancellation: Cancellation | None = None) -> RequestContext:
         return RequestContext(
             bearer=credential[0],
             bearer_source=credential[1],
             payment=payment,
             payment_conflict=conflict,
             http_headers=headers,
+            cancellation=cancellation or Cancellation(),
         )
 
     cancellation = Cancellation()
@@ -161,8 +162,7 @@ def _serve_message(
         if isinstance(message, Batch):
             reply = dispatcher.handle_batch(message, session, make_ctx, cancellation)
         else:
-            ctx = make_ctx()
-            ctx.cancellation = cancellation
+            ctx = make_ctx(cancellation)
             stream = None
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
                 stream = Stream(conn.write, extra)

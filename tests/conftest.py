@@ -93,9 +93,9 @@ def mcp(sandbox: SandboxGateway) -> McpClient:
 class StdioProcess:
     """A server subprocess spoken to over its stdin/stdout; every stdout line is kept and parsed."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: pathlib.Path = ROOT) -> None:
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         self.lines: list[bytes] = []  # every raw stdout line, in order
         self.skipped: list[dict[str, Any]] = []  # what response_to read past

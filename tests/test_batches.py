@@ -41,6 +41,12 @@ def pings(n: int) -> list[dict[str, Any]]:
     return [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(n)]
 
 
+def paid_calls(*ids: int) -> list[dict[str, Any]]:
+    """get_wagers calls, each carrying the same x402 payment in `_meta`."""
+    params = {"name": "get_wagers", "arguments": {}, "_meta": {"x402/payment": v1_payment()}}
+    return [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params} for n in ids]
+
+
 def status_calls(n: int) -> list[dict[str, Any]]:
     params = {"name": "get_gateway_status", "arguments": {}}
     return [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params} for i in range(n)]
@@ -65,18 +71,8 @@ def test_a_batch_over_the_limit_is_refused_whole_and_runs_nothing(sandbox: Sandb
 
 
 def test_a_payment_in_two_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
-    meta = {"x402/payment": v1_payment()}
-    batch = [
-        {
-            "jsonrpc": "2.0",
-            "id": n,
-            "method": "tools/call",
-            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
-        }
-        for n in (1, 2)
-    ]
     with running(sandbox.url) as server:
-        answer = post(server.url, batch, OLD)
+        answer = post(server.url, paid_calls(1, 2), OLD)
     assert answer.status == 200 and sorted(m["id"] for m in answer.messages) == [1, 2]
     paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
     assert len(paid) <= 1, f"one payment reached the gateway {len(paid)} times"
@@ -92,12 +88,13 @@ def test_one_message_spends_its_payment_at_most_once_whatever_path_spends_it(san
     # one allowance, so a second paid call from the same message is refused before the gateway.
     dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))
     allowance = PaymentAllowance()
-    params = {"name": "get_wagers", "arguments": {}, "_meta": {"x402/payment": v1_payment()}}
     results = [
         dispatcher.handle(
-            Request(n, "tools/call", params), Session(http=True), RequestContext(payment_allowance=allowance)
+            Request(call["id"], call["method"], call["params"]),
+            Session(http=True),
+            RequestContext(payment_allowance=allowance),
         ).message
-        for n in (1, 2)
+        for call in paid_calls(1, 2)
     ]
     assert len([r for r in sandbox.seen if r.header("X-PAYMENT")]) == 1
     second = results[1]
@@ -107,18 +104,8 @@ def test_one_message_spends_its_payment_at_most_once_whatever_path_spends_it(san
 def test_a_payment_header_and_meta_payments_on_one_batch_reach_the_gateway_at_most_once(
     sandbox: SandboxGateway,
 ) -> None:
-    meta = {"x402/payment": v1_payment()}
-    batch = [
-        {
-            "jsonrpc": "2.0",
-            "id": n,
-            "method": "tools/call",
-            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
-        }
-        for n in (1, 2, 3)
-    ]
     with running(sandbox.url) as server:
-        answer = post(server.url, batch, {**OLD, "X-PAYMENT": b64(v1_payment())})
+        answer = post(server.url, paid_calls(1, 2, 3), {**OLD, "X-PAYMENT": b64(v1_payment())})
     assert sorted(m["id"] for m in answer.messages) == [1, 2, 3]
     paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
     assert len(paid) <= 1
@@ -201,10 +188,6 @@ def test_a_stdio_batch_has_one_deadline(sandbox: SandboxGateway) -> None:
 
 
 def test_a_payment_in_two_stdio_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
-    meta = {"x402/payment": v1_payment()}
-    params = {"name": "get_wagers", "arguments": {}, "_meta": meta}
-    answer = stdio_batch(
-        sandbox, [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params} for n in (1, 2)]
-    )
+    answer = stdio_batch(sandbox, paid_calls(1, 2))
     assert sorted(m["id"] for m in answer) == [1, 2]
     assert len([r for r in sandbox.seen if r.header("X-PAYMENT")]) <= 1

@@ -174,38 +174,27 @@ def test_the_installed_command_runs_the_check(built: tuple[pathlib.Path, pathlib
 
 def test_the_installed_command_serves_http(built: tuple[pathlib.Path, pathlib.Path]) -> None:
     _, venv = built
-    proc = subprocess.Popen(
-        [str(venv / "bin" / "fairwins-mcp"), "--http", "0"],
-        cwd=venv,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = ""
-        while "listening on " not in line:
-            line = proc.stderr.readline()
-            assert line, "the installed server exited before listening"
-        url = line.split("listening on ", 1)[1].split()[0]
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
-        conn.request("GET", "/healthz")
-        health = json.loads(conn.getresponse().read())
-        conn.request(
-            "POST",
-            "/mcp",
-            body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
-            headers={"Content-Type": "application/json"},
-        )
-        answer = json.loads(conn.getresponse().read())
-        conn.close()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(WAIT) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(WAIT)
+    argv = [str(venv / "bin" / "fairwins-mcp"), "--http", "0"]
+    with subprocess.Popen(
+        argv, cwd=venv, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            line = b""
+            while b"listening on " not in line:
+                line = proc.stderr.readline()
+                assert line, "the installed server exited before listening"
+            port = int(line.split(b"listening on ", 1)[1].split(b"/mcp", 1)[0].rsplit(b":", 1)[1])
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            conn.request("GET", "/healthz")
+            health = json.loads(conn.getresponse().read())
+            ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            conn.request("POST", "/mcp", body=ping, headers={"Content-Type": "application/json"})
+            answer = json.loads(conn.getresponse().read())
+            conn.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(WAIT) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()  # leaving the block then waits for it
     assert health["version"] == __version__ and answer == {"jsonrpc": "2.0", "id": 1, "result": {}}

@@ -27,7 +27,9 @@ CORS_ALLOW_HEADERS: Final = (
     "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
-HEALTH_BODY: Final = json.dumps({"status": "ok", "name": "fairwins-mcp", "version": __version__}).encode()
+HEALTH_BODY: Final = json.dumps(
+    {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
 
 
 def cors(origin: str | None) -> dict[str, str]:

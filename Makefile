@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-PACKAGES := mcp_server assistant_contract
+PACKAGES := mcp_server contract/assistant_contract
 # The official MCP Bundle CLI (npm @anthropic-ai/mcpb) and Claude Code (npm @anthropic-ai/claude-code),
 # pinned in tests/tools/npm_tool.sh and installed by it (on Node 22) into .tools/ for the tests.
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
@@ -10,14 +10,29 @@ CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x6
 
 .PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test
 
-$(VPY): pyproject.toml setup.py
+$(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]'
+	$(VPY) -m pip install --quiet -e '.[dev]' -e ./contract
 	touch $(VPY)
 
+# The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector
+# (tests/test_inspector.py) in .tools/inspector: git-ignored, installed here, never project dependencies.
+SDK_VENV := .venv-sdk
+SDK_READY := $(SDK_VENV)/.installed
+
+$(SDK_READY): tests/sdk/requirements.txt
+	$(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
+INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+$(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
+	bash tests/tools/npm_tool.sh inspector >/dev/null
+	touch $@
+
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
-test: $(VPY) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
+test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
@@ -28,8 +43,8 @@ test-tools:
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
 	$(VPY) -m mypy $(PACKAGES) demo scripts mcpb
-	$(VPY) -m ruff check $(PACKAGES) demo scripts tests bench mcpb
-	$(VPY) -m ruff format --check $(PACKAGES) demo scripts tests bench mcpb
+	$(VPY) -m ruff check mcp_server contract demo scripts tests bench mcpb
+	$(VPY) -m ruff format --check mcp_server contract demo scripts tests bench mcpb
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export

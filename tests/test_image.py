@@ -272,7 +272,7 @@ def test_stand_in_base_matches_python_3_11_slim_where_it_can(
 
 # --- the build -----------------------------------------------------------------------------------
 
-CONTEXT_KEPT_OUT: Final = (".git", ".venv", ".tools", "tests", "bench", "demo", "assistant_contract", "dist", "build")
+CONTEXT_KEPT_OUT: Final = (".git", ".venv", ".tools", "tests", "bench", "demo", "contract", "dist", "build")
 
 
 def test_build_context_is_only_the_package_sources(podman: Podman, base: dict[str, Any], tmp_path: Any) -> None:

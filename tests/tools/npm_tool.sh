@@ -5,6 +5,7 @@
 #
 #   mcpb="$(bash tests/tools/npm_tool.sh mcpb)"            # the MCP Bundle CLI (a Node script: run it with Node 22)
 #   claude="$(bash tests/tools/npm_tool.sh claude-code)"    # Claude Code (its native binary)
+#   inspector="$(bash tests/tools/npm_tool.sh inspector)"   # the MCP Inspector's launcher (run it with Node 22)
 #
 # No install script of a package is run (--ignore-scripts). @anthropic-ai/claude-code's own
 # postinstall only copies the native binary of its platform package (an optional dependency,
@@ -13,6 +14,7 @@ set -euo pipefail
 
 MCPB_VERSION="2.1.2"          # @anthropic-ai/mcpb; exact pin
 CLAUDE_CODE_VERSION="2.1.332" # @anthropic-ai/claude-code; exact pin
+INSPECTOR_VERSION="2.12.0"    # @modelcontextprotocol/inspector; exact pin (the README's Inspector lines name it)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 case "${1:-}" in
@@ -22,7 +24,10 @@ case "${1:-}" in
   claude-code)
     package="@anthropic-ai/claude-code"; version="$CLAUDE_CODE_VERSION"
     prefix="$root/.tools/claude-code"; command="$prefix/node_modules/@anthropic-ai/claude-code-linux-x64/claude" ;;
-  *) echo "usage: npm_tool.sh mcpb|claude-code" >&2; exit 2 ;;
+  inspector)
+    package="@modelcontextprotocol/inspector"; version="$INSPECTOR_VERSION"
+    prefix="$root/.tools/inspector"; command="$prefix/node_modules/$package/clients/launcher/build/index.js" ;;
+  *) echo "usage: npm_tool.sh mcpb|claude-code|inspector" >&2; exit 2 ;;
 esac
 
 installed_version() {

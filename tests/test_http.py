@@ -232,6 +232,15 @@ def test_a_non_bearer_authorization_is_refused_not_ignored(sandbox: SandboxGatew
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
 
 
+def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandbox: SandboxGateway) -> None:
+    with running(sandbox.url) as server:
+        for token in ("fw1.caf\u00e9-1234", "fw1.tab\there"):
+            headers = {"Authorization": "Bearer " + token}
+            status, _, body = post(connect(server), call("get_profile"), headers)
+            assert status == 400 and json.loads(body)["error"] == "bad_authorization", token
+    assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
+
+
 def test_beyond_the_concurrency_bound_the_answer_is_503_with_retry_after(sandbox: SandboxGateway) -> None:
     sandbox.fault("/status", "delay", seconds=2.0, times=1)
     with running(sandbox.url, max_concurrency=1) as server:

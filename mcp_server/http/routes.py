@@ -97,7 +97,9 @@ def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, 
         return (env, "env") if env else (None, "none")
     scheme, _, token = auth.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token or any(ch.isspace() for ch in token):
+    # Visible ASCII only (RFC 6750's b64token is narrower still): what the gateway is sent must be
+    # what the member pasted, and the stdio side refuses anything else in FAIRWINS_API_TOKEN too.
+    if scheme.lower() != "bearer" or not token or not all("!" <= ch <= "~" for ch in token):
         return None
     # A request's own token always wins over the environment's: a shared instance never mixes members.
     return token, "header"

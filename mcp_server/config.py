@@ -23,6 +23,7 @@ class Config:
     max_response_bytes: int = 4 * 1024 * 1024
     log_level: str = "info"
     workers: int = 16
+    send_token_in_clear: bool = False  # an http:// gateway that is not on this machine
     # HTTP mode only
     http_port: int | None = None
     host: str = "127.0.0.1"
@@ -71,6 +72,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         host=host,
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
+        send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
         cloud_run=cloud_run,
     )
@@ -98,6 +100,12 @@ def argument_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow FAIRWINS_API_TOKEN in HTTP mode (every caller without a header acts as that member)",
     )
+    parser.add_argument(
+        "--send-token-in-clear",
+        action="store_true",
+        help="accept an http:// FAIRWINS_API_URL that is not on this machine: member tokens and payments "
+        "then cross the network unencrypted (without it, http:// is for loopback gateways only)",
+    )
     return parser
 
 
@@ -108,6 +116,7 @@ NO_ARGUMENTS: Final = {
     "host": None,
     "allowed_origin": None,
     "allow_shared_token": False,
+    "send_token_in_clear": False,
 }
 
 

@@ -36,6 +36,25 @@ GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
 WAIT = 10.0  # the longest any test waits for something that should happen at once
 
 
+PROXY_VARIABLES = (
+    "https_proxy",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's proxy settings never reach a test: one that tests a proxy sets its own."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def sandbox() -> Iterator[SandboxGateway]:
     """A sandbox gateway on 127.0.0.1, a free port, stopped after the test."""

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
+.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load tls-fixtures
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ $(NODE22): tests/tools/node22.sh
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# The TLS test certificates in tests/tls/ again (checked in, valid until 2126: only to change them).
+tls-fixtures:
+	bash tests/tools/apt.sh openssl openssl
+	bash tests/tls/make_certs.sh
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench

@@ -4,7 +4,7 @@
 # valid ones last a hundred years, and the expired and not-yet-valid ones have fixed windows in
 # the past and the future, so no test ever needs a fake clock. Run again only to change them:
 #
-#     bash tests/tls/make_certs.sh        (needs openssl >= 1.1.1; `openssl ca` sets exact dates)
+#     make tls-fixtures                   (needs openssl >= 1.1.1; `openssl ca` sets exact dates)
 #
 # Every certificate passes OpenSSL's X509_STRICT checks (Python 3.13 turns them on by default):
 # EC P-256 keys, critical basicConstraints and keyUsage, subject and authority key identifiers.

@@ -171,11 +171,14 @@ class HttpTransport:
                 self._ssl = tls.context()
             return self._ssl
 
-    def _connect(self, target: Target, timeout: float) -> http1.Connection:
+    def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
         if target.scheme == "http":
             return http1.Connection(http1.connect(target.host, target.port, timeout))
         proxy = None if target.is_loopback else _https_proxy(target.host)
         sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
+        # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
+        # (and a cancel) must be able to cut them short, as it cuts an exchange.
+        watch(sock)
         try:
             if proxy is not None:
                 # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
@@ -194,15 +197,23 @@ class HttpTransport:
         pool = self._pool()
         conn = None if fresh else pool.pop(key, None)
         aborted: list[str] = []
-        live: list[http1.Connection] = []
+        live: list[http1.Stream] = []
+
+        def shut(stream: http1.Stream) -> None:
+            try:
+                stream.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
+            except OSError:
+                pass
 
         def abort(reason: str) -> None:
             aborted.append(reason)
             for current in live:
-                try:
-                    current.sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
-                except OSError:
-                    pass
+                shut(current)
+
+        def watch(stream: http1.Stream) -> None:
+            live[:] = [stream]
+            if aborted:  # it came while the socket was being opened
+                shut(stream)
 
         timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
         unregister = cancellation.on_cancel(lambda: abort("cancelled"))
@@ -215,10 +226,10 @@ class HttpTransport:
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
                 remaining = max(deadline - time.monotonic(), 0.001)
                 if conn is None:
-                    conn = self._connect(target, remaining)
+                    conn = self._connect(target, remaining, watch)
                 else:
                     conn.sock.settimeout(remaining)
-                live[:] = [conn]
+                live[:] = [conn.sock]
                 if aborted:
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
                 sent = True  # from here on, the gateway may have seen the request

@@ -762,3 +762,51 @@ def test_a_kept_tls_connection_the_gateway_closed_is_replaced_at_once_not_retrie
     assert isinstance(first, GatewayResponse) and isinstance(second, GatewayResponse), second
     assert second.status == 200 and second.attempts == 1  # a new connection, no backoff, no retry counted
     assert server.handshakes == 2
+
+
+class TrickledHandshake:
+    """Answers a ClientHello with a TLS record header, then one byte of its body every 50 ms: a slowloris handshake."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(WAIT)
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            with contextlib.suppress(OSError):
+                conn.recv(65536)
+                conn.sendall(b"\x16\x03\x03\x40\x00")  # a 16 KiB handshake record is coming
+                until = time.monotonic() + WAIT  # then it gives up, so a client that waits on fails, not hangs
+                while not self.stop.wait(0.05) and time.monotonic() < until:
+                    conn.sendall(b"\x00")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        self.thread.join(WAIT)
+
+
+@pytest.mark.parametrize("paid", [False, True], ids=["unpaid", "paid"])
+def test_a_handshake_trickled_past_the_deadline_ends_at_the_deadline_and_sends_nothing(
+    trusted: None, paid: bool
+) -> None:
+    server = TrickledHandshake()
+    try:
+        client = client_for(f"https://127.0.0.1:{server.port}", timeout=DEADLINE)
+        started = time.monotonic()
+        result = paid_call(client, canary_payment(1)) if paid else wagers(client)
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    text = honest_error(result, f"did not answer within {int(DEADLINE)} s|did not answer in time")
+    assert elapsed < DEADLINE + SLACK
+    if paid:
+        assert payments.NOT_SENT in text  # the handshake never finished: the request never left

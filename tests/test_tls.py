@@ -138,6 +138,16 @@ def test_a_call_over_https_succeeds_with_verification_on_and_reads_what_http_rea
     assert secure.seen[0].header("Authorization") == f"Bearer {TOKEN_MEMBER_A}"
 
 
+def test_a_post_with_a_body_goes_over_https_whole(secure: SandboxGateway, sandbox: SandboxGateway) -> None:
+    intent = {"intent": "create_wager", "chainId": 137, "params": {"stake": "1.00", "memo": "é" * 40_000}}
+    over_tls = client_for(secure.url).call_tool("build_intent", intent, bearer=TOKEN_MEMBER_A)
+    over_http = client_for(sandbox.url).call_tool("build_intent", intent, bearer=TOKEN_MEMBER_A)
+    assert over_tls["isError"] is False, over_tls
+    assert over_tls == over_http
+    (seen,) = secure.seen
+    assert seen.method == "POST" and seen.body == sandbox.seen[0].body and len(seen.body) > 80_000
+
+
 def test_a_gateway_named_by_host_name_is_verified_against_that_name(trusted: None) -> None:
     with tls_sandbox() as gateway:
         result = wagers(client_for(f"https://localhost:{gateway.port}"))

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 Json = dict[str, object]
+T = TypeVar("T")
 Headers = tuple[tuple[str, str], ...]
 
 # --- credentials -------------------------------------------------------------------------------
@@ -1602,10 +1603,7 @@ class SandboxGateway:
 
     def wait_for_handshake_failures(self, n: int, timeout: float = 5.0) -> list[str]:
         """Block until at least `n` handshakes failed on the server's side; why each did. TimeoutError otherwise."""
-        with self._condition:
-            if not self._condition.wait_for(lambda: len(self.handshake_failures) >= n, timeout):
-                raise TimeoutError(f"saw {len(self.handshake_failures)} of {n} failed handshakes within {timeout} s")
-            return list(self.handshake_failures)
+        return self._wait_for(self.handshake_failures, n, "failed handshakes", timeout)
 
     # faults
 
@@ -1668,10 +1666,13 @@ class SandboxGateway:
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[SeenRequest]:
         """Block until at least `n` requests were seen; a copy of `seen`. TimeoutError otherwise."""
+        return self._wait_for(self.seen, n, "requests", timeout)
+
+    def _wait_for(self, items: list[T], n: int, what: str, timeout: float) -> list[T]:
         with self._condition:
-            if not self._condition.wait_for(lambda: len(self.seen) >= n, timeout):
-                raise TimeoutError(f"saw {len(self.seen)} of {n} requests within {timeout} s")
-            return list(self.seen)
+            if not self._condition.wait_for(lambda: len(items) >= n, timeout):
+                raise TimeoutError(f"saw {len(items)} of {n} {what} within {timeout} s")
+            return list(items)
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Block until no request is being answered (a stream ended, a fault finished)."""

@@ -328,7 +328,7 @@ class ConnectProxy:
             sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
-        self._listener.close()
+        close_listener(self._listener)
         with self._lock:
             sockets, threads = list(self._sockets), list(self._threads)
         for sock in sockets:
@@ -402,31 +402,51 @@ def test_a_proxy_url_this_server_cannot_tunnel_through_is_named_not_bypassed(
 # ---- 2. each TLS failure, named ----------------------------------------------------------------
 
 
-class AnswerWith:
-    """A TCP server that answers whatever a client first sends with fixed bytes, then closes."""
+class RawServer:
+    """A TCP server on 127.0.0.1 that hands each connection in turn to `serve(conn, stop)`; `stop` is set at close."""
 
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
+    def __init__(self, serve: Callable[[socket.socket, threading.Event], None]) -> None:
+        self.serve = serve
+        self.stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self.url = f"https://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _serve(self) -> None:
+    def _run(self) -> None:
         while True:
             try:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            with conn:
+            with conn, contextlib.suppress(OSError):
                 conn.settimeout(WAIT)
-                with contextlib.suppress(OSError):
-                    conn.recv(65536)  # the ClientHello
-                    conn.sendall(self.answer)
+                self.serve(conn, self.stop)
 
-    def close(self) -> None:
-        self._listener.close()
+    def __enter__(self) -> RawServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop.set()
+        close_listener(self._listener)
         self._thread.join(WAIT)
+
+
+def close_listener(listener: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() waiting on it; close() alone would not
+    listener.close()
+
+
+def answering(answer: bytes) -> Callable[[socket.socket, threading.Event], None]:
+    """Answer whatever the client sends first (its ClientHello) with `answer`, then close."""
+
+    def serve(conn: socket.socket, stop: threading.Event) -> None:
+        conn.recv(65536)
+        conn.sendall(answer)
+
+    return serve
 
 
 NOT_TRUSTED = "its TLS certificate is not trusted here"
@@ -537,13 +557,9 @@ def test_plain_http_on_an_https_url_is_named_as_such(trusted: None, sandbox: San
     ],
 )
 def test_a_server_that_does_not_speak_tls_is_named_by_what_it_said(trusted: None, answer: bytes, phrase: str) -> None:
-    server = AnswerWith(answer)
-    try:
-        url = f"https://127.0.0.1:{server.port}"
-        text = honest_error(wagers(client_for(url)), phrase)
-        code, report = check_report(url)
-    finally:
-        server.close()
+    with RawServer(answering(answer)) as server:
+        text = honest_error(wagers(client_for(server.url)), phrase)
+        code, report = check_report(server.url)
     assert code == 1 and phrase in gateway_line(report)
     assert "\x00" not in text and "garbage" not in text  # what it said is named, never quoted
 
@@ -722,100 +738,57 @@ def check_report_with_ca(url: str) -> tuple[int, str]:
         return check_report(url)
 
 
-class HangUpTlsServer:
-    """Answers each request 200 with keep-alive claimed, then closes the TLS connection anyway (idle timeouts do)."""
+def hanging_up(close_notify: bool, handshakes: list[int]) -> Callable[[socket.socket, threading.Event], None]:
+    """Answer one request 200 with keep-alive claimed, then close the TLS connection anyway (idle timeouts do)."""
+    context = server_context()
 
-    def __init__(self, requests: int, close_notify: bool) -> None:
-        self.close_notify = close_notify
-        self.context = server_context()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(WAIT)
-        self.port = self.listener.getsockname()[1]
-        self.handshakes = 0
-        self.thread = threading.Thread(target=self._serve, args=(requests,), daemon=True)
-        self.thread.start()
+    def serve(conn: socket.socket, stop: threading.Event) -> None:
+        with context.wrap_socket(conn, server_side=True) as secured:
+            handshakes.append(1)
+            data = b""
+            while b"\r\n\r\n" not in data and (chunk := secured.recv(65536)):
+                data += chunk
+            secured.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            if close_notify:  # as servers that close idle connections cleanly send; others just close
+                secured.setblocking(False)  # send it, without waiting for the client's in return
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    secured.unwrap()
 
-    def _serve(self, requests: int) -> None:
-        for _ in range(requests):
-            try:
-                raw, _ = self.listener.accept()
-                conn = self.context.wrap_socket(raw, server_side=True)
-            except OSError:
-                return
-            self.handshakes += 1
-            with conn:
-                conn.settimeout(WAIT)
-                data = b""
-                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
-                    data += chunk
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-                if self.close_notify:  # as servers that close idle connections cleanly send; others just close
-                    with contextlib.suppress(OSError):
-                        conn.unwrap()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.thread.join(WAIT)
+    return serve
 
 
 @pytest.mark.parametrize("close_notify", [True, False], ids=["close-notify", "bare-close"])
 def test_a_kept_tls_connection_the_gateway_closed_is_replaced_at_once_not_retried_after_a_backoff(
     trusted: None, close_notify: bool
 ) -> None:
-    server = HangUpTlsServer(2, close_notify)
-    try:
-        gateway = Gateway(f"https://127.0.0.1:{server.port}", timeout=WAIT)
+    handshakes: list[int] = []
+    with RawServer(hanging_up(close_notify, handshakes)) as server:
+        gateway = Gateway(server.url, timeout=WAIT)
         first = gateway.call(GatewayRequest("GET", "/a"))
         second = gateway.call(GatewayRequest("GET", "/b"))
-    finally:
-        server.close()
     assert isinstance(first, GatewayResponse) and isinstance(second, GatewayResponse), second
     assert second.status == 200 and second.attempts == 1  # a new connection, no backoff, no retry counted
-    assert server.handshakes == 2
+    assert len(handshakes) == 2
 
 
-class TrickledHandshake:
-    """Answers a ClientHello with a TLS record header, then one byte of its body every 50 ms: a slowloris handshake."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(WAIT)
-        self.port = self.listener.getsockname()[1]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
-        with conn:
-            with contextlib.suppress(OSError):
-                conn.recv(65536)
-                conn.sendall(b"\x16\x03\x03\x40\x00")  # a 16 KiB handshake record is coming
-                until = time.monotonic() + WAIT  # then it gives up, so a client that waits on fails, not hangs
-                while not self.stop.wait(0.05) and time.monotonic() < until:
-                    conn.sendall(b"\x00")
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-        self.thread.join(WAIT)
+def trickling_a_handshake(conn: socket.socket, stop: threading.Event) -> None:
+    """Answer a ClientHello with a TLS record header, then one byte of its body every 50 ms: a slowloris handshake."""
+    conn.recv(65536)
+    conn.sendall(b"\x16\x03\x03\x40\x00")  # a 16 KiB handshake record is coming
+    until = time.monotonic() + WAIT  # then it gives up, so a client that waits on fails, not hangs
+    while not stop.wait(0.05) and time.monotonic() < until:
+        conn.sendall(b"\x00")
 
 
 @pytest.mark.parametrize("paid", [False, True], ids=["unpaid", "paid"])
 def test_a_handshake_trickled_past_the_deadline_ends_at_the_deadline_and_sends_nothing(
     trusted: None, paid: bool
 ) -> None:
-    server = TrickledHandshake()
-    try:
-        client = client_for(f"https://127.0.0.1:{server.port}", timeout=DEADLINE)
+    with RawServer(trickling_a_handshake) as server:
+        client = client_for(server.url, timeout=DEADLINE)
         started = time.monotonic()
         result = paid_call(client, canary_payment(1)) if paid else wagers(client)
         elapsed = time.monotonic() - started
-    finally:
-        server.close()
     text = honest_error(result, f"did not answer within {int(DEADLINE)} s|did not answer in time")
     assert elapsed < DEADLINE + SLACK
     if paid:

@@ -45,13 +45,6 @@ basicConstraints = critical, CA:TRUE, pathlen:0
 keyUsage = critical, keyCertSign, cRLSign
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid:always
-[self_signed_leaf_ext]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid:always
-subjectAltName = ${ENV::SAN}
 [leaf_ext]
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
@@ -71,7 +64,7 @@ sign() {
   openssl req -new -key leaf.key -subj "/O=FairWins tests/CN=$cn" -out "$name.csr" -config ca.cnf
   if [ "$issuer" = self ]; then
     openssl ca -batch -notext -config ca.cnf -selfsign -keyfile leaf.key -in "$name.csr" -out "$name.pem" \
-      -startdate "$from" -enddate "$until" -extensions self_signed_leaf_ext 2>/dev/null
+      -startdate "$from" -enddate "$until" -extensions leaf_ext 2>/dev/null
   else
     openssl ca -batch -notext -config ca.cnf -cert "$issuer.pem" -keyfile "$issuer.key" -in "$name.csr" \
       -out "$name.pem" -startdate "$from" -enddate "$until" -extensions leaf_ext 2>/dev/null

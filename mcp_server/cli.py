@@ -1,4 +1,4 @@
-"""Command line: argv + environment → Config → the stdio or HTTP server, or `check`. `main(argv) -> int`."""
+"""Command line: argv + environment → Config → the stdio or HTTP server, `check` or `install`. `main(argv) -> int`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ log = logging.getLogger("fairwins_mcp")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["install"]:
+        from . import install  # deferred: serving never loads the installer
+
+        return install.main(words[1:])
+    args = parse_args(words)
     try:
         config = from_env(os.environ, args)
     except ConfigError as exc:

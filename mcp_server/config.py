@@ -47,8 +47,17 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     return value
 
 
+def _setting(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    # A host that fills in a template (an MCP Bundle's `${user_config.member_token}`) may pass the
+    # template itself when the member gave no value: that is no value.
+    if value.startswith("${") and value.endswith("}"):
+        return None
+    return value or None
+
+
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
-    token = env.get("FAIRWINS_API_TOKEN", "").strip() or None
+    token = _setting(env, "FAIRWINS_API_TOKEN")
     if token is not None and any(ch in token for ch in "\r\n\x00 "):
         raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
@@ -63,7 +72,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         if origin == "*" or origin.lower() == "null":
             raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
     return Config(
-        api_url=env.get("FAIRWINS_API_URL", "").strip() or None,
+        api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
         timeout=_number(env, "FAIRWINS_MCP_TIMEOUT", 10.0, 0.1, 300.0),
         max_response_bytes=int(_number(env, "FAIRWINS_MCP_MAX_RESPONSE_BYTES", 4 * 1024 * 1024, 1024, 1 << 30)),
@@ -82,6 +91,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
         description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
+        epilog="fairwins-mcp install claude-desktop|claude-code puts the server into a client (install --help).",
     )
     parser.add_argument(
         "command",

@@ -98,18 +98,10 @@ class RequestContext:
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
 
-    def progress(self, message: str, *, total: float | None = None) -> None:
-        """Send `notifications/progress` (only when the request asked for it), always increasing."""
-        if self.progress_token is None or self.cancellation.is_set:
-            return
-        self._progress = (self._progress or 0) + 1
-        params: JSONObject = {"progressToken": self.progress_token, "progress": self._progress, "message": message}
-        if total is not None:
-            params["total"] = total
-        self.send(notification("notifications/progress", params))
-
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Explicit progress values (must increase; a value that does not is skipped, not sent).
+        """Send `notifications/progress` (only when the request asked for it): values must increase.
+
+        A value that does not increase is skipped, not sent.
 
         The first value may be 0 ("The progress value MUST increase with each notification" binds
         only the ones after it), so a 0-of-100 start is reported, not swallowed.

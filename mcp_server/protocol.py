@@ -49,6 +49,7 @@ from .versions import (
     META_SERVER_INFO,
     META_VERSION,
     MODERN_VERSIONS,
+    STRUCTURED_OUTPUT_VERSIONS,
     SUPPORTED_VERSIONS,
 )
 
@@ -138,6 +139,8 @@ class Dispatcher:
         self._prompts: dict[str, Prompt] = {p.name: p for p in catalog.prompts}
         # Definitions never change after start: build the list results once.
         self._tool_list = [t.definition() for t in sorted(catalog.tools, key=lambda t: t.name)]
+        # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
+        self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
         self._resource_list = [r.definition() for r in catalog.resources]
         self._template_list = [t.definition() for t in catalog.templates]
         self._prompt_list = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
@@ -362,7 +365,9 @@ class Dispatcher:
 
     def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
-        return {"tools": list(self._tool_list)}
+        if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+            return {"tools": list(self._tool_list)}
+        return {"tools": list(self._tool_list_unstructured)}
 
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         from . import payments  # imported here so payments stays this method's concern alone
@@ -391,10 +396,10 @@ class Dispatcher:
         ctx.log_level = None
         ctx.send = lambda message: None
         if ctx.payment_conflict is not None:
-            return payments.refused(ctx.payment_conflict)
+            return _refusal(payments.refused(ctx.payment_conflict), ctx)
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
-            return payments.refused_unpriced(name)
+            return _refusal(payments.refused_unpriced(name), ctx)
         return tool.call(arguments, ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
@@ -458,6 +463,13 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:
+    """A refused payment, with the failure facts as structuredContent where the revision has it."""
+    if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+        result["structuredContent"] = {"kind": "payment_refused"}
+    return result
 
 
 def _carries_modern_meta(params: JSONObject) -> bool:

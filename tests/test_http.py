@@ -6,6 +6,8 @@ import http.client
 import json
 import os
 import pathlib
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -356,11 +358,16 @@ def test_port_zero_logs_the_url_and_sigterm_drains_in_flight_calls(sandbox: Sand
 def test_dockerfile_matches_the_cli() -> None:
     text = (ROOT / "Dockerfile").read_text()
     cmd_line = next(line for line in text.splitlines() if line.startswith("CMD "))
-    argv = json.loads(cmd_line.removeprefix("CMD "))
-    assert argv[0] == "fairwins-mcp"
+    shell, flag, script = json.loads(cmd_line.removeprefix("CMD "))
+    assert (shell, flag) == ("sh", "-c")
+    # The shell is there only to read PORT (Cloud Run sets it), then gives PID 1 to the server.
+    port = re.search(r"^ENV .*\bPORT=(\d+)", text, re.MULTILINE)
+    assert port is not None
+    argv = [port.group(1) if word == "$PORT" else word for word in shlex.split(script)]
+    assert argv[:2] == ["exec", "fairwins-mcp"]
     from mcp_server.config import argument_parser
 
-    args = argument_parser().parse_args(argv[1:])
+    args = argument_parser().parse_args(argv[2:])
     assert args.http == 8790 and args.host == "0.0.0.0"
     assert "EXPOSE 8790" in text
     assert "/healthz" in next(line for line in text.splitlines() if line.startswith("HEALTHCHECK"))

@@ -52,12 +52,10 @@ def run(argv: list[str], cwd: pathlib.Path, **kwargs: Any) -> subprocess.Complet
     return done
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
-    """(the wheel, the fresh venv it is installed in), built and installed once, with no network."""
-    tmp = tmp_path_factory.mktemp("packaging")
+def wheel_and_venv(project: pathlib.Path, tmp: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """Build `project`'s wheel from a copy of it and install it in a fresh venv: no network, nothing left in it."""
     source = tmp / "src"
-    shutil.copytree(ROOT, source, ignore=IGNORED)
+    shutil.copytree(project, source, ignore=IGNORED)
     dist = tmp / "dist"
     run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), "."],
@@ -67,21 +65,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Pa
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
     # The running pip installs into the new environment (--python), so no pip is bootstrapped there.
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(venv / "bin" / "python"),
-            "install",
-            "--no-index",
-            "--no-deps",
-            str(wheel),
-        ],
-        tmp,
-    )
-    yield wheel, venv
+    python = str(venv / "bin" / "python")
+    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", str(wheel)], tmp)
+    return wheel, venv
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
+    """(the wheel, the fresh venv it is installed in), built and installed once, with no network."""
+    yield wheel_and_venv(ROOT, tmp_path_factory.mktemp("packaging"))
 
 
 def test_the_wheel_carries_the_snapshot_byte_for_byte_and_the_guide(built: tuple[pathlib.Path, pathlib.Path]) -> None:

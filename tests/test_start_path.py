@@ -22,7 +22,7 @@ REPORT_MODULES = (
     "from mcp_server.cli import main\n"
     "raise SystemExit(main([]))\n"
 )
-# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS.
+# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS, the installer.
 NEVER_ON_STDIO = (
     "mcp_server.streamable_http",
     "mcp_server.gate",
@@ -33,6 +33,8 @@ NEVER_ON_STDIO = (
     "ssl",
     "_ssl",
     "urllib.request",
+    "mcp_server.install",
+    "mcp_server.client_configs",
 )
 
 

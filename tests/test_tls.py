@@ -36,6 +36,7 @@ from mcp_server.gateway import (
     parse_base_url,
 )
 from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
+from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import canary_payment, header_value, record_output
 from tests.tls_fixtures import (
@@ -89,7 +90,7 @@ def wagers(client: McpClient) -> dict[str, Any]:
 
 def honest_error(result: dict[str, Any], *phrases: str) -> str:
     assert result["isError"] is True, result
-    assert "structuredContent" not in result
+    failure_facts(result)  # the failure as data, and no data that could be read as an answer
     text = words(result)
     assert UNKNOWN in text, text
     for phrase in phrases:
@@ -249,7 +250,8 @@ def test_a_paid_call_whose_handshake_fails_says_the_payment_was_sent_nowhere(tru
 def test_a_redirect_from_https_to_http_is_not_followed(secure: SandboxGateway, sandbox: SandboxGateway) -> None:
     secure.fault(WAGERS, "redirect", status=302, location=f"{sandbox.url}{WAGERS}")
     result = wagers(client_for(secure.url))
-    honest_error(result, "redirect (302), which is not followed")
+    honest_error(result, "redirect (HTTP 302), which is not followed")
+    assert failure_facts(result, "redirected")["status"] == 302
     assert sandbox.seen == [], "the token went to the http:// address"
 
 

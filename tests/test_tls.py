@@ -9,6 +9,7 @@ handshake, and nothing can turn verification off.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import pathlib
@@ -35,10 +36,12 @@ from mcp_server.gateway import (
     HttpTransport,
     parse_base_url,
 )
+from mcp_server.watchdog import WATCHDOG
 from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import canary_payment, header_value, record_output
+from tests.test_gateway_faults import connections_to, open_fds
 from tests.tls_fixtures import (
     CA_FILE,
     EXPIRED,
@@ -795,3 +798,31 @@ def test_a_handshake_trickled_past_the_deadline_ends_at_the_deadline_and_sends_n
     assert elapsed < DEADLINE + SLACK
     if paid:
         assert payments.NOT_SENT in text  # the handshake never finished: the request never left
+
+
+def test_no_thread_socket_or_gateway_connection_outlives_a_tls_failure_or_a_fault_over_tls(trusted: None) -> None:
+    WATCHDOG.schedule(time.monotonic(), lambda: None)  # the one timer thread, started before counting
+    gc.collect()
+    threads_before, fds_before = set(threading.enumerate()), open_fds()
+    for leaf in (UNTRUSTED, WRONG_HOST, EXPIRED):
+        with tls_sandbox(leaf) as gateway:
+            honest_error(wagers(client_for(gateway.url, timeout=DEADLINE)), "its TLS certificate")
+            assert connections_to(gateway.port) == 0, leaf
+    for serve in (answering(b"HTTP/1.1 400 Bad Request\r\n\r\n"), answering(b"SSH-2.0-x\r\n"), trickling_a_handshake):
+        with RawServer(serve) as server:
+            honest_error(wagers(client_for(server.url, timeout=DEADLINE)))
+            assert connections_to(server.port) == 0, serve
+    with tls_sandbox() as gateway:
+        client = client_for(gateway.url, timeout=DEADLINE)
+        for kind, params in (("reset_mid_body", {}), ("trickle", {"interval": 0.05}), ("large", {})):
+            gateway.fault(WAGERS, kind, **params)
+            honest_error(wagers(client))
+            gateway.clear_faults()
+            assert connections_to(gateway.port) <= 1, kind  # at most the one kept for reuse
+            assert wagers(client)["isError"] is False, kind  # and never a broken one
+        del client
+        gc.collect()
+        assert connections_to(gateway.port) == 0
+    gc.collect()
+    assert not [t.name for t in set(threading.enumerate()) - threads_before]
+    assert open_fds() - fds_before == set()

@@ -8,7 +8,7 @@ PACKAGES := mcp_server contract/assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
+.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,13 @@ $(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
 	touch $@
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
-test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI)
+test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
+
+# Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
+# needs it never skips): nginx in front of the server (tests/test_proxy.py).
+test-tools:
+	bash tests/tools/apt.sh nginx nginx-light
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
@@ -125,14 +130,24 @@ BENCH_ARGS ?=
 bench:
 	$(PYTHON) -m bench.run $(BENCH_ARGS)
 
-# The same run side by side with the official Python SDK server, installed into .venv-bench
-# (git-ignored; never a project dependency). Results are reported as ratios.
-bench-compare: $(BENCH_VENV)/.installed
-	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+# The same run side by side with the official Python SDK server, installed into .venv-bench, and
+# the official TypeScript SDK server on Node 22, installed into .tools/ts-sdk from the pinned
+# bench/ts-sdk/package-lock.json (both git-ignored; never project dependencies). Results are
+# reported as ratios.
+TS_SDK := .tools/ts-sdk/.installed
+
+bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
+	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
 
 $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-compare.txt
+	touch $@
+
+$(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
+	mkdir -p .tools/ts-sdk
+	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json .tools/ts-sdk/
+	npm ci --prefix .tools/ts-sdk --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 # Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency

@@ -54,9 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
         log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
-        from . import streamable_http
+        from .http.server import serve
 
-        return streamable_http.serve(
+        return serve(
             dispatcher,
             host=config.host,
             port=config.http_port,
@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_concurrency=config.max_concurrency,
             max_body=config.max_body_bytes,
             grace=config.timeout + 5,
+            max_peer_connections=config.max_peer_connections,
+            max_peer_heads=config.max_peer_heads,
         )
     from . import stdio  # deferred: the stdio path never loads the HTTP server code
 

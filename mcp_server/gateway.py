@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
+from .retry_after import retry_after_seconds
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class GatewayFailure:
 
     cause: (
         str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+        # | unsendable
     )
     detail: str
     sent: bool
@@ -220,7 +222,12 @@ class HttpTransport:
         sent = False
         keep = False
         try:
-            data = _encode(target, request)
+            try:
+                data = _encode(target, request)
+            except (UnicodeError, ValueError):
+                # Never "could not be reached": nothing left this process. The callers refuse such
+                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
+                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
                 if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
@@ -337,22 +344,6 @@ def _https_proxy(host: str) -> tuple[str, int] | None:
             False,
         )
     return parts.hostname, parts.port or 8080
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # HTTP dates are rare; the module is not worth loading at start
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 class Gateway:

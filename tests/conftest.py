@@ -258,6 +258,24 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_stdio(
+    lines: list[dict[str, Any]] | list[bytes], timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m mcp_server` fed `lines` (messages, or raw lines) until EOF; its output is scanned for secrets."""
+    data = b"".join(line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n" for line in lines)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_server"],
+        input=data,
+        cwd=ROOT,
+        env=server_env(**env),
+        capture_output=True,
+        timeout=timeout,
+    )
+    record_output("stdio process stdout", proc.stdout)
+    record_output("stdio process stderr", proc.stderr)
+    return proc
+
+
 @pytest.fixture
 def stdio_process() -> Iterator[Callable[..., StdioProcess]]:
     """Start server subprocesses (`python3 -m mcp_server` by default); each is killed after the test."""

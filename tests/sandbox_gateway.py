@@ -46,6 +46,8 @@ __all__ = [
     "ACCOUNT_B",
     "ALL_SCOPES",
     "AS_OF",
+    "ECHO_FORMS",
+    "ECHO_PLACES",
     "FAULT_KINDS",
     "PAYER_ACCOUNT",
     "PAY_TO",
@@ -991,6 +993,8 @@ _FAULT_PARAMS: Final[Mapping[str, frozenset[str]]] = {
     "settlement_failed": frozenset({"reason", "version"}),
     "bare_402": frozenset(),
     "approval_412": frozenset(),
+    "echo": frozenset({"form", "into", "status"}),
+    "raw": frozenset({"head", "body"}),
 }
 FAULT_KINDS: Final = frozenset(_FAULT_PARAMS)
 _DEFAULT_ERRORS: Final[Mapping[int, tuple[str, str]]] = {
@@ -1023,7 +1027,8 @@ class _Fault:
     headers: Headers | None = None  # None: the kind's default headers
     seconds: float = 0.0  # delay, trickle interval, Retry-After
     count: int = 0  # depth of deep_json, size of large
-    text: str = ""  # redirect location, settlement errorReason
+    text: str = ""  # redirect location, settlement errorReason, echo form
+    into: str = ""  # echo: where the echoed credential goes
     version: int | None = None  # settlement_failed: x402 version, None = the request's
 
 
@@ -1118,6 +1123,18 @@ def _parse_fault(kind: str, params: Mapping[str, object]) -> _Fault:
         if version is not None and version not in (1, 2):
             raise ValueError("fault parameter version must be 1, 2 or None")
         return _Fault(kind, status=402, text=reason, version=version if isinstance(version, int) else None)
+    if kind == "echo":
+        form, into = params.get("form", "exact"), params.get("into", "message")
+        if form not in ECHO_FORMS or into not in ECHO_PLACES:
+            raise ValueError(f"echo takes form in {sorted(ECHO_FORMS)} and into in {sorted(ECHO_PLACES)}")
+        default = {"offer": 402, "settlement": 402, "scope": 403, "message": 400}
+        status = _status_param(params, default.get(str(into), 200), 200, 599)
+        return _Fault(kind, status=status, text=str(form), into=str(into))
+    if kind == "raw":
+        head, body = params.get("head"), params.get("body", b"")
+        if not isinstance(head, bytes) or not isinstance(body, bytes):
+            raise ValueError("fault raw takes head and body as bytes")
+        return _Fault(kind, headers=(), body=head + body)
     return _Fault(kind)  # reset_before, reset_mid_body, bare_402, approval_412: no parameters
 
 
@@ -1188,11 +1205,95 @@ def _fault_answer(fault: _Fault, request: SeenRequest) -> _Answer:
         )
     if kind == "bare_402":
         return _Answer(402, bare=True)
+    if kind == "echo":
+        return _echo_answer(fault, request)
     if kind == "approval_412":
         # research/x402.md §1.4: the TS core answers 412 when a Permit2 approval is missing.
         offer = v2_offer(request.path, "permit2_allowance_required", transfer_method="permit2")
         return _json(412, {}, (("PAYMENT-REQUIRED", _b64json(offer)),))
     raise AssertionError(f"fault {kind} is not a single answer")
+
+
+# --- a gateway that writes the caller's credential back --------------------------------------------
+
+# How the echoed credential is written: as received, changed in case, in part, escaped or encoded
+# the ways a gateway, a proxy or a logging library might, or (for a payment) decoded and re-encoded.
+ECHO_FORMS: Final[Mapping[str, Callable[[str, Json | None], str]]] = {
+    "exact": lambda c, p: c,
+    "upper": lambda c, p: c.upper(),
+    "lower": lambda c, p: c.lower(),
+    "after_colon": lambda c, p: c.partition(":")[2] or c[len(c) // 2 :],
+    "middle": lambda c, p: c[len(c) // 4 : len(c) // 4 + 16],
+    "json_in_text": lambda c, p: json.dumps({"credential": c}).replace("/", "\\/"),
+    "unicode_escaped": lambda c, p: "".join(f"\\u{ord(ch):04x}" if not ch.isalnum() else ch for ch in c),
+    "url": lambda c, p: quote(c, safe=""),
+    "url_lower": lambda c, p: quote(c, safe="").lower(),
+    "decoded": lambda c, p: json.dumps(p, separators=(",", ":")) if p is not None else c,
+    "pretty": lambda c, p: json.dumps(p, indent=2) if p is not None else c,
+    "pretty_base64": lambda c, p: base64.b64encode(json.dumps(p, indent=2).encode()).decode() if p is not None else c,
+    "signature": lambda c, p: _payload_leaf(p, "signature") or c,
+    "nonce": lambda c, p: _payload_leaf(p, "nonce") or c,
+    "base64_prefix": lambda c, p: c[:200],
+}
+# Where the echo goes: every place the server reads gateway text from.
+ECHO_PLACES: Final = frozenset(
+    {"message", "data", "offer", "receipt", "settlement", "state", "scope", "content_type", "header_only"}
+)
+
+
+def _payload_leaf(payment: Json | None, name: str) -> str | None:
+    payload = payment.get("payload") if isinstance(payment, dict) else None
+    if not isinstance(payload, dict):
+        return None
+    value = payload.get(name)
+    if value is None and isinstance(payload.get("authorization"), dict):
+        value = payload["authorization"].get(name)
+    return value if isinstance(value, str) else None
+
+
+def _credential(request: SeenRequest) -> tuple[str, Json | None]:
+    """The credential the request carried (the bearer, else the payment header) and a payment's JSON."""
+    authorization = request.header("Authorization")
+    if authorization is not None:
+        return authorization.partition(" ")[2].strip(), None
+    for name, value in request.headers:
+        if name.lower() in _PAYMENT_HEADERS:
+            payment = _read_payment(name, value)
+            return value, payment.payload if isinstance(payment, _Payment) else None
+    return "", None
+
+
+def _echo_answer(fault: _Fault, request: SeenRequest) -> _Answer:
+    credential, payment = _credential(request)
+    echoed = ECHO_FORMS[fault.text](credential, payment)
+    said = f"rejected {echoed} (as received)"
+    status, into = fault.status, fault.into
+    if into == "data":
+        return _json(status, {"asOf": AS_OF, "chains": [], "echo": echoed, "note": said})
+    if into == "state":
+        chain = {"chainId": CHAIN_UNREADABLE, "state": "unreadable", "reason": said}
+        return _json(status, {"asOf": AS_OF, "chains": [chain]})
+    if into == "offer":
+        return _json(status, v1_offer(request.path, said))
+    if into in ("receipt", "settlement"):
+        version = _payment_version(request) or 2
+        receipt: Json = {
+            "success": into == "receipt",
+            "transaction": "0x" + "ec" * 32,
+            "network": _DEFAULT_NETWORKS[version],
+            "payer": PAYER_ACCOUNT,
+            "errorReason": said,
+            "echo": echoed,
+        }
+        body: Json = {"ok": True, "echo": echoed} if into == "receipt" else {}
+        return _json(status, body, ((_RECEIPT_HEADERS[version], _b64json(receipt)),))
+    if into == "scope":
+        return _json(status, {"error": "insufficient_scope", "message": said, "scope": echoed})
+    if into == "content_type":
+        return _Answer(status, (("Content-Type", f"text/plain; echo={echoed}"),), b"not json")
+    if into == "header_only":
+        return _Answer(status, (("Content-Type", "application/json"), ("X-Echo", echoed)), b"{}")
+    return _error(status, "echo", said, echo=echoed)
 
 
 def _scope_of(path: str) -> str | None:
@@ -1375,6 +1476,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(base.body[index : index + 1])  # OSError when the client has gone
         elif kind == "large":
             self._stream_large(fault.status, fault.count)
+        elif kind == "raw":
+            # Bytes no header API would write (a non-ASCII digit, a 5,000-digit length): the head
+            # is the fault's own, so the connection cannot be reused after it.
+            self.close_connection = True
+            self.wfile.write(fault.body or b"")
         else:
             self._send(_fault_answer(fault, request))
 

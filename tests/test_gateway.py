@@ -22,8 +22,8 @@ from mcp_server.gateway import (
     GatewayResponse,
     Target,
     TransportError,
-    retry_after_seconds,
 )
+from mcp_server.retry_after import retry_after_seconds
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 WAIT = 10.0

@@ -8,7 +8,7 @@ PACKAGES := mcp_server contract/assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test
+.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,11 @@ $(CLAUDE_CLI): tests/tools/npm_tool.sh $(NODE22)
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# The TLS test certificates in tests/tls/ again (checked in, valid until 2126: only to change them).
+tls-fixtures:
+	bash tests/tools/apt.sh openssl openssl
+	bash tests/tls/make_certs.sh
 
 # The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
 # packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt

@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.api_url or "not configured (FAIRWINS_API_URL is not set)",
         logs.redact(config.api_token),
     )
+    if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
+        log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
         from .http.server import serve
 

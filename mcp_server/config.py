@@ -23,6 +23,7 @@ class Config:
     max_response_bytes: int = 4 * 1024 * 1024
     log_level: str = "info"
     workers: int = 16
+    send_token_in_clear: bool = False  # an http:// gateway that is not on this machine
     # HTTP mode only
     http_port: int | None = None
     host: str = "127.0.0.1"
@@ -105,6 +106,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         host=host,
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
+        send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
         max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
         max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
@@ -166,6 +168,12 @@ def argument_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="HTTP request heads one client address may have arriving at once (default 8; 0: no cap)",
     )
+    parser.add_argument(
+        "--send-token-in-clear",
+        action="store_true",
+        help="accept an http:// FAIRWINS_API_URL that is not on this machine: member tokens and payments "
+        "then cross the network unencrypted (without it, http:// is for loopback gateways only)",
+    )
     return parser
 
 
@@ -178,6 +186,7 @@ NO_ARGUMENTS: Final = {
     "allow_shared_token": False,
     "max_peer_connections": None,
     "max_peer_heads": None,
+    "send_token_in_clear": False,
 }
 
 

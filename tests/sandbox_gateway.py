@@ -33,10 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "ACCOUNT_A",
@@ -62,6 +65,7 @@ __all__ = [
 ]
 
 Json = dict[str, object]
+T = TypeVar("T")
 Headers = tuple[tuple[str, str], ...]
 
 # --- credentials -------------------------------------------------------------------------------
@@ -1543,6 +1547,29 @@ class _Server(ThreadingHTTPServer):
         self.gateway._track(thread, request)
         thread.start()
 
+    def finish_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
+        gateway = self.gateway
+        if gateway.tls is None or not isinstance(request, socket.socket):
+            super().finish_request(request, client_address)
+            return
+        # The handshake runs on the connection's own thread: a client that never finishes it
+        # holds up nobody else (and stop() wakes it through the tracked socket).
+        request.settimeout(10.0)
+        try:
+            secure = gateway.tls.wrap_socket(request, server_side=True)
+        except OSError as exc:  # ssl.SSLError included: the client refused us, or we it
+            gateway._handshake_ended(exc)
+            return
+        secure.settimeout(None)  # as a plain connection has it: idle keep-alive waits for the client
+        gateway._retrack(request, secure)
+        gateway._handshake_ended(None)
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            gateway._untrack(secure)
+            with contextlib.suppress(OSError):
+                secure.close()
+
     def shutdown_request(self, request: socket.socket | tuple[bytes, socket.socket]) -> None:
         if isinstance(request, socket.socket):
             self.gateway._untrack(request)
@@ -1558,9 +1585,22 @@ class _Server(ThreadingHTTPServer):
 class SandboxGateway:
     """A fake FairWins gateway on a real socket, served from daemon threads."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        delay: float = 0.0,
+        verbose: bool = False,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.delay = delay
         self.verbose = verbose
+        # With a server context, every connection is TLS first (tests/tls_fixtures.py makes them);
+        # `handshakes` counts the ones that completed, `handshake_failures` why the others did not.
+        self.tls = tls
+        self.handshakes = 0
+        self.handshake_failures: list[str] = []
         self.seen: list[SeenRequest] = []
         self._condition = threading.Condition()  # guards seen and _in_flight
         self._in_flight = 0
@@ -1577,7 +1617,9 @@ class SandboxGateway:
         self._server.socket.setblocking(False)
         self._wake_reader, self._wake_writer = socket.socketpair()
         self.port: int = int(self._server.server_address[1])
-        self.url: str = f"http://[{host}]:{self.port}" if family == socket.AF_INET6 else f"http://{host}:{self.port}"
+        scheme = "https" if tls is not None else "http"
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        self.url: str = f"{scheme}://{shown}:{self.port}"
 
     # lifecycle
 
@@ -1651,6 +1693,24 @@ class SandboxGateway:
         with self._track_lock:
             self._connections.discard(connection)
 
+    def _retrack(self, raw: socket.socket, secure: socket.socket) -> None:
+        # wrap_socket detached the raw socket: stop() must reach the TLS one to wake its handler.
+        with self._track_lock:
+            self._connections.discard(raw)
+            self._connections.add(secure)
+
+    def _handshake_ended(self, error: OSError | None) -> None:
+        with self._condition:
+            if error is None:
+                self.handshakes += 1
+            else:
+                self.handshake_failures.append(getattr(error, "reason", None) or type(error).__name__)
+            self._condition.notify_all()
+
+    def wait_for_handshake_failures(self, n: int, timeout: float = 5.0) -> list[str]:
+        """Block until at least `n` handshakes failed on the server's side; why each did. TimeoutError otherwise."""
+        return self._wait_for(self.handshake_failures, n, "failed handshakes", timeout)
+
     # faults
 
     def fault(self, path: str, kind: str, *, times: int | None = None, **params: object) -> None:
@@ -1712,10 +1772,13 @@ class SandboxGateway:
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[SeenRequest]:
         """Block until at least `n` requests were seen; a copy of `seen`. TimeoutError otherwise."""
+        return self._wait_for(self.seen, n, "requests", timeout)
+
+    def _wait_for(self, items: list[T], n: int, what: str, timeout: float) -> list[T]:
         with self._condition:
-            if not self._condition.wait_for(lambda: len(self.seen) >= n, timeout):
-                raise TimeoutError(f"saw {len(self.seen)} of {n} requests within {timeout} s")
-            return list(self.seen)
+            if not self._condition.wait_for(lambda: len(items) >= n, timeout):
+                raise TimeoutError(f"saw {len(items)} of {n} {what} within {timeout} s")
+            return list(items)
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Block until no request is being answered (a stream ended, a fault finished)."""
@@ -1736,6 +1799,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8787, help="0 picks a free port")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added before every answer")
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve https:// with the test certificate (tests/tls/); trust it with SSL_CERT_FILE=tests/tls/ca.pem",
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -1745,13 +1813,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    context = None
+    if args.tls:
+        from tests.tls_fixtures import CA_FILE, server_context
+
+        context = server_context()
     try:
-        gateway = SandboxGateway(args.host, args.port, delay=args.delay, verbose=args.verbose)
+        gateway = SandboxGateway(args.host, args.port, delay=args.delay, verbose=args.verbose, tls=context)
     except OSError as exc:
         print(f"sandbox gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     with gateway:
         print(f"sandbox gateway on {gateway.url}")
+        if args.tls:
+            print(f"  trust its certificate with SSL_CERT_FILE={CA_FILE}")
         for label, token, note in (
             ("member A", TOKEN_MEMBER_A, f"{ACCOUNT_A}, all scopes"),
             ("member B", TOKEN_MEMBER_B, f"{ACCOUNT_B}, all scopes, other data"),

@@ -8,7 +8,7 @@ PACKAGES := mcp_server contract/assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test prometheus-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test
+.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,16 +31,17 @@ $(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
 	bash tests/tools/npm_tool.sh inspector >/dev/null
 	touch $@
 
-# The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/;
-# Debian's prometheus package too (below).
-test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) prometheus-tools
+# The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
+test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
-# Debian's prometheus package: promtool checks /metrics, and a real Prometheus server scrapes it
-# (tests/test_metrics.py, tests/test_records.py, tests/test_prometheus.py). Installed when missing.
-prometheus-tools:
-	@bash tests/tools/apt.sh promtool prometheus
-	@bash tests/tools/apt.sh prometheus prometheus
+# Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
+# needs it never skips): nginx in front of the server (tests/test_proxy.py); promtool, which checks
+# /metrics, and a Prometheus server that scrapes it (tests/test_metrics.py, tests/test_prometheus.py).
+test-tools:
+	bash tests/tools/apt.sh nginx nginx-light
+	bash tests/tools/apt.sh promtool prometheus
+	bash tests/tools/apt.sh prometheus prometheus
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
@@ -111,6 +112,11 @@ $(CLAUDE_CLI): tests/tools/npm_tool.sh $(NODE22)
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
 
+# The TLS test certificates in tests/tls/ again (checked in, valid until 2126: only to change them).
+tls-fixtures:
+	bash tests/tools/apt.sh openssl openssl
+	bash tests/tls/make_certs.sh
+
 # The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
 # packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
 # when tests/image/standin.sh changes: tests/test_image.py, one check per test. Needs root.
@@ -127,14 +133,24 @@ BENCH_ARGS ?=
 bench:
 	$(PYTHON) -m bench.run $(BENCH_ARGS)
 
-# The same run side by side with the official Python SDK server, installed into .venv-bench
-# (git-ignored; never a project dependency). Results are reported as ratios.
-bench-compare: $(BENCH_VENV)/.installed
-	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+# The same run side by side with the official Python SDK server, installed into .venv-bench, and
+# the official TypeScript SDK server on Node 22, installed into .tools/ts-sdk from the pinned
+# bench/ts-sdk/package-lock.json (both git-ignored; never project dependencies). Results are
+# reported as ratios.
+TS_SDK := .tools/ts-sdk/.installed
+
+bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
+	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
 
 $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-compare.txt
+	touch $@
+
+$(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
+	mkdir -p .tools/ts-sdk
+	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json .tools/ts-sdk/
+	npm ci --prefix .tools/ts-sdk --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 # Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency

@@ -51,10 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.api_url or "not configured (FAIRWINS_API_URL is not set)",
         logs.redact(config.api_token),
     )
+    if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
+        log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
-        from . import streamable_http
+        from .http.server import serve
 
-        return streamable_http.serve(
+        return serve(
             dispatcher,
             host=config.host,
             port=config.http_port,
@@ -63,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_concurrency=config.max_concurrency,
             max_body=config.max_body_bytes,
             grace=config.timeout + 5,
+            max_peer_connections=config.max_peer_connections,
+            max_peer_heads=config.max_peer_heads,
             metrics=config.metrics,
         )
     from . import stdio  # deferred: the stdio path never loads the HTTP server code

@@ -26,6 +26,7 @@ class Config:
     log_format: str = "text"
     trace_project: str | None = None  # names traces as Cloud Trace does in JSON records
     workers: int = 16
+    send_token_in_clear: bool = False  # an http:// gateway that is not on this machine
     # HTTP mode only
     http_port: int | None = None
     host: str = "127.0.0.1"
@@ -33,6 +34,8 @@ class Config:
     allow_shared_token: bool = False
     max_concurrency: int = 32
     max_body_bytes: int = 1024 * 1024
+    max_peer_connections: int | None = None  # None: half the connection bound; 0: no per-peer cap
+    max_peer_heads: int = 8  # 0: no per-peer cap
     cloud_run: bool = False
     metrics: bool = False
 
@@ -42,12 +45,30 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not raw:
         return default
     try:
+        # float() also reads "١٢" and "１２" as 12: a setting is written in ASCII digits or refused.
+        if not raw.isascii():
+            raise ValueError
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from None
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low:g} and {high:g}, not {raw}")
     return value
+
+
+def _peer_cap(env: Mapping[str, str], args: argparse.Namespace | None, flag: str, name: str) -> int | None:
+    """A per-peer cap from its flag (which wins) or its variable: a whole number, 0 meaning no cap."""
+    given = getattr(args, flag, None)
+    if given is not None:
+        if given < 0:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be 0 (no cap) or more, not {given}")
+        return int(given)
+    if not env.get(name, "").strip():
+        return None
+    value = _number(env, name, 0, 0, 1_000_000)
+    if value != int(value):
+        raise ConfigError(f"{name} must be a whole number, not {env[name].strip()}")
+    return int(value)
 
 
 def _setting(env: Mapping[str, str], name: str) -> str | None:
@@ -61,8 +82,13 @@ def _setting(env: Mapping[str, str], name: str) -> str | None:
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
     token = _setting(env, "FAIRWINS_API_TOKEN")
-    if token is not None and any(ch in token for ch in "\r\n\x00 "):
-        raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
+    if token is not None and not all("!" <= ch <= "~" for ch in token):
+        # It goes upstream in an HTTP header: a space, a control character or anything outside
+        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
+        raise ConfigError(
+            "FAIRWINS_API_TOKEN must be printable ASCII without whitespace, and it holds whitespace, a "
+            "control character or a non-ASCII character; paste the token alone"
+        )
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
@@ -94,10 +120,31 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         host=host,
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
+        send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
+        max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
+        max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
         cloud_run=cloud_run,
         metrics=metrics,
     )
+
+
+def _port(text: str) -> int:
+    """A TCP port in ASCII digits (int() alone also takes "٨٠" and "+80"), 0 to 65535."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5 or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    """A whole number in ASCII digits, 0 or more (int() alone also takes "٨" and "+8")."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)")
+    return int(text)
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -113,7 +160,7 @@ def argument_parser() -> argparse.ArgumentParser:
         default="serve",
         help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
     )
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
+    parser.add_argument("--http", type=_port, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(
         "--allowed-origin", action="append", metavar="ORIGIN", help="a browser origin to serve (repeatable)"
@@ -122,6 +169,25 @@ def argument_parser() -> argparse.ArgumentParser:
         "--allow-shared-token",
         action="store_true",
         help="allow FAIRWINS_API_TOKEN in HTTP mode (every caller without a header acts as that member)",
+    )
+    parser.add_argument(
+        "--max-peer-connections",
+        type=_count,
+        metavar="N",
+        help="open HTTP connections one client address may hold (default: half the connection bound; 0: no cap, "
+        "as behind a reverse proxy, where every request comes from the proxy's address)",
+    )
+    parser.add_argument(
+        "--max-peer-heads",
+        type=_count,
+        metavar="N",
+        help="HTTP request heads one client address may have arriving at once (default 8; 0: no cap)",
+    )
+    parser.add_argument(
+        "--send-token-in-clear",
+        action="store_true",
+        help="accept an http:// FAIRWINS_API_URL that is not on this machine: member tokens and payments "
+        "then cross the network unencrypted (without it, http:// is for loopback gateways only)",
     )
     parser.add_argument(
         "--log-format",
@@ -139,6 +205,9 @@ NO_ARGUMENTS: Final = {
     "host": None,
     "allowed_origin": None,
     "allow_shared_token": False,
+    "max_peer_connections": None,
+    "max_peer_heads": None,
+    "send_token_in_clear": False,
     "log_format": None,
     "metrics": False,
 }

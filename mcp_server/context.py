@@ -9,10 +9,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
 from .records import Record
+
+if TYPE_CHECKING:
+    from .redaction import Redactor
 
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -74,6 +77,27 @@ class Payment:
     source: str = "meta"  # "meta" (params._meta) or "header" (an inbound HTTP header)
 
 
+class PaymentAllowance:
+    """A payment is forwarded at most once per inbound message (one HTTP request, one stdio line).
+
+    Every context made for one message shares one allowance, so no path, however many calls a
+    message carries, can spend a payment twice: the first claim wins, every later one is told
+    why not. An allowance made `closed` refuses every claim with that reason (a batch).
+    """
+
+    def __init__(self, closed: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._refusal = closed
+
+    def claim(self) -> str | None:
+        """None: forward this payment (and no other after it); else why it must not be forwarded."""
+        with self._lock:
+            refusal = self._refusal
+            if refusal is None:
+                self._refusal = "a payment is forwarded at most once per request, and one already was"
+            return refusal
+
+
 def _drop(_: JSONObject) -> None:
     return None
 
@@ -86,6 +110,10 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
+    payment_sent: bool = False  # the payment may have reached the gateway (set just before it is sent)
+    # Shared by every context made for one inbound message (batches.py); None: this context is its
+    # message's only one, and gets an allowance of its own when it first carries a payment.
+    payment_allowance: PaymentAllowance | None = None
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio
@@ -99,6 +127,23 @@ class RequestContext:
     progress_token: str | int | None = None
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
+    _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
+
+    def redactor(self) -> Redactor | None:
+        """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
+
+        Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
+        """
+        key = (self.bearer, self.payment)
+        if self._redactor is None or self._redactor[0] != key:
+            from . import redaction  # most requests never quote gateway text
+
+            if self.bearer_source == "env" and self.payment is None:
+                made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
+            else:
+                made = redaction.Redactor(self.bearer, self.payment)
+            self._redactor = (key, made if made else None)
+        return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send `notifications/progress` (only when the request asked for it): values must increase.

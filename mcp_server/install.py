@@ -39,6 +39,7 @@ from .client_configs import (
     server_entry,
 )
 from .config import ConfigError, from_env
+from .gateway import parse_base_url
 from .logs import redact
 
 PUBLIC_RELAY: Final = "https://relay.fairwins.app"
@@ -126,6 +127,10 @@ def _settings(
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InstallError(f"the gateway URL must be an http:// or https:// URL with a host, not {url!r}")
+    try:
+        parse_base_url(url)  # http:// to another machine: the server would refuse it at every call
+    except ValueError as exc:
+        raise InstallError(str(exc)) from None
     token, source = _token(args, env, stdin) if ask_token else (None, "not asked")
     try:
         # The server's own reading of these settings, so anything it would refuse is refused here.

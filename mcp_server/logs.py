@@ -256,6 +256,9 @@ def configure(level: str = "info", fmt: str = "text", trace_project: str | None 
     handler = _stderr_handler()
     handler.setFormatter(JsonFormatter(trace_project) if fmt == "json" else TextFormatter())
     handler.addFilter(_ScrubSecrets())
+    from .redaction import LogFilter  # the credentials of the request being handled, by value
+
+    handler.addFilter(LogFilter())
     root = logging.getLogger("fairwins_mcp")
     for old in root.handlers:
         old.close()

@@ -238,6 +238,8 @@ def bounded(value: str | None, allowed: frozenset[str] | tuple[str, ...], other:
 # An HTTP refusal's error code (the `error` of its JSON body) → the reason it is counted under.
 REFUSALS: Final = {
     "busy": "busy",
+    "too_many_connections": "busy",  # a client address over its own share (429)
+    "too_many_unfinished_requests": "busy",
     "shutting_down": "draining",
     "request_timeout": "timeout",
     "too_large": "size",
@@ -249,6 +251,9 @@ REFUSALS: Final = {
     "duplicate_header": "malformed",
     "bad_content_length": "malformed",
     "length_required": "malformed",
+    "bad_request_target": "malformed",
+    "missing_host": "malformed",
+    "http_version_not_supported": "malformed",
 }
 
 
@@ -262,7 +267,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
         return "timeout"
     if status in (413, 414, 431):
         return "size"
-    if status == 503:
+    if status in (429, 503):
         return "busy"
     # Host, Origin, method, path, media types, Authorization's form, an unsupported protocol version.
     return "gate"

@@ -12,9 +12,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .gateway import GatewayFailure, GatewayResponse, Outcome, retry_after_seconds
-from .jsonrpc import JSONObject, loads
+from . import redaction
+from .gateway import GatewayFailure, GatewayResponse, Outcome
+from .jsonrpc import JSONObject, NumberTooLong, loads
 from .logs import redact
+from .retry_after import retry_after_seconds
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
@@ -28,8 +30,15 @@ _BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
 
 
 def clean(text: object, limit: int = MAX_QUOTED) -> str:
-    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped."""
-    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in str(text)).strip()
+    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped.
+
+    The credentials of the request being handled are removed by value (redaction.py), before the
+    cut so that none is left half there; the pattern rules then remove any other credential.
+    """
+    # What the cut keeps, plus room for a credential across it, each character escaped as six at most.
+    raw = str(text)[: (limit + 64) * 6]
+    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in raw).strip()
+    flat = redaction.scrub(flat)
     flat = _TOKEN_TEXT.sub(lambda m: redact(m.group(0)), flat)
     flat = _BASE64_JSON.sub("(an encoded credential, not shown)", flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -120,6 +129,8 @@ def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
         return loads(resp.body.decode("utf-8")), None
     except UnicodeDecodeError:
         return None, ": it was not valid UTF-8"
+    except NumberTooLong as exc:
+        return None, f": it held {exc}"
     except ValueError as exc:
         if "deeply" in str(exc):
             return None, ": it was nested too deeply to read"
@@ -130,7 +141,9 @@ def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
 def _seconds(value: float) -> str:
     if value < 120:
         return f"{round(value, 1):g} s"  # 0.5 s stays 0.5 s: a limit is never understated
-    return f"{int(value // 60)} min" if value < 7200 else f"{int(value // 3600)} h"
+    if value < 7200:
+        return f"{int(value // 60)} min"
+    return f"{int(value // 3600)} h" if value < 240 * 3600 else f"{int(value // 86400)} d"
 
 
 def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: float = 0) -> Failure:
@@ -140,6 +153,8 @@ def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: fl
             if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
                 return Failure("gateway_not_configured")
             return Failure("unreachable", detail=f": {outcome.detail}")
+        if outcome.cause == "unsendable":
+            return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
         if outcome.cause in ("too_large", "unreadable"):
             return Failure("unreadable_answer", detail=f": {outcome.detail}")
         if outcome.cause == "timeout" and timeout:
@@ -176,6 +191,11 @@ def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: fl
     if status >= 400:
         return Failure("refused_request", status, code, detail=quoted)
     return Failure("unreadable_answer", status, code)
+
+
+def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:
+    """The sentence for an outcome that is not a readable 2xx JSON answer."""
+    return wording.say(classify(outcome, wording, scope=scope, timeout=timeout), what)
 
 
 def chain_notes(value: Any, wording: Wording) -> list[str]:

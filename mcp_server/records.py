@@ -215,7 +215,7 @@ class Record:
         if self.failure is None:
             self.failure = kind if kind in FAILURE_KINDS else "other"
 
-    def reply(self, message: JSONObject | list[JSONObject] | None, *, cancelled: bool = False) -> None:
+    def reply(self, message: object, *, cancelled: bool = False) -> None:
         """How the request ended, from the answer the dispatcher gave."""
         self.ended = time.perf_counter()
         if cancelled:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .batches import BatchLimits
 from .catalog import Catalog
 from .config import Config
 from .gateway import Gateway
@@ -35,8 +36,16 @@ def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
 
 
 def build_gateway(config: Config) -> Gateway:
-    return Gateway(config.api_url, timeout=config.timeout, max_body=config.max_response_bytes)
+    return Gateway(
+        config.api_url,
+        timeout=config.timeout,
+        max_body=config.max_response_bytes,
+        send_token_in_clear=config.send_token_in_clear,
+    )
 
 
 def build_dispatcher(config: Config, gateway: Gateway | None = None) -> Dispatcher:
-    return Dispatcher(build_catalog(gateway or build_gateway(config)))
+    # A batch, as a whole, gets the time one call gets; its other bounds are BatchLimits' defaults.
+    return Dispatcher(
+        build_catalog(gateway or build_gateway(config)), batch_limits=BatchLimits(deadline=config.timeout)
+    )

@@ -168,6 +168,8 @@ class GatewayTool:
             requests = attempt + 1
             ctx.report_progress(attempt, requests, f"Retrying in {delay:.1f} s: {why}…")
 
+        if request.payment is not None:
+            ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         record = ctx.record
         outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
         answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
@@ -175,7 +177,7 @@ class GatewayTool:
         result = self.render(outcome, request, ctx)
         if result.get("isError") is True:
             self._note_failure(result, outcome, request, ctx)
-        return result
+        return _without_credentials(result, outcome, request, ctx)
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
@@ -256,6 +258,31 @@ def _structured(ctx: RequestContext) -> bool:
 def _answer_path(problem: str) -> str:
     """schema.check speaks of "the arguments"; here the value checked is the gateway's answer."""
     return problem.replace("the arguments", "the answer")
+
+
+def _without_credentials(
+    result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext
+) -> JSONObject:
+    """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
+
+    Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
+    receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
+    An answer whose bytes cannot spell the credential (the usual case) is let through at once:
+    everything in the result that is not ours comes from those bytes, or from the x402 headers
+    decoded, which always get the whole search.
+    """
+    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
+    if redactor is None or not isinstance(outcome, GatewayResponse):
+        return result  # no answer, so nothing the gateway wrote: the sentence is this server's own
+    decoded = any(outcome.header(name) is not None for name in payments.DECODED_HEADERS)
+    raw = [outcome.body, *(value.encode("latin-1") for _, value in outcome.headers)]
+    if not decoded and not any(redactor.might_be_in(part) for part in raw):
+        return result
+    for name, value in list(ctx.response_headers.items()):
+        if redactor.holds(value):
+            del ctx.response_headers[name]
+    scrubbed: JSONObject = redactor.scrub_value(result)
+    return scrubbed
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:

@@ -37,6 +37,25 @@ GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
 WAIT = 10.0  # the longest any test waits for something that should happen at once
 
 
+PROXY_VARIABLES = (
+    "https_proxy",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's proxy settings never reach a test: one that tests a proxy sets its own."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 # Every tools/call result the suite sees must fit its tool's outputSchema (checked with the
 # server's own schema code). In-process servers are watched at the dispatcher, subprocess servers
 # at StdioProcess; a misfit is recorded there and fails the test that caused it (the dispatcher
@@ -237,6 +256,24 @@ def server_env(**extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def run_stdio(
+    lines: list[dict[str, Any]] | list[bytes], timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m mcp_server` fed `lines` (messages, or raw lines) until EOF; its output is scanned for secrets."""
+    data = b"".join(line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n" for line in lines)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_server"],
+        input=data,
+        cwd=ROOT,
+        env=server_env(**env),
+        capture_output=True,
+        timeout=timeout,
+    )
+    record_output("stdio process stdout", proc.stdout)
+    record_output("stdio process stderr", proc.stderr)
+    return proc
 
 
 @pytest.fixture

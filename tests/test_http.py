@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -229,6 +229,15 @@ def test_a_non_bearer_authorization_is_refused_not_ignored(sandbox: SandboxGatew
     with running(sandbox.url, env_bearer=TOKEN_MEMBER_B) as server:
         status, _, body = post(connect(server), call("get_profile"), {"Authorization": "Basic dXNlcjpwdw=="})
     assert status == 400 and json.loads(body)["error"] == "bad_authorization"
+    assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
+
+
+def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandbox: SandboxGateway) -> None:
+    with running(sandbox.url) as server:
+        for token in ("fw1.caf\u00e9-1234", "fw1.tab\there"):
+            headers = {"Authorization": "Bearer " + token}
+            status, _, body = post(connect(server), call("get_profile"), headers)
+            assert status == 400 and json.loads(body)["error"] == "bad_authorization", token
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
 
 

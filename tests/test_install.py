@@ -291,6 +291,7 @@ def test_the_token_comes_from_stdin_and_bad_settings_are_refused_before_anything
         (["--token-stdin"], "\n", "--token-stdin read an empty line"),
         (["--token-stdin", "--force"], "fw1.two words\n", "whitespace"),
         (["--url", "ftp://relay.example", "--no-token"], "", "http:// or https:// URL"),
+        (["--url", "http://relay.example", "--no-token"], "", "http:// to relay.example, which is not this machine"),
     ):
         refused = install(home, "claude-desktop", *args, stdin=stdin)
         assert refused.returncode == 1 and why in refused.stderr, refused.stderr

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
 from mcp_server.metrics import ServerMetrics
 from mcp_server.server import build_dispatcher
 from tests.mcp_http import post

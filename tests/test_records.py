@@ -21,14 +21,15 @@ from typing import Any
 import pytest
 from assistant_contract.answers import FAILURE_KINDS as CONTRACT_FAILURE_KINDS
 
-from mcp_server import gate, logs
+from mcp_server import logs
 from mcp_server.config import Config, ConfigError, from_env, parse_args
 from mcp_server.context import RequestContext
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.jsonrpc import Request
 from mcp_server.metrics import CONTENT_TYPE, ServerMetrics
 from mcp_server.records import FAILURE_KINDS, Record
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.tracecontext import parse_traceparent
 from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from tests.conftest import McpClient, StdioProcess, client_for, server_env

@@ -432,7 +432,7 @@ def test_a_refused_connection_is_named() -> None:
 
 
 def test_a_name_resolution_failure_is_named() -> None:
-    result = client_for("http://fairwins-gateway.invalid").call_tool("get_perps_pairs")
+    result = client_for("https://fairwins-gateway.invalid").call_tool("get_perps_pairs")
     assert_honest_failure(result, "could not be reached: its host name did not resolve", UNKNOWN)
 
 

@@ -66,6 +66,7 @@ GATEWAY_CAUSES: Final = (
     "too_large",
     "unreadable",
     "cancelled",
+    "unsendable",
 )
 # What a record may call a failed call: the kinds of the contract's failure facts (the
 # `structuredContent.kind` a client is shown), and two that are not failures there: a price asked of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from mcp_server.metrics import (
     refusal_reason,
     render,
 )
-from mcp_server.records import FAILURE_KINDS, METHODS, Record
+from mcp_server.records import FAILURE_KINDS, GATEWAY_CAUSES, METHODS, Record
 
 TOOLS = ("get_wagers", "get_fees")
 
@@ -146,6 +147,10 @@ def test_counting_from_many_threads_loses_nothing() -> None:
         (415, "unsupported_media_type", "gate"),
         (406, "not_acceptable", "gate"),
         (400, "bad_authorization", "gate"),
+        (429, "too_many_connections", "busy"),  # a client address over its share
+        (429, "too_many_unfinished_requests", "busy"),
+        (400, "missing_host", "malformed"),
+        (505, "http_version_not_supported", "malformed"),
         (400, None, "gate"),  # an unsupported MCP-Protocol-Version: a JSON-RPC error body
         (200, None, None),
         (202, None, None),
@@ -256,3 +261,9 @@ def test_promtool_accepts_the_full_set_and_refuses_a_broken_one() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     broken = promtool_check("# TYPE demo counter\ndemo{a=b} 1\n")
     assert broken.returncode != 0  # the check can fail: it is really looking
+
+
+def test_every_cause_the_gateway_seam_names_is_a_label_of_its_own() -> None:
+    source = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "gateway.py").read_text(encoding="utf-8")
+    named = set(re.findall(r'(?:TransportError|GatewayFailure)\(\s*"([a-z_]+)"', source))
+    assert named and named - {"not_configured"} <= set(GATEWAY_CAUSES)

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PACKAGES := mcp_server assistant_contract
 
-.PHONY: test lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
+.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
 
 $(VPY): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,13 @@ $(VPY): pyproject.toml setup.py
 	$(VPY) -m pip install --quiet -e '.[dev]'
 	touch $(VPY)
 
-test: $(VPY)
+test: $(VPY) test-tools
 	$(VPY) -m pytest
+
+# Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
+# needs it never skips): nginx in front of the server (tests/test_proxy.py).
+test-tools:
+	bash tests/tools/apt.sh nginx nginx-light
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)

@@ -1,18 +1,24 @@
 """`--workers N`: N pre-forked processes on ONE listening socket, under a single-threaded supervisor.
 
-The supervisor binds the socket, forks the workers (each inherits it and accepts from the one
-kernel queue), replaces any worker that dies, and on SIGTERM or SIGINT forwards SIGTERM to every
-worker, waits for each to drain, and exits 0 when all of them did.
+The supervisor binds the socket (`listener.listen`), forks the workers (each inherits it and
+accepts from the one kernel queue) and replaces any worker that dies. On SIGTERM or SIGINT it
+tells every worker that the instance is stopping, waits for each to drain, and exits 0 when all
+of them did.
 
 One shared socket rather than SO_REUSEPORT: with a socket per worker the kernel hashes each new
 connection to one worker's own accept queue, and a worker that closes its socket (to drain, or
 because it died) resets every connection still queued there; with one socket there is one
 queue, which outlives any worker, and no other process can bind the port beside us.
+
+How a worker learns why it stops: the instance stopping (or the supervisor gone, even by
+SIGKILL) is end-of-file on a pipe whose write end only the supervisor holds; the worker then
+drains as the last holder of the socket. SIGTERM sent to one worker alone means that worker
+leaves and the others go on: it closes its copy of the socket (the queue lives on in the
+others) and drains its own connections, and the supervisor starts a replacement.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import select
@@ -27,28 +33,33 @@ from typing import Final
 
 log = logging.getLogger("fairwins_mcp.workers")
 
-BACKLOG: Final = 1024  # the kernel caps it at net.core.somaxconn
 QUICK_DEATH: Final = 5.0  # a worker that dies sooner than this after starting counts towards a crash loop
 FIRST_BACKOFF: Final = 0.1
 MAX_BACKOFF: Final = 10.0
-FORWARDED: Final = (signal.SIGTERM, signal.SIGINT)
-
-Run = Callable[[socket.socket], int]
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
-def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: any free one), ready to be inherited by workers."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        # A restarted server binds again at once, while connections of the previous one sit in TIME_WAIT.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+class Lifeline:
+    """In a worker: the read end of the supervisor's pipe. EOF means the whole instance is stopping."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def watch(self, on_instance_stop: Callable[[], None]) -> None:
+        """Call `on_instance_stop()` (once, from a thread of its own) when the supervisor stops or dies."""
+
+        def wait() -> None:
+            try:
+                while os.read(self.fd, 1):
+                    pass
+            except OSError:
+                pass
+            on_instance_stop()
+
+        threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True).start()
+
+
+Run = Callable[[socket.socket, Lifeline], int]
 
 
 @dataclass
@@ -69,7 +80,7 @@ class Supervisor:
     listener: socket.socket
     count: int
     run: Run
-    stop_timeout: float  # after forwarding SIGTERM, how long workers may take before SIGKILL
+    stop_timeout: float  # after the stop, how long workers may take to drain before SIGKILL
     slots: list[_Slot] = field(default_factory=list)
     stopping: bool = False
     failed: int = 0
@@ -85,12 +96,10 @@ class Supervisor:
             raise RuntimeError("the worker supervisor must fork before any thread starts")
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
-        # Each worker holds the read end; only the supervisor holds the write end. When the
-        # supervisor dies (even by SIGKILL) every worker reads EOF and drains: no orphan keeps the port.
         self._life_r, self._life_w = os.pipe()
-        previous = {sig: signal.getsignal(sig) for sig in (*FORWARDED, signal.SIGCHLD)}
+        previous = {sig: signal.getsignal(sig) for sig in (*STOP_SIGNALS, signal.SIGCHLD)}
         old_wakeup = signal.set_wakeup_fd(self._wake_w)
-        for sig in FORWARDED:
+        for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_stop)
         signal.signal(signal.SIGCHLD, _wake_only)
         try:
@@ -124,12 +133,8 @@ class Supervisor:
                     return
                 if now >= deadline:
                     for slot in alive:
-                        log.warning(
-                            "worker %d (pid %d) still running after %.0f s: killed",
-                            slot.index,
-                            slot.pid,
-                            self.stop_timeout,
-                        )
+                        late = (slot.index, slot.pid, self.stop_timeout)
+                        log.warning("worker %d (pid %d) still running after %.0f s: killed", *late)
                         _kill(slot.pid, signal.SIGKILL)
                     deadline = now + 3600  # the kills are reaped on the next turns
                     self.failed += len(alive)
@@ -152,11 +157,10 @@ class Supervisor:
                     pass
 
     def _stop_all(self) -> None:
-        log.info("stopping: SIGTERM to %d workers; each drains, then exits", sum(1 for s in self.slots if s.pid))
-        for slot in self.slots:
-            if slot.pid:
-                _kill(slot.pid, signal.SIGTERM)
-        # The workers hold the socket open as long as they still accept; ours is no longer needed.
+        log.info("stopping: %d workers drain, then exit", sum(1 for s in self.slots if s.pid))
+        _close_fd(self._life_w)  # every worker reads EOF: the instance is stopping
+        self._life_w = -1
+        # The workers hold the socket open while they take in what is queued; ours is no longer needed.
         self.listener.close()
 
     def _start(self, slot: _Slot) -> None:
@@ -164,7 +168,7 @@ class Supervisor:
         if pid == 0:  # the worker: never returns into the supervisor's loop
             code = 1
             try:
-                code = self._worker(slot.index)
+                code = self._worker()
             except BaseException:
                 log.exception("worker %d failed", slot.index)
             finally:
@@ -172,14 +176,15 @@ class Supervisor:
                 os._exit(code)
         slot.pid, slot.started = pid, time.monotonic()
 
-    def _worker(self, index: int) -> int:
-        for sig in (*FORWARDED, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
+    def _worker(self) -> int:
         signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until the worker's own server sets its handler
+        # Ctrl-C reaches the whole process group; the supervisor alone decides what it means.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for fd in (self._wake_r, self._wake_w, self._life_w):
             _close_fd(fd)
-        _watch_parent(self._life_r)
-        return self.run(self.listener)
+        return self.run(self.listener, Lifeline(self._life_r))
 
     def _reap(self) -> None:
         while True:
@@ -225,21 +230,6 @@ def _wake_only(signum: int, frame: object) -> None:
     return None  # the wake-up fd already woke the loop
 
 
-def _watch_parent(fd: int) -> None:
-    """In a worker: when the supervisor is gone (EOF on the life pipe), drain as on SIGTERM."""
-
-    def watch() -> None:
-        try:
-            while os.read(fd, 1):
-                pass
-        except OSError:
-            pass
-        log.warning("the supervisor is gone: draining")
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="fairwins-mcp-supervisor-watch", daemon=True).start()
-
-
 def _describe(status: int) -> str:
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
@@ -261,9 +251,8 @@ def _close_fd(fd: int) -> None:
     if fd >= 0:
         try:
             os.close(fd)
-        except OSError as exc:
-            if exc.errno != errno.EBADF:
-                raise
+        except OSError:
+            pass
 
 
 def _flush() -> None:
@@ -275,5 +264,5 @@ def _flush() -> None:
 
 
 def supervise(listener: socket.socket, count: int, run: Run, *, stop_timeout: float) -> int:
-    """Serve with `count` workers, each running `run(listener)`, until SIGTERM or SIGINT; the exit code."""
+    """Serve with `count` workers, each running `run(listener, lifeline)`, until SIGTERM or SIGINT; the exit code."""
     return Supervisor(listener, count, run, stop_timeout).serve()

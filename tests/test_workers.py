@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import pytest
 
+from mcp_server import listener as listening
 from mcp_server import workers
 from tests.conftest import ROOT, WAIT, server_env
 
@@ -169,6 +170,35 @@ def test_a_signal_drains_every_worker_and_exits_0(sig: signal.Signals) -> None:
         assert answers and answers[0][0] == 200, answers
         assert not any(alive(pid) for pid in pids)
         assert fx.stderr.count("drained and exited") == 2
+        assert fx.stderr.count("stops: instance") == 2
+
+
+def test_ctrl_c_to_the_whole_process_group_is_one_instance_stop() -> None:
+    with fixture("--workers", "2") as fx:
+        fx.workers(2)
+        os.killpg(fx.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        assert fx.wait() == 0, fx.stderr
+        assert fx.stderr.count("stops: instance") == 2
+        assert "stops: alone" not in fx.stderr
+
+
+def test_sigterm_to_one_worker_drains_it_alone_and_a_replacement_takes_its_place() -> None:
+    with fixture("--workers", "2") as fx:
+        first = fx.workers(2)
+        answers: list[tuple[int, str]] = []
+        slow = threading.Thread(target=lambda: answers.append(fx.get("/slow?s=1.0")))
+        slow.start()
+        eventually(lambda: "slow request in worker" in fx.stderr, "the slow request to reach a worker")
+        busy = int(fx.stderr.split("slow request in worker ")[1].split()[0])
+        os.kill(busy, signal.SIGTERM)
+        others = fx.workers(2, without=busy)
+        assert next(pid for pid in first if pid != busy) in others
+        # The port never stopped accepting: the socket lives on in the other worker and the replacement.
+        assert all(fx.get("/pid")[0] == 200 for _ in range(10))
+        slow.join(WAIT)
+        assert answers and answers[0][0] == 200, answers
+        assert f"worker {busy} stops: alone" in fx.stderr
+        assert f"(pid {busy}) exited with code 0" in fx.stderr
 
 
 def test_a_worker_that_fails_its_drain_makes_the_exit_code_1() -> None:
@@ -219,14 +249,14 @@ def test_backoff_grows_in_a_crash_loop_and_resets_after_a_long_life() -> None:
 
 
 def test_the_supervisor_refuses_to_fork_from_a_threaded_process() -> None:
-    listener = workers.listen("127.0.0.1", 0)
+    listener = listening.listen("127.0.0.1", 0)
     try:
         # pytest itself runs threads here (the sandbox gateway's, the watchdog's) or this one does.
         blocker = threading.Event()
         extra = threading.Thread(target=blocker.wait, daemon=True)
         extra.start()
         with pytest.raises(RuntimeError, match="before any thread"):
-            workers.supervise(listener, 1, lambda sock: 0, stop_timeout=1)
+            workers.supervise(listener, 1, lambda sock, lifeline: 0, stop_timeout=1)
         blocker.set()
     finally:
         listener.close()

@@ -5,7 +5,8 @@
 prints `port N` on stdout once listening. Each worker answers `GET /pid` with its pid, `GET
 /slow?s=SECONDS` after that long, and `GET /exit?code=N` by exiting with N (a crash). On SIGTERM a
 worker stops accepting, finishes what it is serving, and returns 0 (or the code given by
-`--drain-exit`, to test a worker that fails its drain).
+`--drain-exit`, to test a worker that fails its drain). It says on stderr why it stopped: `instance`
+(the supervisor stopped or died) or `alone` (SIGTERM to that worker only).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import urllib.parse
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from mcp_server import listener as listening
 from mcp_server import workers
 
 
@@ -52,18 +54,25 @@ class _Server(ThreadingHTTPServer):
     block_on_close = True
 
 
-def _run(listener: socket.socket, drain_exit: int) -> int:
-    listener.setblocking(False)  # workers race for each connection; the losers must not block in accept()
+def _run(listener: socket.socket, lifeline: workers.Lifeline, drain_exit: int) -> int:
     server = _Server(listener.getsockname()[:2], _Handler, bind_and_activate=False)
     server.socket.close()
     server.socket = listener
+    why: list[str] = []
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def stopping(reason: str) -> None:
+        why.append(reason)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, lambda *_: stopping("alone"))
+    lifeline.watch(lambda: stopping("instance"))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     while not stop.wait(3600):
         pass
+    sys.stderr.write(f"worker {os.getpid()} stops: {why[0]}\n")
+    sys.stderr.flush()
     server.shutdown()
     thread.join()
     server.server_close()  # joins the request threads
@@ -77,10 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stop-timeout", type=float, default=10.0)
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s: %(message)s")
-    listener = workers.listen("127.0.0.1", 0)
-    print(f"port {listener.getsockname()[1]}", flush=True)
+    sock = listening.listen("127.0.0.1", 0)
+    print(f"port {sock.getsockname()[1]}", flush=True)
     return workers.supervise(
-        listener, args.workers, lambda sock: _run(sock, args.drain_exit), stop_timeout=args.stop_timeout
+        sock,
+        args.workers,
+        lambda inherited, lifeline: _run(inherited, lifeline, args.drain_exit),
+        stop_timeout=args.stop_timeout,
     )
 
 

@@ -83,14 +83,24 @@ BENCH_ARGS ?=
 bench:
 	$(PYTHON) -m bench.run $(BENCH_ARGS)
 
-# The same run side by side with the official Python SDK server, installed into .venv-bench
-# (git-ignored; never a project dependency). Results are reported as ratios.
-bench-compare: $(BENCH_VENV)/.installed
-	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+# The same run side by side with the official Python SDK server, installed into .venv-bench, and
+# the official TypeScript SDK server on Node 22, installed into .tools/ts-sdk from the pinned
+# bench/ts-sdk/package-lock.json (both git-ignored; never project dependencies). Results are
+# reported as ratios.
+TS_SDK := .tools/ts-sdk/.installed
+
+bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
+	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
 
 $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-compare.txt
+	touch $@
+
+$(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
+	mkdir -p .tools/ts-sdk
+	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json .tools/ts-sdk/
+	npm ci --prefix .tools/ts-sdk --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 # Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency

@@ -1,15 +1,18 @@
 """The benchmark: cold start, memory, stdio latency, HTTP throughput and CPU per call, against a stub.
 
     python3 -m bench.run                                 our server only
-    python3 -m bench.run --compare .venv-bench/bin/python  side by side with the official SDK
+    python3 -m bench.run --compare .venv-bench/bin/python  side by side with the official Python SDK
+    python3 -m bench.run --compare .venv-bench/bin/python --compare-ts .tools/node22/.../bin/node
+                                                         ... and the official TypeScript SDK
     python3 -m bench.run --quick --no-compare            a smoke run in seconds
 
 Everything runs on 127.0.0.1: a gateway stub (bench.stub_gateway, its own process), our server
-(`python3 -m mcp_server`, or --server-cmd) and, with --compare, bench.sdk_server under the given
-interpreter. The direct GET to the stub is measured with the same client as the floor. One table
-on stdout (with PASS/MISS per target), the full figures as JSON (--json).
+(`python3 -m mcp_server`, or --server-cmd), with --compare bench.sdk_server under the given
+interpreter, and with --compare-ts bench/ts_sdk_server.mjs under the given Node. The direct GET
+to the stub is measured with the same client as the floor. One table on stdout (with PASS/MISS
+per target), the full figures as JSON (--json).
 
-Standard library only; the SDK is only ever run as a separate process.
+Standard library only; the SDKs are only ever run as separate processes.
 """
 
 from __future__ import annotations
@@ -46,14 +49,8 @@ URL_LINE = re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp")
 REQUEST_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 
-# The TypeScript SDK's figures the targets are stated against (from the issue).
-TS_SDK = {
-    "cold_init_ms": 218.0,
-    "rss_after_mib": 121.0,
-    "stdio_call_p50_ms": 0.59,
-    "cpu_per_call_ms": 0.74,
-    "http_8_rps": 1562.0,
-}
+TS_SERVER = REPO / "bench" / "ts_sdk_server.mjs"
+TS_SDK_PREFIX = REPO / ".tools" / "ts-sdk"  # where `make bench-compare` installs the pinned SDK
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -964,6 +961,7 @@ class Target:
     metric: str
     kind: str  # "ratio_le" | "ratio_ge" | "abs_le" | "abs_ge"
     bound: float
+    against: str = "sdk"  # the server a ratio is taken against: "sdk" (Python) or "ts"
 
 
 TARGETS = (
@@ -971,8 +969,8 @@ TARGETS = (
     Target("memory", "≤ 1/3 SDK", "rss_after_mib", "ratio_le", 1 / 3),
     Target("stdio_overhead", "≤ 0.30 ms", "stdio_call_overhead_p50_ms", "abs_le", 0.30),
     Target("cpu_per_call", "≤ 1/3 SDK", "cpu_per_call_ms", "ratio_le", 1 / 3),
-    Target("http8_vs_sdk", "≥ 2.5× SDK", "http_8_rps", "ratio_ge", 2.5),
-    Target("http8_vs_ts", "≥ 1,562/s", "http_8_rps", "abs_ge", 1562.0),
+    Target("http8_vs_sdk", "≥ 3.5× SDK", "http_8_rps", "ratio_ge", 3.5),
+    Target("http8_vs_ts", "≥ 1.5× TS SDK", "http_8_rps", "ratio_ge", 1.5, against="ts"),
 )
 
 
@@ -983,8 +981,7 @@ class Row:
     fmt: str
     floor: str = ""  # the direct-to-stub metric shown beside it
     target: str = ""  # a Target.id
-    ts: bool = True  # show the TypeScript SDK figure, when there is one
-    ratio: bool = True  # show ours/SDK
+    ratio: bool = True  # show ours/SDK and ours/TS
 
 
 def _rows(calls: int, cold_runs: int) -> list[Row]:
@@ -1019,14 +1016,11 @@ def _rows(calls: int, cold_runs: int) -> list[Row]:
                 "{:,.0f}",
                 floor=f"direct_{c}_rps",
                 target="http8_vs_sdk" if c == 8 else "",
-                ts=False,
             )
         )
         if c == 8:
             # The same figure again: one row per target, so each has its own PASS/MISS.
-            rows.append(
-                Row("HTTP 8 clients, req/s (vs TS SDK)", "http_8_rps", "{:,.0f}", target="http8_vs_ts", ratio=False)
-            )
+            rows.append(Row("HTTP 8 clients, req/s (vs TS SDK)", "http_8_rps", "{:,.0f}", target="http8_vs_ts"))
         rows.append(Row(f"HTTP {c} {noun}, p50 ms", f"http_{c}_p50_ms", "{:.3f}", floor=f"direct_{c}_p50_ms"))
         rows.append(Row(f"HTTP {c} {noun}, p99 ms", f"http_{c}_p99_ms", "{:.3f}", floor=f"direct_{c}_p99_ms"))
         rows.append(Row(f"HTTP {c} {noun}, server CPU per call, ms", f"http_{c}_cpu_per_call_ms", "{:.3f}"))
@@ -1042,9 +1036,11 @@ def _num(d: dict[str, Any] | None, key: str) -> float | None:
     return None
 
 
-def evaluate(target: Target, ours: dict[str, Any] | None, sdk: dict[str, Any] | None) -> dict[str, Any]:
+def evaluate(
+    target: Target, ours: dict[str, Any] | None, sdk: dict[str, Any] | None, ts: dict[str, Any] | None
+) -> dict[str, Any]:
     mine = _num(ours, target.metric)
-    theirs = _num(sdk, target.metric)
+    theirs = _num(ts if target.against == "ts" else sdk, target.metric)
     value: float | None
     if target.kind.startswith("ratio"):
         value = mine / theirs if mine is not None and theirs else None
@@ -1071,38 +1067,47 @@ def render_table(
     rows: list[Row],
     ours: dict[str, Any] | None,
     sdk: dict[str, Any] | None,
+    ts: dict[str, Any] | None,
     floor: dict[str, Any],
     verdicts: dict[str, dict[str, Any]],
-    compare: bool,
 ) -> str:
     def cell(d: dict[str, Any] | None, key: str, fmt: str) -> str:
         v = _num(d, key)
         return "—" if v is None else fmt.format(v)
 
-    header = ["metric", "ours", "SDK" if compare else "SDK (off)", "direct", "ours/SDK", "TS SDK", "target", "result"]
+    def ratio(row: Row, other: dict[str, Any] | None) -> str:
+        mine, theirs = _num(ours, row.metric), _num(other, row.metric)
+        return f"{mine / theirs:.2f}" if row.ratio and mine is not None and theirs else "—"
+
+    header = [
+        "metric",
+        "ours",
+        "SDK" if sdk is not None else "SDK (off)",
+        "TS SDK" if ts is not None else "TS SDK (off)",
+        "direct",
+        "ours/SDK",
+        "ours/TS",
+        "target",
+        "result",
+    ]
     body: list[list[str]] = []
     for row in rows:
-        mine, theirs = _num(ours, row.metric), _num(sdk, row.metric)
-        ratio = f"{mine / theirs:.2f}" if row.ratio and mine is not None and theirs else "—"
-        ts = TS_SDK.get(row.metric) if row.ts else None
-        ts_cell = "—" if ts is None else row.fmt.format(ts)
         verdict = verdicts.get(row.target, {}) if row.target else {}
-        target_text = verdict.get("target", "")
-        result = verdict.get("result", "")
         body.append(
             [
                 row.label,
                 cell(ours, row.metric, row.fmt),
                 cell(sdk, row.metric, row.fmt),
+                cell(ts, row.metric, row.fmt),
                 cell(floor, row.floor, row.fmt) if row.floor else "",
-                ratio,
-                ts_cell,
-                target_text,
-                result,
+                ratio(row, sdk),
+                ratio(row, ts),
+                verdict.get("target", ""),
+                verdict.get("result", ""),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    right = {1, 2, 3, 4, 5}
+    right = {1, 2, 3, 4, 5, 6}
 
     def line(cells: list[str]) -> str:
         return "  ".join(
@@ -1142,7 +1147,18 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--compare", metavar="PYTHON", default=None, help="interpreter with `mcp` installed: run the SDK server too"
     )
-    parser.add_argument("--no-compare", action="store_true", help="our server only, even with --compare")
+    parser.add_argument(
+        "--compare-ts",
+        metavar="NODE",
+        default=None,
+        help="Node 22 binary: run bench/ts_sdk_server.mjs (the official TypeScript SDK, from .tools/ts-sdk) too",
+    )
+    parser.add_argument(
+        "--http-only", action="store_true", help="skip cold starts and stdio: only the HTTP load (for repeated runs)"
+    )
+    parser.add_argument(
+        "--no-compare", action="store_true", help="our server only, even with --compare or --compare-ts"
+    )
     parser.add_argument(
         "--json",
         metavar="PATH",
@@ -1184,7 +1200,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.calls < 1 or args.duration <= 0 or args.cold_starts < 1 or args.time_limit <= 0:
         parser.error("--calls, --duration, --cold-starts and --time-limit must be positive")
     if args.no_compare:
-        args.compare = None
+        args.compare = args.compare_ts = None
     return args
 
 
@@ -1238,6 +1254,19 @@ def _sdk_cmd(python: str) -> tuple[list[str], str]:
     return [exe, "-m", "bench.sdk_server"], probe.stdout.decode().strip()
 
 
+def _ts_cmd(node: str) -> tuple[list[str], str]:
+    exe = str(Path(node).expanduser())
+    manifest = TS_SDK_PREFIX / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+    try:
+        version = str(json.loads(manifest.read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise BenchError(f"--compare-ts: the TypeScript SDK is not installed in {TS_SDK_PREFIX} ({exc})") from None
+    probe = subprocess.run([exe, "--version"], capture_output=True, cwd=REPO, timeout=60, check=False)
+    if probe.returncode != 0:
+        raise BenchError(f"--compare-ts {node}: cannot run node: {probe.stderr.decode(errors='replace')[-300:]}")
+    return [exe, str(TS_SERVER)], f"{version} on Node {probe.stdout.decode().strip()}"
+
+
 def _progress(text: str) -> None:
     sys.stderr.write(f"bench: {text}\n")
     sys.stderr.flush()
@@ -1263,14 +1292,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors: list[str] = []
     ours: dict[str, Any] | None = None
     sdk: dict[str, Any] | None = None
+    ts: dict[str, Any] | None = None
     floor: dict[str, Any] = {}
-    sdk_version = ""
+    sdk_version = ts_version = ""
     timed_out = False
     stub: StubProcess | None = None
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         our_cmd: list[str] | None = None
         sdk_cmd: list[str] | None = None
+        ts_cmd: list[str] | None = None
         try:
             our_cmd = _our_cmd(args)
             if not args.server_cmd:
@@ -1282,6 +1313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sdk_cmd, sdk_version = _sdk_cmd(args.compare)
             except (BenchError, OSError, subprocess.SubprocessError) as exc:
                 errors.append(f"sdk: {exc}")
+        if args.compare_ts:
+            try:
+                ts_cmd, ts_version = _ts_cmd(args.compare_ts)
+            except (BenchError, OSError, subprocess.SubprocessError) as exc:
+                errors.append(f"ts: {exc}")
         _progress(f"stub gateway (delay {args.delay_ms:g} ms)")
         stub = StubProcess(args.delay_ms, deadline)
         _progress(f"direct GET floor: {args.calls} sequential, then {', '.join(map(str, HTTP_LEVELS))} clients")
@@ -1300,13 +1336,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sdk_cmd is not None:
             sdk = {"cmd": sdk_cmd}
             servers.append(("sdk", sdk_cmd, sdk))
+        if ts_cmd is not None:
+            ts = {"cmd": ts_cmd}
+            servers.append(("ts", ts_cmd, ts))
         stdio_env = _child_env(stub.url, BENCH_TOKEN)
         http_env = _child_env(stub.url, None)  # HTTP mode refuses to boot with an env token
-        names = " and ".join(label for label, _, _ in servers) or "no server"
-        _progress(f"cold starts of {names}, taking turns ({args.cold_starts} + 1 warm-up each)")
-        measure_cold_starts(servers, stdio_env, args.cold_starts, deadline, errors)
+        names = ", ".join(label for label, _, _ in servers) or "no server"
+        if not args.http_only:
+            _progress(f"cold starts of {names}, taking turns ({args.cold_starts} + 1 warm-up each)")
+            measure_cold_starts(servers, stdio_env, args.cold_starts, deadline, errors)
         # Each later phase on its own: what one measured survives another's failure.
-        for label, cmd, out in servers:
+        for label, cmd, out in servers if not args.http_only else []:
             _progress(f"{label}: stdio, {args.calls} calls per kind")
             try:
                 out.update(measure_stdio(label, cmd, stdio_env, args.calls, args.warmup_calls, deadline))
@@ -1338,16 +1378,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
     rows = _rows(args.calls, args.cold_starts)
-    verdicts = {t.id: evaluate(t, ours, sdk) for t in TARGETS}
-    for server in (ours, sdk):
+    verdicts = {t.id: evaluate(t, ours, sdk, ts) for t in TARGETS}
+    for name, server in (("ours", ours), ("sdk", sdk), ("ts", ts)):
         if server:
             for c in HTTP_LEVELS:
                 n = server.get(f"http_{c}_errors") or 0
                 if n:
                     first = server.get(f"http_{c}", {}).get("first_error", "")
-                    errors.append(
-                        f"{(server is ours and 'ours') or 'sdk'} (HTTP): {n} failed requests at {c} client(s): {first}"
-                    )
+                    errors.append(f"{name} (HTTP): {n} failed requests at {c} client(s): {first}")
 
     report = {
         "schema": 1,
@@ -1371,12 +1409,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "stub_delay_ms": args.delay_ms,
             "protocol_version": PROTOCOL_VERSION,
             "compare": args.compare,
+            "compare_ts": args.compare_ts,
+            "http_only": args.http_only,
             "sdk_version": sdk_version or None,
+            "ts_sdk_version": ts_version or None,
         },
-        "ts_sdk_reference": TS_SDK,
         "direct": floor,
         "ours": ours,
         "sdk": sdk,
+        "ts": ts,
         "ratios_ours_over_sdk": {
             row.metric: (_num(ours, row.metric) or 0.0) / v
             for row in rows
@@ -1390,14 +1431,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"fairwins-mcp bench: N={args.calls}, cold starts={args.cold_starts}, HTTP {args.duration:g} s per level, "
         f"stub delay {args.delay_ms:g} ms, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         + (f", SDK mcp {sdk_version}" if sdk_version else "")
+        + (f", TS SDK {ts_version}" if ts_version else "")
     )
     print(title)
     print(f"ours: {' '.join(ours['cmd']) if ours else '—'}")
     if sdk:
         print(f"SDK:  {' '.join(sdk['cmd'])}")
+    if ts:
+        print(f"TS:   {' '.join(ts['cmd'])}")
     print(
-        "ours/SDK: ratio of the two servers; direct: the floor (the same GET made straight to the stub; "
-        "for cold start and RSS, ours' interpreter running `-c pass`); TS SDK: the TypeScript SDK's published figure"
+        "ours/SDK, ours/TS: ratios of ours to the official Python and TypeScript SDK servers; direct: the floor "
+        "(the same GET made straight to the stub; for cold start and RSS, ours' interpreter running `-c pass`)"
     )
     if load_before >= (os.cpu_count() or 1) / 2:
         print(
@@ -1411,7 +1455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{floor['sdk_python_rss_mib']:.1f} MiB before any server code runs"
         )
     print()
-    print(render_table(rows, ours, sdk, floor, verdicts, bool(args.compare)))
+    print(render_table(rows, ours, sdk, ts, floor, verdicts))
     if errors:
         print()
         for e in errors:

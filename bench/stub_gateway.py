@@ -78,6 +78,12 @@ UNAUTHORIZED_RESPONSE = _response("401 Unauthorized", UNAUTHORIZED_BODY)
 NOT_FOUND_RESPONSE = _response("404 Not Found", NOT_FOUND_BODY)
 
 
+def large_status(size: int) -> bytes:
+    """A /status answer of `size` bytes of valid JSON (for bench.batch_memory: large gateway answers)."""
+    head, tail = b'{"status":"ok","version":"bench-stub","pad":"', b'"}'
+    return _response("200 OK", head + b"x" * max(size - len(head) - len(tail), 0) + tail)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -89,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         path = self.path.split("?", 1)[0]
         if path == "/status":
-            response = STATUS_RESPONSE
+            response = self.server.status_response
         elif path == "/v1/member/wagers":
             auth = self.headers.get("Authorization", "")
             ok = auth.startswith("Bearer fw1.") and len(auth) > len("Bearer fw1.")
@@ -107,14 +113,17 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     delay_s = 0.0
+    status_response = STATUS_RESPONSE
 
 
 class StubGateway:
     """The stub served from a background thread; `url` is its base, `close()` stops it."""
 
-    def __init__(self, port: int = 0, delay_s: float = 0.0) -> None:
+    def __init__(self, port: int = 0, delay_s: float = 0.0, status_bytes: int = 0) -> None:
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.delay_s = delay_s
+        if status_bytes:
+            self._server.status_response = large_status(status_bytes)
         self.port: int = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-gateway", daemon=True)
@@ -130,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench.stub_gateway", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="fixed delay before every answer")
+    parser.add_argument("--status-bytes", type=int, default=0, help="answer /status with this many bytes of JSON")
     args = parser.parse_args(argv)
-    stub = StubGateway(args.port, args.delay_ms / 1000.0)
+    stub = StubGateway(args.port, args.delay_ms / 1000.0, args.status_bytes)
     # One line on stdout, so a parent process learns the port.
     sys.stdout.write(f"stub gateway listening on {stub.url}\n")
     sys.stdout.flush()

@@ -47,9 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.redact(config.api_token),
     )
     if config.http_port is not None:
-        from . import streamable_http
+        from .http.server import serve
 
-        return streamable_http.serve(
+        return serve(
             dispatcher,
             host=config.host,
             port=config.http_port,
@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_concurrency=config.max_concurrency,
             max_body=config.max_body_bytes,
             grace=config.timeout + 5,
+            max_peer_connections=config.max_peer_connections,
+            max_peer_heads=config.max_peer_heads,
         )
     from . import stdio  # deferred: the stdio path never loads the HTTP server code
 

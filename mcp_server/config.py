@@ -30,6 +30,8 @@ class Config:
     allow_shared_token: bool = False
     max_concurrency: int = 32
     max_body_bytes: int = 1024 * 1024
+    max_peer_connections: int | None = None  # None: half the connection bound; 0: no per-peer cap
+    max_peer_heads: int = 8  # 0: no per-peer cap
     cloud_run: bool = False
 
 
@@ -44,6 +46,21 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low:g} and {high:g}, not {raw}")
     return value
+
+
+def _peer_cap(env: Mapping[str, str], args: argparse.Namespace | None, flag: str, name: str) -> int | None:
+    """A per-peer cap from its flag (which wins) or its variable: a whole number, 0 meaning no cap."""
+    given = getattr(args, flag, None)
+    if given is not None:
+        if given < 0:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be 0 (no cap) or more, not {given}")
+        return int(given)
+    if not env.get(name, "").strip():
+        return None
+    value = _number(env, name, 0, 0, 1_000_000)
+    if value != int(value):
+        raise ConfigError(f"{name} must be a whole number, not {env[name].strip()}")
+    return int(value)
 
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
@@ -72,8 +89,14 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
+        max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
+        max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
         cloud_run=cloud_run,
     )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -98,6 +121,19 @@ def argument_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow FAIRWINS_API_TOKEN in HTTP mode (every caller without a header acts as that member)",
     )
+    parser.add_argument(
+        "--max-peer-connections",
+        type=int,
+        metavar="N",
+        help="open HTTP connections one client address may hold (default: half the connection bound; 0: no cap, "
+        "as behind a reverse proxy, where every request comes from the proxy's address)",
+    )
+    parser.add_argument(
+        "--max-peer-heads",
+        type=int,
+        metavar="N",
+        help="HTTP request heads one client address may have arriving at once (default 8; 0: no cap)",
+    )
     return parser
 
 
@@ -108,6 +144,8 @@ NO_ARGUMENTS: Final = {
     "host": None,
     "allowed_origin": None,
     "allow_shared_token": False,
+    "max_peer_connections": None,
+    "max_peer_heads": None,
 }
 
 

@@ -73,6 +73,27 @@ class Payment:
     source: str = "meta"  # "meta" (params._meta) or "header" (an inbound HTTP header)
 
 
+class PaymentAllowance:
+    """A payment is forwarded at most once per inbound message (one HTTP request, one stdio line).
+
+    Every context made for one message shares one allowance, so no path, however many calls a
+    message carries, can spend a payment twice: the first claim wins, every later one is told
+    why not. An allowance made `closed` refuses every claim with that reason (a batch).
+    """
+
+    def __init__(self, closed: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._refusal = closed
+
+    def claim(self) -> str | None:
+        """None: forward this payment (and no other after it); else why it must not be forwarded."""
+        with self._lock:
+            refusal = self._refusal
+            if refusal is None:
+                self._refusal = "a payment is forwarded at most once per request, and one already was"
+            return refusal
+
+
 def _drop(_: JSONObject) -> None:
     return None
 
@@ -85,6 +106,7 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
+    payment_allowance: PaymentAllowance = field(default_factory=PaymentAllowance)
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio

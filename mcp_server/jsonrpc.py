@@ -17,6 +17,8 @@ METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 RESOURCE_NOT_FOUND: Final = -32002  # legacy revisions only
+SERVER_ERROR: Final = -32000  # implementation-defined (JSON-RPC 2.0 §5.1): a bound of this server reached
+REQUEST_TIMEOUT: Final = -32001  # as the MCP SDKs name it: the request's time ran out
 HEADER_MISMATCH: Final = -32020  # 2026-07-28
 MISSING_CAPABILITY: Final = -32021  # 2026-07-28
 UNSUPPORTED_VERSION: Final = -32022  # 2026-07-28
@@ -61,6 +63,13 @@ class Batch:
     """A JSON array of messages (2025-03-26 only; the dispatcher decides whether to accept it)."""
 
     items: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A message already encoded by `dumps` (a batch's answers are encoded as they are made, to bound memory)."""
+
+    data: bytes
 
 
 class McpError(Exception):
@@ -168,4 +177,6 @@ def notification(method: str, params: JSONObject) -> JSONObject:
 
 def dumps(message: Any) -> bytes:
     """Compact, ASCII-only JSON: no raw newline, U+2028 or lone surrogate can reach a line-framed wire."""
+    if isinstance(message, Encoded):
+        return message.data
     return json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")

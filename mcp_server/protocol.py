@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import __version__
+from . import __version__, batches
+from .batches import DEFAULT_BATCH_LIMITS, BatchLimits
 from .catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
-from .context import LOG_LEVELS, RequestContext
+from .context import LOG_LEVELS, Cancellation, RequestContext
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -29,6 +30,7 @@ from .jsonrpc import (
     UNSUPPORTED_VERSION,
     Batch,
     ClientResponse,
+    Encoded,
     Invalid,
     JSONObject,
     McpError,
@@ -109,7 +111,7 @@ class Session:
 class Reply:
     """What to send back (None: nothing) and the HTTP status it earns on the HTTP transport."""
 
-    message: JSONObject | list[JSONObject] | None
+    message: JSONObject | Encoded | None
     status: int = 200
 
 
@@ -130,8 +132,16 @@ def decode_header_value(value: str) -> str | None:
 class Dispatcher:
     """Serves one Catalog to both MCP eras."""
 
-    def __init__(self, catalog: Catalog, *, title: str = "FairWins", version: str = __version__) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        title: str = "FairWins",
+        version: str = __version__,
+        batch_limits: BatchLimits = DEFAULT_BATCH_LIMITS,
+    ) -> None:
         self.catalog = catalog
+        self.batch_limits = batch_limits
         self.server_info: JSONObject = {"name": SERVER_NAME, "title": title, "version": version}
         self._tools: dict[str, Tool] = {t.name: t for t in catalog.tools}
         self._resources: dict[str, Resource] = {r.uri: r for r in catalog.resources}
@@ -196,8 +206,18 @@ class Dispatcher:
             return Reply(None, 202)
         return self._request(message, session, ctx)
 
-    def handle_batch(self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext]) -> Reply:
-        """A JSON array: answered as an array under 2025-03-26, refused under every other revision."""
+    def handle_batch(
+        self,
+        batch: Batch,
+        session: Session,
+        make_ctx: Callable[[], RequestContext],
+        cancellation: Cancellation | None = None,
+    ) -> Reply:
+        """A JSON array: an array of answers under 2025-03-26, within `batch_limits`; refused under any other revision.
+
+        `cancellation` is the batch's: thrown (the client left), it stops the item in flight and
+        every item after it, and the batch has no answer.
+        """
         # A modern header or modern `_meta` on any item means 2026-07-28, where a body is one
         # message: the legacy default (2025-03-26 over HTTP) must not let such a batch through.
         headers = make_ctx().http_headers
@@ -208,19 +228,24 @@ class Dispatcher:
         if modern or session.legacy_version() != BATCH_VERSION:
             err = error_object(INVALID_REQUEST, f"Invalid Request: batches exist only in MCP {BATCH_VERSION}")
             return Reply(error_response(None, err), 400)
-        replies: list[JSONObject] = []
-        for item in batch.items:
+        limit = self.batch_limits.max_items
+        if len(batch.items) > limit:
+            err = error_object(
+                INVALID_REQUEST,
+                f"Invalid Request: a batch of {len(batch.items)} messages is over this server's limit of {limit} "
+                f"per batch; nothing in it was run: send at most {limit} at a time",
+            )
+            return Reply(error_response(None, err), 400)
+
+        def answer(item: Message, ctx: RequestContext) -> JSONObject | None:
             if isinstance(item, Request) and item.method == "initialize":
                 err = error_object(INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch")
-                replies.append(error_response(item.id, err))
-                continue
-            ctx = make_ctx()
-            reply = self.handle(item, session, ctx)
-            if isinstance(reply.message, dict) and not ctx.cancellation.is_set:
-                replies.append(reply.message)
-        if not replies:
-            return Reply(None, 202)
-        return Reply(replies, 200)
+                return error_response(item.id, err)
+            message = self.handle(item, session, ctx).message
+            return message if isinstance(message, dict) else None
+
+        encoded = batches.run(batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer)
+        return Reply(None, 202) if encoded is None else Reply(encoded, 200)
 
     # ---- request routing ----------------------------------------------------------------
 
@@ -395,6 +420,9 @@ class Dispatcher:
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
             return payments.refused_unpriced(name)
+        refusal = ctx.payment_allowance.claim()  # at most once per inbound message, whatever carries it
+        if refusal is not None:
+            return payments.refused(refusal)
         return tool.call(arguments, ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .batches import BatchLimits
 from .catalog import Catalog
 from .config import Config
 from .gateway import Gateway
@@ -39,4 +40,7 @@ def build_gateway(config: Config) -> Gateway:
 
 
 def build_dispatcher(config: Config, gateway: Gateway | None = None) -> Dispatcher:
-    return Dispatcher(build_catalog(gateway or build_gateway(config)))
+    # A batch, as a whole, gets the time one call gets; its other bounds are BatchLimits' defaults.
+    return Dispatcher(
+        build_catalog(gateway or build_gateway(config)), batch_limits=BatchLimits(deadline=config.timeout)
+    )

@@ -21,6 +21,7 @@ from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     Batch,
+    Encoded,
     Id,
     JSONObject,
     Notification,
@@ -70,18 +71,18 @@ class StdioServer:
 
     # ---- output -------------------------------------------------------------------------
 
-    def write(self, message: JSONObject | list[JSONObject]) -> None:
+    def write(self, message: JSONObject | Encoded) -> None:
         try:
             data = dumps(message) + b"\n"
         except (ValueError, TypeError):
             # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
-            # thread, stop the server): each response becomes -32603, anything else is dropped.
+            # thread, stop the server): a response becomes -32603, anything else is dropped. (A
+            # batch's answers arrive encoded, each item already checked: batches.py.)
             log.exception("a message could not be encoded as JSON")
-            fallback = [_internal_error(m) for m in (message if isinstance(message, list) else [message])]
-            answers = [m for m in fallback if m is not None]
-            if not answers:
+            answer = None if isinstance(message, Encoded) else _internal_error(message)
+            if answer is None:
                 return
-            data = dumps(answers if isinstance(message, list) else answers[0]) + b"\n"
+            data = dumps(answer) + b"\n"
         with self._write_lock:
             if self._wire_broken:
                 return

@@ -3,13 +3,15 @@
 It speaks both eras the way real clients do: the 2026-07-28 wire (per-request `_meta`,
 `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) and the handshake wire (`initialize`, then
 `MCP-Protocol-Version` on every later POST). Also `serving()`: the real HTTP transport on
-127.0.0.1:0 around any dispatcher, shut down when the block ends.
+127.0.0.1:0 around any dispatcher, shut down when the block ends; and `Raw`, a client on a bare
+socket that can send what no HTTP library would and reads the answers one by one.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -17,9 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_server import gate
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.protocol import Dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 
 MODERN: Final = "2026-07-28"
@@ -30,6 +32,68 @@ CLIENT_INFO: Final = {"name": "fairwins-tests", "version": "1.0.0"}
 NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 Json = dict[str, Any]
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class Raw:
+    """A client on a bare socket, so it can send what no HTTP library would, and read answers one by one.
+
+    `source` binds the client's end to another loopback address (127.0.0.2, …): a different peer.
+    """
+
+    def __init__(self, port: int, *, source: str | None = None, timeout: float = TIMEOUT) -> None:
+        self.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=timeout, source_address=(source, 0) if source else None
+        )
+        self.buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _fill(self) -> bool:
+        try:
+            chunk = self.sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        self.buffer += chunk
+        return bool(chunk)
+
+    def response(self, *, head: bool = False) -> Response | None:
+        """The next whole response on the connection (`head`: to a HEAD, so no body); None if it closed first."""
+        while b"\r\n\r\n" not in self.buffer:
+            if not self._fill():
+                assert not self.buffer, f"the connection closed inside a response: {self.buffer[:200]!r}"
+                return None
+        raw_head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = raw_head.decode("latin-1").split("\r\n")
+        version, status, *_ = status_line.split(" ", 2)
+        assert version == "HTTP/1.1", status_line
+        headers: dict[str, str] = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            assert name.lower() not in headers, f"header {name} sent twice"
+            headers[name.lower()] = value.strip()
+        length = 0 if head else int(headers.get("content-length", "0"))
+        assert "transfer-encoding" not in headers or int(status) == 200
+        while len(self.buffer) < length:
+            assert self._fill(), "the connection closed inside a body"
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return Response(int(status), headers, body)
+
+    def closed(self) -> bool:
+        """True once the server closes the connection (reading and dropping anything else it sends)."""
+        while self._fill():
+            pass
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 @dataclass

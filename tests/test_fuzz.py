@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.context import Cancellation, RequestContext
 from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target
-from mcp_server.jsonrpc import Batch, Request, dumps, parse
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
+from mcp_server.jsonrpc import Batch, Encoded, Request, dumps, parse
 from mcp_server.protocol import Dispatcher, Session
 from mcp_server.server import build_catalog
 from mcp_server.stdio import MAX_LINE, StdioServer
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
 from tests.conftest import ROOT, server_env
 from tests.samples import VALID_ARGUMENTS
@@ -481,7 +481,7 @@ def run_core(dispatcher: Dispatcher, data: bytes, session: Session, http_headers
         if reply.message is None:
             assert all(isinstance(item, Nothing) for item in expected.items), where
         else:
-            check_batch_answer(reply.message, expected, where)
+            check_batch_answer(json.loads(dumps(reply.message)), expected, where)
     else:
         reply = dispatcher.handle(message, session, make_ctx())
         if isinstance(expected, Nothing):
@@ -493,7 +493,8 @@ def run_core(dispatcher: Dispatcher, data: bytes, session: Session, http_headers
         check_message(sent, where)
     if reply.message is not None:
         line = dumps(reply.message)  # must encode, as one line, and read back as what it was
-        assert b"\n" not in line and json.loads(line) == json.loads(json.dumps(reply.message))
+        original = line if isinstance(reply.message, Encoded) else json.dumps(reply.message)
+        assert b"\n" not in line and json.loads(line) == json.loads(original)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -756,6 +757,102 @@ def test_http_answers_every_request_once_and_every_notification_with_202(seed: i
         status, messages = read_answer(conn.getresponse())
         conn.close()
     assert status == 200 and messages == [{"jsonrpc": "2.0", "id": "last", "result": {}}]
+
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "X-Custom")
+HTTP_PATHS = (
+    "/mcp", "/healthz", "/", "/mcp/", "/MCP", "/healthz?probe=1", "/mcp?x=1", "/elsewhere", "/%2e%2e/etc",
+    "*", "http://localhost/mcp", "http://localhost/healthz", "/" + "a" * 3000,
+)  # fmt: skip
+SMUGGLED_ID = 666
+
+
+def _smuggled() -> bytes:
+    body = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % SMUGGLED_ID
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+def any_request(gen: Gen) -> tuple[bytes, str]:
+    """A request on any path with any method, with or without a body in any framing: (its bytes, its method)."""
+    rng = gen.rng
+    method = rng.choice(HTTP_METHODS)
+    path = rng.choice(HTTP_PATHS)
+    lines = [f"{method} {path} HTTP/1.1".encode(), b"Host: " + rng.choice([b"localhost", b"127.0.0.1:1", b"[::1]"])]
+    for name, values in (
+        (b"Content-Type", [b"application/json", b"text/plain", b"application/json; charset=utf-8"]),
+        (b"Accept", [b"application/json", b"*/*", b"text/html"]),
+        (b"Origin", [b"http://localhost:6274", b"https://evil.example", b"http://[::1", b"null"]),
+        (b"MCP-Protocol-Version", [b"2025-03-26", b"2025-11-25", b"1999-01-01"]),
+        (b"Expect", [b"100-continue"]),
+        (b"Connection", [b"close", b"keep-alive"]),
+        (b"Authorization", [b"Bearer fw1.fuzz", b"Basic eA=="]),
+    ):
+        if rng.random() < 0.3:
+            lines.append(name + b": " + rng.choice(values))
+    body_kind = rng.choice(["none", "length", "length", "chunked", "smuggled", "smuggled-chunked", "empty-length"])
+    body = gen.message(unique_ids=True, allow_batches=False) if rng.random() < 0.5 else _smuggled()
+    if body_kind in ("smuggled", "smuggled-chunked"):
+        body = _smuggled()
+    if body_kind in ("length", "smuggled"):
+        lines.append(b"Content-Length: %d" % len(body))
+    elif body_kind == "empty-length":
+        lines.append(b"Content-Length: 0")
+        body = b""
+    elif body_kind in ("chunked", "smuggled-chunked"):
+        lines.append(b"Transfer-Encoding: chunked")
+        cut = rng.randint(0, len(body))
+        parts = [p for p in (body[:cut], body[cut:]) if p]
+        body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+    else:
+        body = b""
+    rng.shuffle(lines[1:])
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body, method
+
+
+@pytest.mark.parametrize("seed", [400, 401, 402])
+def test_http_every_path_and_method_with_and_without_a_body_keeps_the_connection_in_step(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # After any request, the same connection either closes (having said so) or answers the next
+    # request, and nothing hidden in a body is ever answered as a request of its own.
+    from tests.mcp_http import Raw
+
+    gen = Gen(seed)
+    marker = b'{"jsonrpc":"2.0","id":"marker","method":"ping"}'
+    follow = (
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(marker), marker)
+    )
+    kept = closed = 0
+    with http_server() as server:
+        for n in range(150):
+            data, method = any_request(gen)
+            where = f"seed {seed} #{n}: {data[:300]!r}"
+            client = Raw(server.server_address[1], timeout=WAIT)
+            try:
+                client.send(data + follow)
+                first = client.response(head=method == "HEAD")
+                assert first is not None, f"no answer: {where}"
+                assert b'"id":%d' % SMUGGLED_ID not in first.body, where
+                if first.status == 100:
+                    first = client.response()  # the body was sent already: the final answer follows the 100
+                    assert first is not None and first.status != 100, where
+                    assert b'"id":%d' % SMUGGLED_ID not in first.body, where
+                if first.headers.get("connection") == "close":
+                    assert client.closed(), where
+                    closed += 1
+                    continue
+                kept += 1
+                second = client.response()
+                assert second is not None and second.status == 200, f"{second}: {where}"
+                assert json.loads(second.body) == {"jsonrpc": "2.0", "id": "marker", "result": {}}, where
+            finally:
+                client.close()
+    assert kept > 20 and closed > 20, (kept, closed)  # both ways out were taken, many times
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "client input logged an error"
 
 
 def test_http_reads_one_mib_strings_and_u2028_in_a_post() -> None:

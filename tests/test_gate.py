@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server import gate
-from mcp_server.gate import Admit, Policy, Refuse
+from mcp_server.http import gate
+from mcp_server.http.gate import Admit, Policy, Refuse
 
 LOCAL = Policy(loopback_bind=True, allowed_origins=frozenset({"https://app.fairwins.example"}), max_body=1024)
 HOSTED = Policy(loopback_bind=False, allowed_origins=frozenset(), max_body=1024)
@@ -63,6 +63,17 @@ def test_an_absent_origin_is_served_without_cors() -> None:
         "http://app.fairwins.example",  # the listed origin is https only
         "*",
         "",
+        # Values the URL parser itself refuses: still an answer, never an exception (issue 12).
+        "http://[::1",
+        "http://]",
+        "http://[zz::1]",
+        "http://localhost:99999",
+        "http://localhost:port",
+        "http://[::1]:²",
+        "http://localhost\u00b2",
+        "http://local host",
+        "http://localhost\x00",
+        "http://loc\u0430lhost",
     ],
 )
 def test_any_other_origin_is_refused_with_403(origin: str) -> None:
@@ -82,11 +93,25 @@ def test_loopback_host_headers_are_served_when_bound_to_loopback(host: str) -> N
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example", "evil.example:8790", "localhost.evil.example", "10.0.0.5:8790", "", None]
+    "host",
+    ["evil.example", "evil.example:8790", "localhost.evil.example", "10.0.0.5:8790", "", None, "localhost:²", "[::1"],
 )
 def test_a_rebinding_host_is_refused_when_bound_to_loopback(host: str | None) -> None:
     decision = decide(host=host)
     assert isinstance(decision, Refuse) and decision.status == 403 and decision.error == "host_not_allowed"
+
+
+def test_an_absolute_form_host_is_the_one_checked() -> None:
+    assert isinstance(gate.check("POST", "/mcp", {**GOOD, "host": "evil.example"}, LOCAL, "localhost:8790"), Admit)
+    refused = gate.check("POST", "/mcp", GOOD, LOCAL, "evil.example")
+    assert isinstance(refused, Refuse) and refused.error == "host_not_allowed"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/healthz?probe=1"])
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_health_is_a_route_of_its_own_with_no_origin_rules(path: str, method: str) -> None:
+    decision = decide(method=method, path=path, origin="https://evil.example", content_type=None)
+    assert decision == Admit("health")
 
 
 def test_any_host_is_served_when_hosted() -> None:

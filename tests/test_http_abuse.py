@@ -13,15 +13,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import pytest
 
-from mcp_server import gate
 from mcp_server.config import Config
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.watchdog import WATCHDOG
+from tests.mcp_http import Raw, Response
 from tests.sandbox_gateway import SandboxGateway
 
 READ_TIMEOUT = 1.0  # the server's budget for one whole request (line, headers, body)
@@ -61,67 +61,6 @@ def running(gateway_url: str | None = None, *, max_body: int = 1024 * 1024) -> I
 def server() -> Iterator[McpHTTPServer]:
     with running() as srv:
         yield srv
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Raw:
-    """A client on a bare socket, so it can send what no HTTP library would, and read answers one by one."""
-
-    port: int
-    sock: socket.socket = field(init=False)
-    buffer: bytes = b""
-
-    def __post_init__(self) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=WAIT)
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def _fill(self) -> bool:
-        try:
-            chunk = self.sock.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            chunk = b""
-        self.buffer += chunk
-        return bool(chunk)
-
-    def response(self) -> Response | None:
-        """The next whole response on the connection; None if it closed first."""
-        while b"\r\n\r\n" not in self.buffer:
-            if not self._fill():
-                assert not self.buffer, f"the connection closed inside a response: {self.buffer[:200]!r}"
-                return None
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        version, status, *_ = status_line.split(" ", 2)
-        assert version == "HTTP/1.1", status_line
-        headers: dict[str, str] = {}
-        for line in lines:
-            name, _, value = line.partition(":")
-            assert name.lower() not in headers, f"header {name} sent twice"
-            headers[name.lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        assert "transfer-encoding" not in headers or int(status) == 200
-        while len(self.buffer) < length:
-            assert self._fill(), "the connection closed inside a body"
-        body, self.buffer = self.buffer[:length], self.buffer[length:]
-        return Response(int(status), headers, body)
-
-    def closed(self) -> bool:
-        """True once the server closes the connection (reading and dropping anything else it sends)."""
-        while self._fill():
-            pass
-        return True
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def request(body: bytes, *, extra: bytes = b"", framing: bytes | None = None) -> bytes:
@@ -372,7 +311,7 @@ def test_many_slowloris_clients_are_all_cut_off_and_service_continues(server: Mc
         started = time.monotonic()
         for client in clients:
             answer = client.response()
-            assert answer is None or answer.status in (408, 503)
+            assert answer is None or answer.status in (408, 429, 503)  # 429: over the per-peer cap on unfinished heads
             assert client.closed()
         waited = time.monotonic() - started
     finally:

@@ -22,8 +22,8 @@ import pytest
 
 from mcp_server import payments
 from mcp_server.config import Config
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.conftest import ROOT, WAIT, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway

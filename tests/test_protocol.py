@@ -24,6 +24,7 @@ from mcp_server.jsonrpc import (
     McpError,
     Notification,
     Request,
+    dumps,
     parse,
 )
 from mcp_server.protocol import Dispatcher, Session
@@ -123,7 +124,8 @@ class Client:
     def send(self, message: dict[str, Any] | list[Any]) -> Any:
         parsed = parse(json.dumps(message).encode())
         if isinstance(parsed, Batch):
-            return self.dispatcher.handle_batch(parsed, self.session, RequestContext).message
+            answer = self.dispatcher.handle_batch(parsed, self.session, RequestContext).message
+            return None if answer is None else json.loads(dumps(answer))
         return self.dispatcher.handle(parsed, self.session, RequestContext()).message
 
     def request(self, method: str, params: dict[str, Any] | None = None, request_id: Any = 1) -> Any:

@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 
-from mcp_server import gate, logs
+from mcp_server import logs
 from mcp_server.config import Config
 from mcp_server.context import Payment, RequestContext
 from mcp_server.gateway import GatewayRequest
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.protocol import Dispatcher
 from mcp_server.server import build_dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from mcp_server.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
 from tests.conftest import ROOT, McpClient, client_for, server_env
 from tests.samples import VALID_ARGUMENTS

@@ -23,8 +23,9 @@ REPORT_MODULES = (
 )
 # Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS.
 NEVER_ON_STDIO = (
-    "mcp_server.streamable_http",
-    "mcp_server.gate",
+    "mcp_server.http",
+    "mcp_server.http.server",
+    "mcp_server.http.gate",
     "http.server",
     "socketserver",
     "http.client",

@@ -16,9 +16,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from mcp_server import gate
+from mcp_server.http import gate
+from mcp_server.http.server import McpHTTPServer
 from mcp_server.protocol import Dispatcher
-from mcp_server.streamable_http import McpHTTPServer
 from tests.conformance.fixtures import fixture_catalog
 
 HOST = "127.0.0.1"

@@ -1,9 +1,9 @@
-"""The HTTP request gate: a pure function of method, path, headers and length, applied before any body is read.
+"""The HTTP gate: a pure function of method, path and headers, applied before any body is read.
 
 Order matters: who may ask (Host, Origin) is settled before what they ask (method, media types,
-size, protocol version), so a refused browser page learns nothing else about the server.
-The header-section size limit is enforced while the headers are read (streamable_http), since
-by the time a gate could look at them they would already be in memory.
+size, protocol version), so a refused browser page learns nothing else about the server. The
+request's framing was decided before the gate ran (head.py): a head whose framing is ambiguous
+never reaches it. Total: any header value, however malformed, is a decision, never an exception.
 """
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from .jsonrpc import UNSUPPORTED_VERSION
-from .versions import SUPPORTED_VERSIONS
+from ..jsonrpc import UNSUPPORTED_VERSION
+from ..versions import SUPPORTED_VERSIONS
+from .head import content_length
 
 MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+# Paths besides /mcp: path → (route, the methods it answers). Read-only routes that take no body
+# and no Origin rules (a health check is not a browser API); a /metrics route would be a row here.
+PLAIN_ROUTES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {HEALTH_PATH: ("health", ("GET", "HEAD"))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +55,24 @@ class Refuse:
 
 
 def normalise_origin(origin: str) -> str | None:
-    """`scheme://host[:port]`, lower-cased, default ports dropped; None when it is not an origin."""
-    parts = urllib.parse.urlsplit(origin.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+    """`scheme://host[:port]`, lower-cased, default ports dropped; None when it is not an origin.
+
+    Whatever the value ("http://[::1", "http://]", a port out of range), the answer is None, not
+    an exception: urlsplit raises ValueError for some of them, and so may reading .port.
+    """
+    value = origin.strip()
+    if not value.isascii() or any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(value)
+        hostname, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not hostname or parts.path not in ("", "/"):
         return None
     if parts.username or parts.password or parts.query or parts.fragment:
         return None
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    host = parts.hostname.lower()
+    host = hostname.lower()
     if ":" in host:
         host = f"[{host}]"
     default = 443 if parts.scheme == "https" else 80
@@ -86,7 +97,7 @@ def _host_name(host_header: str) -> str | None:
             return None
         return value[: end + 1]
     name, _, port = value.partition(":")
-    if port and not port.isdigit():
+    if port and not (port.isascii() and port.isdigit()):
         return None
     return name or None
 
@@ -122,19 +133,28 @@ def accepts(accept: str | None, media: str) -> bool:
     return False
 
 
-def check(method: str, path: str, headers: Mapping[str, str], policy: Policy) -> Admit | Refuse:
-    """Decide a request from its request line and headers (names lower-cased)."""
+def check(
+    method: str, path: str, headers: Mapping[str, str], policy: Policy, host: str | None = None
+) -> Admit | Refuse:
+    """Decide a request from its request line and headers (names lower-cased).
+
+    `host` is the request's host when it came from elsewhere than the Host header (an
+    absolute-form request target, RFC 9112 §3.2.2).
+    """
     route_path = path.split("?", 1)[0]
     if policy.loopback_bind:
         # DNS rebinding: an attacker's page resolves its own name to 127.0.0.1 but keeps its
         # own Host header; only loopback names may reach a loopback-bound server.
-        host = _host_name(headers.get("host", ""))
-        if host is None or not _is_loopback_name(host):
+        name = _host_name(host if host is not None else headers.get("host", ""))
+        if name is None or not _is_loopback_name(name):
             return Refuse(403, "host_not_allowed", "This server only answers requests addressed to localhost")
-    if route_path == HEALTH_PATH:
-        if method in ("GET", "HEAD"):
-            return Admit("health")
-        return Refuse(405, "method_not_allowed", "Use GET for /healthz", allow="GET, HEAD")
+    plain = PLAIN_ROUTES.get(route_path)
+    if plain is not None:
+        route, methods = plain
+        if method in methods:
+            return Admit(route)
+        allow = ", ".join(methods)
+        return Refuse(405, "method_not_allowed", f"Use {methods[0]} for {route_path}", allow=allow)
     if route_path != MCP_PATH:
         return Refuse(404, "not_found", "Not found: the MCP endpoint is POST /mcp")
     cors: str | None = None
@@ -171,9 +191,10 @@ def check(method: str, path: str, headers: Mapping[str, str], policy: Policy) ->
         raw = headers.get("content-length")
         if raw is None:
             return Refuse(411, "length_required", "Content-Length is required", cors=cors)
-        if not raw.strip().isdigit():
+        parsed = content_length(raw.strip())
+        if parsed is None:
             return Refuse(400, "bad_content_length", "Content-Length must be a non-negative integer", cors=cors)
-        length = int(raw)
+        length = parsed
         if length > policy.max_body:
             return Refuse(413, "body_too_large", f"The body is over the {policy.max_body} byte limit", cors=cors)
     version = headers.get("mcp-protocol-version")

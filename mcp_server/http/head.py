@@ -1,0 +1,190 @@
+"""A request head by RFC 9112, strictly: its bytes in, a `Head` with its body framing or a `Refusal` out.
+
+Pure and total: no I/O, nothing raised for any input. The framing of the body (none, a length, or
+chunked) is decided here, once, before any route sees the request: a head whose framing two
+parsers could read differently is refused whole, because that disagreement is how a request is
+smuggled past a proxy (RFC 9112 §11.2). Every refusal carries the status to answer with and
+always closes the connection.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+MAX_HEAD_BYTES: Final = 64 * 1024  # request line and header section together
+MAX_FIELDS: Final = 100
+# Repeated, these would be ambiguous (smuggling, two credentials, two payments, two versions).
+SINGLE_FIELDS: Final = frozenset(
+    {
+        "host",
+        "origin",
+        "content-length",
+        "transfer-encoding",
+        "authorization",
+        "content-type",
+        "expect",
+        "x-payment",
+        "payment-signature",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+    }
+)
+TOO_LARGE: Final = 1 << 62  # a Content-Length with more digits than any body this server reads
+
+TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# request-line = method SP request-target SP HTTP-version (RFC 9112 §3), one space each, and
+# HTTP-version = "HTTP" "/" DIGIT "." DIGIT (§2.3): "HTTP/1.10" and "HTTP/01.1" are not versions.
+REQUEST_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/([0-9])\.([0-9])")
+# field-value: no control character but HTAB; obs-text (0x80-0xFF) is allowed (RFC 9110 §5.5).
+BAD_VALUE: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+DIGITS: Final = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request cannot be read, the status that says so, and the short code for the answer's body."""
+
+    status: int
+    error: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """One request's line and headers, and its body framing, decided here and nowhere else."""
+
+    method: str
+    target: str  # as sent
+    path: str  # without the query
+    minor: int  # HTTP/1.<minor>: 0 or 1 (1.2 to 1.9 are read as 1.1, RFC 9110 §2.5)
+    headers: dict[str, str]  # lower-cased names; a repeated field's values joined with ", "
+    length: int  # the body's Content-Length (0 when there is none); TOO_LARGE when absurd
+    chunked: bool  # Transfer-Encoding: chunked (length is then 0)
+    host: str | None  # the authority of an absolute-form target, else the Host header
+    keep_alive: bool  # HTTP/1.1 without "Connection: close"; HTTP/1.0 is never kept alive here
+    expect_continue: bool  # "Expect: 100-continue" on an HTTP/1.1 request
+
+    @property
+    def has_body(self) -> bool:
+        return self.chunked or self.length > 0
+
+
+def refuse_line(line: bytes) -> Refusal | None:
+    """The refusal a complete request line earns, or None when it is well formed (checked before the rest arrives)."""
+    match = REQUEST_LINE.fullmatch(line)
+    if match is None:
+        return Refusal(400, "bad_request", "Bad request line: expected METHOD /path HTTP/1.1")
+    major = match.group(3)
+    if major != b"1":
+        return Refusal(505, "http_version_not_supported", "Only HTTP/1.1 (and 1.0) is spoken on this port")
+    target = match.group(2)
+    if not (target.startswith(b"/") or target == b"*" or target[:7].lower() == b"http://" or _is_https(target)):
+        return Refusal(400, "bad_request_target", "The request target must be a path (origin-form) or an absolute URL")
+    return None
+
+
+def _is_https(target: bytes) -> bool:
+    return target[:8].lower() == b"https://"
+
+
+def parse_head(data: bytes) -> Head | Refusal:
+    """A whole head: the request line and header lines, CRLF-separated, without the final empty line."""
+    lines = data.split(b"\r\n")
+    line = lines[0]
+    refused = refuse_line(line)
+    if refused is not None:
+        return refused
+    match = REQUEST_LINE.fullmatch(line)
+    assert match is not None  # refuse_line accepted it
+    method = match.group(1).decode("ascii")
+    target = match.group(2).decode("ascii")
+    minor = 0 if match.group(4) == b"0" else 1
+    if len(lines) - 1 > MAX_FIELDS:
+        return Refusal(431, "headers_too_large", f"Over {MAX_FIELDS} header fields")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, colon, value = raw.partition(b":")
+        # field-line = field-name ":" OWS field-value OWS (RFC 9112 §5): no space before the colon
+        # (§5.1: MUST be rejected), no obs-fold (§5.2), no bare CR or LF, no control character.
+        if not colon or TOKEN.fullmatch(name) is None or BAD_VALUE.search(value) is not None:
+            return Refusal(400, "bad_header", "Refused: a header line is malformed (RFC 9112 §5)")
+        key = name.decode("ascii").lower()
+        text = value.strip(b" \t").decode("latin-1")
+        if key in headers:
+            if key in SINGLE_FIELDS:
+                return Refusal(400, "duplicate_header", f"The {key} header must appear once")
+            headers[key] = f"{headers[key]}, {text}"
+        else:
+            headers[key] = text
+    return _framed(method, target, minor, headers)
+
+
+def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> Head | Refusal:
+    host = headers.get("host")
+    path = target
+    if not target.startswith("/"):
+        if target == "*":
+            path = "*"
+        else:
+            # absolute-form: "the origin server MUST ignore the received Host header field (if
+            # any) and instead use the host information of the request-target" (RFC 9112 §3.2.2).
+            rest = target.split("://", 1)[1]
+            cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+            host, path = rest[:cut], rest[cut:] or "/"
+            if not host or "@" in host:
+                return Refusal(400, "bad_request_target", "An absolute request target must name a host, and no user")
+    if minor == 1 and host is None:
+        # "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
+        # message that lacks a Host header field" (RFC 9112 §3.2).
+        return Refusal(400, "missing_host", "An HTTP/1.1 request must carry a Host header")
+    encoding = headers.get("transfer-encoding")
+    raw_length = headers.get("content-length")
+    length = 0
+    chunked = False
+    if encoding is not None:
+        if minor == 0:
+            # "A server or client that receives an HTTP/1.0 message containing a Transfer-Encoding
+            # header field MUST treat the message as if the framing is faulty" (RFC 9112 §6.1).
+            return Refusal(400, "bad_framing", "Transfer-Encoding is not HTTP/1.0: the framing is faulty")
+        if raw_length is not None:
+            # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
+            return Refusal(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked")
+        if encoding.lower() != "chunked":
+            return Refusal(400, "bad_framing", "The only transfer coding read here is chunked, alone")
+        chunked = True
+    elif raw_length is not None:
+        length_or_none = content_length(raw_length)
+        if length_or_none is None:
+            return Refusal(400, "bad_content_length", "Content-Length must be a non-negative integer (ASCII digits)")
+        length = length_or_none
+    connection = {token.strip().lower() for token in headers.get("connection", "").split(",")}
+    keep_alive = minor == 1 and "close" not in connection
+    expect = headers.get("expect")
+    # "A server that receives a 100-continue expectation in an HTTP/1.0 request MUST ignore
+    # that expectation" (RFC 9110 §10.1.1).
+    expect_continue = minor == 1 and expect is not None and expect.lower() == "100-continue"
+    query = path.find("?")
+    return Head(
+        method=method,
+        target=target,
+        path=path if query < 0 else path[:query],
+        minor=minor,
+        headers=headers,
+        length=length,
+        chunked=chunked,
+        host=host,
+        keep_alive=keep_alive,
+        expect_continue=expect_continue,
+    )
+
+
+def content_length(value: str) -> int | None:
+    """Content-Length = 1*DIGIT, ASCII only (str.isdigit() also accepts "²", which int() refuses); None if not."""
+    if DIGITS.fullmatch(value) is None:
+        return None
+    digits = value.lstrip("0") or "0"
+    # int() refuses strings over sys.int_max_str_digits; no body has nineteen digits of length.
+    return int(digits) if len(digits) < 19 else TOO_LARGE

@@ -1,0 +1,184 @@
+"""Batches are bounded (issue 12): items, one deadline, the client leaving, answers in memory, one payment.
+
+2025-03-26 is the one revision with JSON-RPC batches. One POST (or one stdio line) of them must
+cost no more than the server says: a stated number of items (more is refused whole), one
+deadline for the whole batch, nothing more sent to the gateway once the client has gone, a
+stated size of answers held, and a payment forwarded at most once, whatever carries it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from mcp_server.config import Config
+from mcp_server.http.server import McpHTTPServer
+from mcp_server.server import build_dispatcher
+from tests.mcp_http import Raw, post, serving
+from tests.sandbox_gateway import SandboxGateway
+from tests.stdio_harness import StdioHarness
+from tests.test_payments import b64, v1_payment
+
+MAX_ITEMS = 64  # the stated maximum (README: Limits and their defaults)
+OLD = {"MCP-Protocol-Version": "2025-03-26"}
+
+
+@contextmanager
+def running(gateway_url: str | None, *, timeout: float = 5.0) -> Iterator[McpHTTPServer]:
+    with serving(build_dispatcher(Config(api_url=gateway_url, timeout=timeout))) as server:
+        yield server
+
+
+def pings(n: int) -> list[dict[str, Any]]:
+    return [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(n)]
+
+
+def status_calls(n: int) -> list[dict[str, Any]]:
+    params = {"name": "get_gateway_status", "arguments": {}}
+    return [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params} for i in range(n)]
+
+
+def test_a_batch_at_the_limit_is_answered_item_by_item() -> None:
+    with running(None) as server:
+        answer = post(server.url, pings(MAX_ITEMS), OLD)
+    assert answer.status == 200 and sorted(m["id"] for m in answer.messages) == list(range(MAX_ITEMS))
+
+
+@pytest.mark.parametrize("items", [MAX_ITEMS + 1, 9600])
+def test_a_batch_over_the_limit_is_refused_whole_and_runs_nothing(sandbox: SandboxGateway, items: int) -> None:
+    body = json.dumps(status_calls(items), separators=(",", ":")).encode()  # the issue's: 9,600 in under 1 MiB
+    with running(sandbox.url) as server:
+        answer = post(server.url, body, OLD)
+    assert answer.status == 400
+    (error,) = answer.messages
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert f"{MAX_ITEMS}" in error["error"]["message"] and f"{items}" in error["error"]["message"]
+    assert not [r for r in sandbox.seen if r.path == "/status"], "a refused batch sent something to the gateway"
+
+
+def test_a_payment_in_two_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
+    meta = {"x402/payment": v1_payment()}
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
+        }
+        for n in (1, 2)
+    ]
+    with running(sandbox.url) as server:
+        answer = post(server.url, batch, OLD)
+    assert answer.status == 200 and sorted(m["id"] for m in answer.messages) == [1, 2]
+    paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
+    assert len(paid) <= 1, f"one payment reached the gateway {len(paid)} times"
+
+
+def test_a_payment_header_and_meta_payments_on_one_batch_reach_the_gateway_at_most_once(
+    sandbox: SandboxGateway,
+) -> None:
+    meta = {"x402/payment": v1_payment()}
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
+        }
+        for n in (1, 2, 3)
+    ]
+    with running(sandbox.url) as server:
+        answer = post(server.url, batch, {**OLD, "X-PAYMENT": b64(v1_payment())})
+    assert sorted(m["id"] for m in answer.messages) == [1, 2, 3]
+    paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
+    assert len(paid) <= 1
+
+
+def test_a_batch_has_one_deadline_and_every_item_still_gets_an_answer(sandbox: SandboxGateway) -> None:
+    sandbox.fault("/status", "delay", seconds=0.4)
+    with running(sandbox.url, timeout=1.0) as server:
+        answer = post(server.url, status_calls(10), OLD, timeout=30)
+    assert answer.status == 200
+    by_id = {m["id"]: m for m in answer.messages}
+    assert sorted(by_id) == list(range(10))
+    timed_out = [m for m in by_id.values() if "error" in m]
+    assert timed_out, "ten 0.4 s calls cannot all fit in one 1 s deadline"
+    assert all(m["error"]["code"] == -32001 for m in timed_out)
+    assert "deadline" in timed_out[-1]["error"]["message"]
+    assert len([r for r in sandbox.seen if r.path == "/status"]) <= 4
+
+
+def test_a_client_that_leaves_stops_its_batch_and_every_gateway_call(sandbox: SandboxGateway) -> None:
+    sandbox.fault("/status", "delay", seconds=0.2)
+    body = json.dumps(status_calls(60)).encode()
+    with running(sandbox.url, timeout=30.0) as server:
+        client = Raw(server.server_address[1])
+        client.send(
+            b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json\r\nMCP-Protocol-Version: 2025-03-26\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        sandbox.wait_for_requests(1, timeout=5)
+        client.sock.shutdown(socket.SHUT_RDWR)
+        client.close()
+        assert server.wait_idle(5.0), "the batch kept running after its client left"
+        sent = len([r for r in sandbox.seen if r.path == "/status"])
+    assert sent < 10, f"{sent} gateway calls for a client that left after the first"
+
+
+def test_answers_over_the_batch_budget_are_errors_not_memory(sandbox: SandboxGateway) -> None:
+    # Each answer carries a 3 MiB gateway body twice (structuredContent and text): the budget
+    # (8 MiB of answers per batch) holds one; the rest are refused, and not run.
+    sandbox.fault("/status", "large", size=3 * 1024 * 1024)
+    with running(sandbox.url) as server:
+        answer = post(server.url, status_calls(5), OLD, timeout=30)
+    assert answer.status == 200
+    by_id = {m["id"]: m for m in answer.messages}
+    assert sorted(by_id) == list(range(5))
+    assert "result" in by_id[0]
+    over = [m for m in by_id.values() if "error" in m]
+    assert over and all(m["error"]["code"] == -32000 for m in over)
+    assert len(answer.body) < 9 * 1024 * 1024
+    assert len([r for r in sandbox.seen if r.path == "/status"]) <= 2
+
+
+# ---- stdio shares the dispatcher, and so the bounds --------------------------------------------------
+
+
+def stdio_batch(sandbox: SandboxGateway, batch: list[dict[str, Any]], *, timeout: float = 5.0) -> Any:
+    harness = StdioHarness(build_dispatcher(Config(api_url=sandbox.url, timeout=timeout)))
+    try:
+        init, _ = harness.request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {}})
+        assert init["result"]["protocolVersion"] == "2025-03-26"
+        harness.send(batch)  # type: ignore[arg-type]
+        return harness.next(timeout=30)
+    finally:
+        harness.close()
+
+
+def test_a_stdio_batch_over_the_limit_is_refused_whole(sandbox: SandboxGateway) -> None:
+    answer = stdio_batch(sandbox, status_calls(MAX_ITEMS + 1))
+    assert isinstance(answer, dict) and answer["id"] is None and answer["error"]["code"] == -32600
+    assert not [r for r in sandbox.seen if r.path == "/status"]
+
+
+def test_a_stdio_batch_has_one_deadline(sandbox: SandboxGateway) -> None:
+    sandbox.fault("/status", "delay", seconds=0.4)
+    answer = stdio_batch(sandbox, status_calls(10), timeout=1.0)
+    assert isinstance(answer, list) and sorted(m["id"] for m in answer) == list(range(10))
+    assert [m for m in answer if m.get("error", {}).get("code") == -32001]
+
+
+def test_a_payment_in_two_stdio_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
+    meta = {"x402/payment": v1_payment()}
+    params = {"name": "get_wagers", "arguments": {}, "_meta": meta}
+    answer = stdio_batch(
+        sandbox, [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params} for n in (1, 2)]
+    )
+    assert sorted(m["id"] for m in answer) == [1, 2]
+    assert len([r for r in sandbox.seen if r.header("X-PAYMENT")]) <= 1

@@ -117,10 +117,9 @@ def established_to(port: int) -> int:
     return count
 
 
-def request_bytes(port: int, rid: int) -> bytes:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
-    ).encode()
+def request_bytes(port: int, rid: int, method: str = "tools/call") -> bytes:
+    params = {"name": "get_wagers", "arguments": {}} if method == "tools/call" else {}
+    body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
@@ -153,13 +152,14 @@ def complete(buf: bytes) -> int | None:
 class Crowd:
     """N connections, each sending one request at once and reading its answer, on one selector thread."""
 
-    def __init__(self, port: int, n: int) -> None:
+    def __init__(self, port: int, n: int, method: str = "tools/call", keep_open: bool = False) -> None:
         self.sel = selectors.DefaultSelector()
         self.pending: list[Pending] = []
+        self.keep_open = keep_open
         for i in range(n):
             sock = socket.create_connection(("127.0.0.1", port), timeout=START_TIMEOUT)
             sock.setblocking(False)
-            item = Pending(sock, request_bytes(port, i + 1))
+            item = Pending(sock, request_bytes(port, i + 1, method))
             self.pending.append(item)
             self.sel.register(sock, selectors.EVENT_WRITE | selectors.EVENT_READ, item)
 
@@ -184,7 +184,8 @@ class Crowd:
                     if code is not None or not chunk:
                         item.status, item.done = code or 0, True
                         self.sel.unregister(item.sock)
-                        item.sock.close()
+                        if not self.keep_open:
+                            item.sock.close()
                         left -= 1
 
     def statuses(self) -> dict[int, int]:
@@ -243,6 +244,14 @@ def measure(n: int, delay: float, stack_kib: int, workers: int) -> dict[str, Any
         cpu3 = cpu_s(server.pid)
         runner.join(delay * 4 + 60)
         codes = crowd.statuses()
+        time.sleep(0.5)
+        before_idle = status(server.pid)
+        idlers = Crowd(port, n, method="ping", keep_open=True)  # answered at once, then left open and idle
+        idlers.run(START_TIMEOUT)
+        time.sleep(0.5)
+        idle_open = status(server.pid)
+        for item in idlers.pending:
+            item.sock.close()
         return {
             "concurrent": n,
             "stack_kib": stack_kib or None,
@@ -257,6 +266,9 @@ def measure(n: int, delay: float, stack_kib: int, workers: int) -> dict[str, Any
             "cpu_ms_per_admitted_request": round((cpu1 - cpu0) * 1000 / n, 3),
             "cpu_ms_per_waiting_request_per_s": round((cpu3 - cpu2) * 1000 / n, 4),
             "statuses": codes,
+            "rss_per_idle_connection_kib": round((idle_open["VmRSS"] - before_idle["VmRSS"]) / n, 1),
+            "threads_with_idle_connections": int(idle_open["Threads"]),
+            "idle_statuses": idlers.statuses(),
         }
     finally:
         for proc in (server, gateway):

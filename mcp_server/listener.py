@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import select
+import selectors
 import socket
 import sys
 import time
@@ -89,23 +89,35 @@ def accept_queued(
     accepted = 0
     end = time.monotonic() + limit
     quiet_until = time.monotonic() + settle
-    while True:
-        now = time.monotonic()
-        if now >= quiet_until or now >= end:
-            return accepted
+    with selectors.DefaultSelector() as selector:
         try:
-            readable, _, _ = select.select([sock], [], [], min(quiet_until, end) - now)
+            selector.register(sock, selectors.EVENT_READ)
         except (OSError, ValueError):
-            return accepted  # the socket is closed already
-        if not readable:
-            continue
-        while time.monotonic() < end:
-            try:
-                conn, address = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
+            return 0  # the socket is closed already
+        while True:
+            now = time.monotonic()
+            # One look at the queue even when there is no time to wait: what is queued is taken in.
+            if accepted and (now >= quiet_until or now >= end):
                 return accepted
-            accepted += 1
-            quiet_until = time.monotonic() + settle
-            handle(conn, address)
+            selector.select(max(0.0, min(quiet_until, end) - now))
+            taken = _accept_all(sock, handle, end)
+            accepted += taken
+            if taken:
+                quiet_until = time.monotonic() + settle
+            elif time.monotonic() >= min(quiet_until, end):
+                return accepted
+
+
+def _accept_all(sock: socket.socket, handle: Callable[[socket.socket, object], None], end: float) -> int:
+    """Accept until the queue is empty (or `end`); each connection handed to `handle`."""
+    accepted = 0
+    while time.monotonic() < end:
+        try:
+            conn, address = sock.accept()
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError:
+            break
+        accepted += 1
+        handle(conn, address)
+    return accepted

@@ -207,7 +207,9 @@ class Supervisor:
                     log.info("worker %d (pid %d) drained and exited", slot.index, pid)
                 continue
             lived = time.monotonic() - slot.started
-            slot.backoff = next_backoff(slot.backoff, lived)
+            # A worker that was asked to leave (SIGTERM to it alone) and drained is no crash.
+            clean = os.waitstatus_to_exitcode(status) == 0
+            slot.backoff = 0.0 if clean else next_backoff(slot.backoff, lived)
             slot.restart_at = time.monotonic() + slot.backoff
             log.warning(
                 "worker %d (pid %d) %s after %.1f s; a replacement starts %s",

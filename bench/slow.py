@@ -2,6 +2,7 @@
 
     python3 -m bench.slow                                    ours only
     python3 -m bench.slow --compare .venv-bench/bin/python   beside the official Python SDK server
+    python3 -m bench.slow --compare-ts .tools/node22/.../node  beside the official TypeScript SDK server
     python3 -m bench.slow --ours-workers 1 2                 ours with one worker, then with two
 
 A request here costs the server little CPU and waits 200 ms on the stub gateway (bench.stub_gateway
@@ -19,7 +20,6 @@ import argparse
 import json
 import math
 import os
-import shlex
 import subprocess
 import sys
 import threading
@@ -41,6 +41,7 @@ from bench.run import (
     _loadavg,
     _round,
     _sdk_cmd,
+    _ts_cmd,
     compile_ours,
     mcp_post,
     ok_tool_call,
@@ -147,8 +148,8 @@ def render(servers: list[Server], levels: Sequence[int]) -> str:
                     str(clients),
                     server.label,
                     _cell(level, "rps", "{:,.0f}"),
-                    _cell(level, "p50_ms", "{:,.0f}"),
-                    _cell(level, "p99_ms", "{:,.0f}"),
+                    _cell(level, "p50_ms", "{:,.1f}"),
+                    _cell(level, "p99_ms", "{:,.1f}"),
                     _cell(level, "errors", "{:,}"),
                     _cell(level, "peak_rss_mib", "{:.0f}"),
                 ]
@@ -195,7 +196,7 @@ def verdicts(ours: Server | None, sdk: Server | None, levels: Sequence[int]) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench.slow", description=__doc__.split("\n\n")[0])
     parser.add_argument("--compare", metavar="PYTHON", help="interpreter with `mcp` installed: the Python SDK too")
-    parser.add_argument("--ts-cmd", metavar="CMD", help="command that starts the TypeScript SDK server")
+    parser.add_argument("--compare-ts", metavar="NODE", help="Node 22 binary: the TypeScript SDK server too")
     parser.add_argument("--ours-workers", nargs="+", default=["default"], help="ours with these --workers values")
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per level (default 10)")
@@ -220,8 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             servers.append(sdk)
         except (BenchError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"Python SDK: {exc}")
-    if args.ts_cmd:
-        servers.append(Server("TypeScript SDK", shlex.split(args.ts_cmd)))
+    if args.compare_ts:
+        try:
+            ts_cmd, ts_version = _ts_cmd(args.compare_ts)
+            servers.append(Server(f"TypeScript SDK {ts_version.split(' on ')[0]}", ts_cmd))
+        except (BenchError, OSError, subprocess.SubprocessError) as exc:
+            errors.append(f"TypeScript SDK: {exc}")
     load_before = _loadavg()
     stub = StubProcess(args.delay_ms, deadline)
     env = _child_env(stub.url, None)

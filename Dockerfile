@@ -13,4 +13,4 @@ WORKDIR /
 USER fairwins
 EXPOSE 8790
 HEALTHCHECK --interval=30s --timeout=3s --retries=3 CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8790/healthz', timeout=2).status != 200)"]
-CMD ["fairwins-mcp", "--http", "8790", "--host", "0.0.0.0"]
+CMD ["fairwins-mcp", "--http", "8790", "--host", "0.0.0.0", "--workers", "auto"]

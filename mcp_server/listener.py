@@ -54,6 +54,9 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
     try:
         # A restarted server binds again at once, while connections of the previous one sit in TIME_WAIT.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if host == "::" and socket.has_dualstack_ipv6():
+            # "::" serves IPv4 clients too where the system can (as the kernel's default would).
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         sock.bind((host, port))
         sock.listen(backlog)
         # Shared by workers that race for each connection: the losers must see EAGAIN, not block.

@@ -17,17 +17,19 @@ import signal
 import socket
 import threading
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import listener as listening
 from ..protocol import Dispatcher
-from ..workers import Lifeline
 from . import gate
 from .admission import Admission, Limits, Slot, Turned
 from .connection import Connection
 from .disconnects import DisconnectWatcher
 from .drain import SETTLE_LIMIT, Timings
 from .response import error_body, head
+
+if TYPE_CHECKING:
+    from ..workers import Lifeline
 
 log = logging.getLogger("fairwins_mcp.http")
 

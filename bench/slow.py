@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.run import (
+from bench.run import (  # one harness for both tables
     REPO,
     START_TIMEOUT_S,
     BenchError,
@@ -39,6 +39,7 @@ from bench.run import (
     StubProcess,
     _child_env,
     _loadavg,
+    _process_tree,
     _round,
     _sdk_cmd,
     _ts_cmd,
@@ -65,19 +66,37 @@ class Server:
     error: str = ""
 
 
-class PeakRss:
-    """The largest resident memory of a process tree, sampled every 50 ms while a level runs."""
+def pss_mib(pid: int) -> float:
+    """Proportional set size of `pid` and its children, in MiB: memory shared by workers forked from one
+    supervisor counts once, where a sum of RSS would count it in every worker."""
+    total_kib = 0
+    for p in _process_tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total_kib += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total_kib / 1024.0
+
+
+class PeakMemory:
+    """The largest memory (PSS, and RSS summed) of a process tree, sampled every 50 ms while a level runs."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.peak = 0.0
+        self.peak_rss = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            self.peak = max(self.peak, rss_mib(self.pid))
+            self.peak = max(self.peak, pss_mib(self.pid))
+            self.peak_rss = max(self.peak_rss, rss_mib(self.pid))
 
     def close(self) -> float:
         self._stop.set()
@@ -116,10 +135,11 @@ def measure(server: Server, env: dict[str, str], levels: Sequence[int], duration
         wait_ready(server.label, port, proc, drain, deadline)
         request = mcp_post(port, CALL)
         for clients in levels:
-            peak = PeakRss(proc.pid)
+            peak = PeakMemory(proc.pid)
             load = run_load(port, request, ok_tool_call, clients, 0.0, duration, deadline)
             summary = load.summary()
-            summary["peak_rss_mib"] = peak.close()
+            summary["peak_pss_mib"] = peak.close()
+            summary["peak_rss_sum_mib"] = peak.peak_rss
             summary["errors"] = load.errors  # every request counted: there was no warm-up
             server.levels[clients] = summary
             if proc.poll() is not None:
@@ -138,7 +158,7 @@ def _cell(level: dict[str, Any] | None, key: str, fmt: str) -> str:
 
 
 def render(servers: list[Server], levels: Sequence[int]) -> str:
-    header = ["clients", "server", "req/s", "p50 ms", "p99 ms", "errors", "peak RSS MiB"]
+    header = ["clients", "server", "req/s", "p50 ms", "p99 ms", "errors", "peak PSS MiB"]
     rows = []
     for clients in levels:
         for server in servers:
@@ -151,7 +171,7 @@ def render(servers: list[Server], levels: Sequence[int]) -> str:
                     _cell(level, "p50_ms", "{:,.1f}"),
                     _cell(level, "p99_ms", "{:,.1f}"),
                     _cell(level, "errors", "{:,}"),
-                    _cell(level, "peak_rss_mib", "{:.0f}"),
+                    _cell(level, "peak_pss_mib", "{:.0f}"),
                 ]
             )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -113,6 +113,8 @@ def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | N
     """`--workers` (which wins) or FAIRWINS_MCP_WORKERS: a count from 1 to 256, or `auto` (0)."""
     raw = getattr(args, "workers", None)
     name = "--workers"
+    if raw is not None and getattr(args, "http", None) is None:
+        raise ConfigError("--workers runs HTTP worker processes: it needs --http PORT")
     if raw is None:
         raw, name = env.get("FAIRWINS_MCP_WORKERS", "").strip() or None, "FAIRWINS_MCP_WORKERS"
     if raw is None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mcp_server.config import ConfigError, from_env, parse_args
 from tests.balancer import CALL_HEADERS, Process, call_body, wait_for
 from tests.conftest import WAIT, server_env
 from tests.sandbox_gateway import SandboxGateway
@@ -146,3 +147,42 @@ def test_the_pre_stop_delay_reports_unhealthy_while_it_still_serves(slow_gateway
         assert server.wait(WAIT * 4) == 0, server.output[-3000:]
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--http", "0"], {}, None),
+        (["--http", "0", "--workers", "3"], {}, 3),
+        (["--http", "0", "--workers", "auto"], {}, 0),
+        (["--http", "0"], {"FAIRWINS_MCP_WORKERS": "auto"}, 0),
+        (["--http", "0", "--workers", "2"], {"FAIRWINS_MCP_WORKERS": "8"}, 2),  # the flag wins
+        ([], {"FAIRWINS_MCP_WORKERS": "4"}, 4),  # read, and unused over stdio
+    ],
+)
+def test_workers_setting(argv: list[str], env: dict[str, str], expected: int | None) -> None:
+    assert from_env(env, parse_args(argv)).http_workers == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "words"),
+    [
+        (["--http", "0", "--workers", "0"], {}, "from 1 to 256"),
+        (["--http", "0", "--workers", "many"], {}, "or auto"),
+        (["--http", "0"], {"FAIRWINS_MCP_WORKERS": "-1"}, "FAIRWINS_MCP_WORKERS"),
+        (["--workers", "2"], {}, "needs --http"),
+        (["--http", "0"], {"FAIRWINS_MCP_DRAIN_IDLE": "40"}, "must not exceed FAIRWINS_MCP_IDLE_TIMEOUT"),
+        (["--http", "0"], {"FAIRWINS_MCP_PRESTOP_DELAY": "-1"}, "between 0 and 300"),
+        (["--http", "0"], {"FAIRWINS_MCP_MAX_CONCURRENCY": "9000"}, "between 1 and 8192"),
+    ],
+)
+def test_bad_door_settings_are_refused_with_a_sentence(argv: list[str], env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        from_env(env, parse_args(argv))
+
+
+def test_door_defaults() -> None:
+    config = from_env({}, parse_args(["--http", "0"]))
+    assert (config.max_concurrency, config.idle_timeout, config.drain_idle, config.prestop_delay) == (1024, 30, 10, 0)
+    shorter = from_env({"FAIRWINS_MCP_IDLE_TIMEOUT": "4"}, parse_args(["--http", "0"]))
+    assert shorter.drain_idle == 4  # the grace never outlasts the idle timeout

@@ -66,6 +66,15 @@ def call(name: str, message_id: int = 1, **extra: Any) -> bytes:
 HEALTH = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
+@contextmanager
+def connected(server: McpHTTPServer) -> Iterator[Raw]:
+    client = Raw(server.server_address[1])
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def start_drain(server: McpHTTPServer, **kwargs: Any) -> tuple[threading.Thread, list[bool]]:
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(server.drain(**kwargs)), daemon=True)
@@ -89,8 +98,7 @@ def test_a_request_on_an_open_connection_during_the_drain_is_answered_with_conne
     sandbox: SandboxGateway,
 ) -> None:
     with running(sandbox.url) as server:
-        client = Raw(server.server_address[1])
-        try:
+        with connected(server) as client:
             client.send(ping(1))
             first = client.response()
             assert first is not None and first.status == 200 and "connection" not in first.headers
@@ -101,8 +109,6 @@ def test_a_request_on_an_open_connection_during_the_drain_is_answered_with_conne
             assert json.loads(answer.body)["result"]["isError"] is False
             assert answer.headers["connection"] == "close"
             assert ends_cleanly(client)
-        finally:
-            client.close()
         drainer.join(WAIT)
         assert result == [True]
 
@@ -110,16 +116,13 @@ def test_a_request_on_an_open_connection_during_the_drain_is_answered_with_conne
 def test_a_call_in_flight_at_the_signal_is_answered_and_its_connection_closed(sandbox: SandboxGateway) -> None:
     sandbox.fault("/status", "delay", seconds=1.0, times=1)
     with running(sandbox.url) as server:
-        client = Raw(server.server_address[1])
-        try:
+        with connected(server) as client:
             client.send(call("get_gateway_status"))
             sandbox.wait_for_requests(1, timeout=WAIT)
             drainer, result = start_drain(server)
             answer = client.response()
             assert answer is not None and answer.status == 200 and answer.headers["connection"] == "close"
             assert ends_cleanly(client)
-        finally:
-            client.close()
         drainer.join(WAIT)
         assert result == [True] and server.inflight_at_stop == 1
 
@@ -127,8 +130,7 @@ def test_a_call_in_flight_at_the_signal_is_answered_and_its_connection_closed(sa
 def test_an_idle_connection_is_closed_only_after_the_grace_and_with_an_end_of_stream(sandbox: SandboxGateway) -> None:
     grace = 1.0
     with running(sandbox.url, timings=Timings(idle_grace=grace)) as server:
-        client = Raw(server.server_address[1])
-        try:
+        with connected(server) as client:
             client.send(ping())
             assert client.response() is not None
             answered = time.monotonic()
@@ -136,8 +138,6 @@ def test_an_idle_connection_is_closed_only_after_the_grace_and_with_an_end_of_st
             assert ends_cleanly(client)
             # Not before the grace: a balancer whose own keep-alive is shorter always closes first.
             assert time.monotonic() - answered >= grace * 0.95
-        finally:
-            client.close()
         drainer.join(WAIT)
         assert result == [True]
 
@@ -169,8 +169,7 @@ def test_connections_queued_in_the_kernel_when_the_drain_begins_are_accepted_and
 
 def test_healthz_answers_503_while_stopping_and_requests_are_still_served(sandbox: SandboxGateway) -> None:
     with running(sandbox.url) as server:
-        client = Raw(server.server_address[1])
-        try:
+        with connected(server) as client:
             server.unready = True  # the pre-stop delay
             client.send(HEALTH)
             health = client.response()
@@ -179,14 +178,11 @@ def test_healthz_answers_503_while_stopping_and_requests_are_still_served(sandbo
             client.send(ping(3))
             answer = client.response()
             assert answer is not None and answer.status == 200 and "connection" not in answer.headers
-        finally:
-            client.close()
 
 
 def test_a_stream_that_starts_during_the_drain_says_connection_close(sandbox: SandboxGateway) -> None:
     with running(sandbox.url) as server:
-        client = Raw(server.server_address[1])
-        try:
+        with connected(server) as client:
             client.send(ping())
             assert client.response() is not None
             drainer, _ = start_drain(server)
@@ -195,8 +191,6 @@ def test_a_stream_that_starts_during_the_drain_says_connection_close(sandbox: Sa
             assert answer is not None and answer.status == 200
             assert answer.headers.get("content-type") == "text/event-stream"
             assert answer.headers["connection"] == "close"
-        finally:
-            client.close()
         drainer.join(WAIT)
 
 
@@ -205,13 +199,10 @@ def test_a_burst_over_the_bound_waits_for_a_slot(sandbox: SandboxGateway) -> Non
     with running(sandbox.url, max_concurrency=1) as server, ThreadPoolExecutor(2) as pool:
 
         def one(message: bytes) -> int:
-            client = Raw(server.server_address[1])
-            try:
+            with connected(server) as client:
                 client.send(message)
                 answer = client.response()
                 return answer.status if answer else 0
-            finally:
-                client.close()
 
         slow = pool.submit(one, call("get_gateway_status"))
         sandbox.wait_for_requests(1, timeout=WAIT)

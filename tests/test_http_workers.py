@@ -10,6 +10,8 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -68,6 +70,15 @@ def answered(status: int, body: bytes) -> bool:
     return status == 200 and json.loads(body)["result"]["isError"] is False
 
 
+@contextmanager
+def started(gateway_url: str, *args: str, **options: Any) -> Iterator[Server]:
+    server = Server(gateway_url, *args, **options)
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
 @pytest.fixture
 def slow_gateway() -> Iterator[SandboxGateway]:
     # Every call waits half a second at the gateway: a stop always finds calls in flight.
@@ -76,8 +87,7 @@ def slow_gateway() -> Iterator[SandboxGateway]:
 
 
 def test_two_workers_serve_one_port_and_drain_together_on_sigterm(slow_gateway: SandboxGateway) -> None:
-    server = Server(slow_gateway.url, "--workers", "2")
-    try:
+    with started(slow_gateway.url, "--workers", "2") as server:
         pids = server.workers(2)
         assert server.output.count("listening on") == 1
         assert "with 2 workers" in server.output
@@ -93,26 +103,20 @@ def test_two_workers_serve_one_port_and_drain_together_on_sigterm(slow_gateway: 
         assert len(results) == 6 and all(answered(status, body) for status, _, body in results), results
         assert server.output.count("drained and exited") == 2
         assert not any(alive(pid) for pid in pids)
-    finally:
-        server.kill()
 
 
 def test_a_worker_killed_outright_is_replaced_and_the_port_never_stops_answering(slow_gateway: SandboxGateway) -> None:
-    server = Server(slow_gateway.url, "--workers", "2")
-    try:
+    with started(slow_gateway.url, "--workers", "2") as server:
         first = server.workers(2)
         os.kill(first[0], signal.SIGKILL)
         server.workers(2, without=first[0])
         status, _, body = server.post()
         assert answered(status, body)
         assert re.search(rf"worker \d \(pid {first[0]}\) was killed by SIGKILL", server.output)
-    finally:
-        server.kill()
 
 
 def test_sigterm_to_one_worker_drains_it_alone_while_the_others_serve(slow_gateway: SandboxGateway) -> None:
-    server = Server(slow_gateway.url, "--workers", "2")
-    try:
+    with started(slow_gateway.url, "--workers", "2") as server:
         first = server.workers(2)
         os.kill(first[0], signal.SIGTERM)
         replaced = server.workers(2, without=first[0])
@@ -122,22 +126,16 @@ def test_sigterm_to_one_worker_drains_it_alone_while_the_others_serve(slow_gatew
             assert answered(status, body)
         assert "this worker leaves, the others go on accepting" in server.output
         assert re.search(rf"worker \d \(pid {first[0]}\) exited with code 0", server.output)
-    finally:
-        server.kill()
 
 
 def test_workers_auto_counts_the_cpus_this_process_may_use(slow_gateway: SandboxGateway) -> None:
-    server = Server(slow_gateway.url, "--workers", "auto", taskset="0")  # pinned to one CPU
-    try:
+    with started(slow_gateway.url, "--workers", "auto", taskset="0") as server:  # pinned to one CPU
         assert server.workers(1)
         assert "with 1 worker (auto" in server.output
-    finally:
-        server.kill()
 
 
 def test_the_pre_stop_delay_reports_unhealthy_while_it_still_serves(slow_gateway: SandboxGateway) -> None:
-    server = Server(slow_gateway.url, env={"FAIRWINS_MCP_PRESTOP_DELAY": "3"})
-    try:
+    with started(slow_gateway.url, env={"FAIRWINS_MCP_PRESTOP_DELAY": "3"}) as server:
         assert server.health() == 200
         server.signal(signal.SIGTERM)
         server.wait_output(r"/healthz answers 503")
@@ -145,8 +143,6 @@ def test_the_pre_stop_delay_reports_unhealthy_while_it_still_serves(slow_gateway
         status, headers, body = server.post()
         assert answered(status, body) and "connection" not in headers
         assert server.wait(WAIT * 4) == 0, server.output[-3000:]
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize(

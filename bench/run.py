@@ -28,6 +28,7 @@ import selectors
 import shlex
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.stub_gateway import BENCH_TOKEN, WAGERS_BODY
+from bench.stub_gateway import CA_FILE as TLS_CA_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = REPO / "bench" / "results" / "latest.json"
@@ -285,17 +287,17 @@ class StderrDrain:
 class StubProcess:
     """bench.stub_gateway in its own process, so its CPU is not the load client's."""
 
-    def __init__(self, delay_ms: float, deadline: Deadline) -> None:
+    def __init__(self, delay_ms: float, deadline: Deadline, tls: bool = False) -> None:
         cmd = [sys.executable, "-m", "bench.stub_gateway", "--port", "0", "--delay-ms", str(delay_ms)]
-        self.proc = spawn(cmd, _child_env("", None), stderr=subprocess.DEVNULL)
+        self.proc = spawn([*cmd, "--tls"] if tls else cmd, _child_env("", None), stderr=subprocess.DEVNULL)
         assert self.proc.stdout is not None
         reader = LineReader(self.proc.stdout.fileno())
         line = reader.readline(time.perf_counter_ns() + int(deadline.bound(START_TIMEOUT_S) * 1e9))
-        match = re.search(rb"http://127\.0\.0\.1:(\d+)", line)
+        match = re.search(rb"(https?)://127\.0\.0\.1:(\d+)", line)
         if not match:
             raise BenchError(f"the stub gateway did not start: {line!r}")
-        self.port = int(match.group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = int(match.group(2))
+        self.url = f"{match.group(1).decode()}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         stop(self.proc)
@@ -532,6 +534,8 @@ def measure_cold_starts(
             out["cold_first_result_ms"] = statistics.median(first_all)
             out["cold_init_ms_all"] = init_all
             out["cold_first_result_ms_all"] = first_all
+            # The first call alone: a connection to open (and, over https, ssl to load and a handshake).
+            out["cold_first_call_ms"] = statistics.median(f - i for i, f in zip(init_all, first_all, strict=True))
 
 
 def measure_stdio(
@@ -588,6 +592,40 @@ def measure_stdio(
     finally:
         session.close()
     return out
+
+
+def tls_trust_file() -> str:
+    """A CA file with this machine's CA certificates and the test CA: the stub is trusted, and
+    loading the file costs what loading a member's system CAs costs (most of a first https call)."""
+    system = ssl.get_default_verify_paths().cafile
+    with tempfile.NamedTemporaryFile("w", prefix="bench-cas-", suffix=".pem", delete=False) as out:
+        if system:
+            out.write(Path(system).read_text(encoding="ascii", errors="replace") + "\n")
+        out.write(TLS_CA_FILE.read_text(encoding="ascii"))
+    return out.name
+
+
+def measure_https(
+    cmd: Sequence[str], env: dict[str, str], calls: int, warmup: int, cold_runs: int, deadline: Deadline
+) -> dict[str, Any]:
+    """Our server over stdio against the stub served over TLS: the first call (ssl loaded, a
+    handshake) after cold starts, then tools/call on the kept-alive TLS connection."""
+    cold: dict[str, Any] = {}
+    errors: list[str] = []
+    measure_cold_starts([("ours (https)", list(cmd), cold)], env, cold_runs, deadline, errors)
+    if errors:
+        raise BenchError("; ".join(errors))
+    stdio = measure_stdio("ours (https)", cmd, env, calls, warmup, deadline)
+    return {
+        "https_cold_first_call_ms": cold["cold_first_call_ms"],
+        "https_cold_first_call_ms_all": [
+            f - i for i, f in zip(cold["cold_init_ms_all"], cold["cold_first_result_ms_all"], strict=True)
+        ],
+        "https_stdio_call_p50_ms": stdio["stdio_call_p50_ms"],
+        "https_stdio_call_p99_ms": stdio["stdio_call_p99_ms"],
+        "https_cpu_per_call_ms": stdio["cpu_per_call_ms"],
+        "https_stdio_call": stdio["stdio_call"],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1006,6 +1044,11 @@ def _rows(calls: int, cold_runs: int) -> list[Row]:
         Row("stdio ping p50, ms", "stdio_ping_p50_ms", "{:.3f}"),
         Row("stdio ping p99, ms", "stdio_ping_p99_ms", "{:.3f}"),
         Row("server CPU per tools/call (stdio), ms", "cpu_per_call_ms", "{:.3f}", target="cpu_per_call"),
+        Row("first tools/call after initialize (new connection), ms", "cold_first_call_ms", "{:.1f}"),
+        Row("  the same over https (ssl, system CAs, handshake), ms", "https_cold_first_call_ms", "{:.1f}", ts=False),
+        Row("stdio tools/call p50 over https (kept-alive TLS), ms", "https_stdio_call_p50_ms", "{:.3f}", ts=False),
+        Row("stdio tools/call p99 over https (kept-alive TLS), ms", "https_stdio_call_p99_ms", "{:.3f}", ts=False),
+        Row("server CPU per tools/call over https (stdio), ms", "https_cpu_per_call_ms", "{:.3f}", ts=False),
     ]
     for c in HTTP_LEVELS:
         noun = "client" if c == 1 else "clients"
@@ -1355,6 +1398,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             except BenchError as exc:
                 errors.append(str(exc))  # it names the server already
+        if ours is not None and our_cmd is not None:
+            _progress(f"ours over https: {args.cold_starts} + 1 cold starts, {args.calls} calls per kind")
+            tls_stub = StubProcess(args.delay_ms, deadline, tls=True)
+            trust = tls_trust_file()
+            try:
+                https_env = {**_child_env(tls_stub.url, BENCH_TOKEN), "SSL_CERT_FILE": trust}
+                ours.update(
+                    measure_https(our_cmd, https_env, args.calls, args.warmup_calls, args.cold_starts, deadline)
+                )
+            except BenchTimeout:
+                raise
+            except BenchError as exc:
+                errors.append(f"ours (https): {exc}")
+            finally:
+                tls_stub.close()
+                os.unlink(trust)
         for label, cmd, out in servers:
             _progress(f"{label}: HTTP at {', '.join(map(str, HTTP_LEVELS))} clients, {args.duration:g} s each")
             try:

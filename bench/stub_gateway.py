@@ -1,13 +1,23 @@
-"""A minimal, fast FairWins gateway stub on loopback: fixed JSON for the two benchmarked reads."""
+"""A minimal, fast FairWins gateway stub on loopback: fixed JSON for the two benchmarked reads.
+
+With --tls it serves https:// with the test certificate (tests/tls/gateway.pem, for 127.0.0.1);
+a client trusts it with SSL_CERT_FILE=tests/tls/ca.pem.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
+import ssl
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+CERTS = Path(__file__).resolve().parent.parent / "tests" / "tls"
+CA_FILE = CERTS / "ca.pem"
 
 BENCH_TOKEN = "fw1.bench-token-0000"
 
@@ -114,18 +124,32 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024  # a crowd of clients makes the server open as many connections here at once
     delay_s = 0.0
     status_response = STATUS_RESPONSE
+    tls: ssl.SSLContext | None = None
+    handshakes = 0
+
+    def finish_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
+        if self.tls is not None and isinstance(request, socket.socket):
+            # On the connection's own thread, so one slow handshake holds up no other client.
+            request = self.tls.wrap_socket(request, server_side=True)
+            self.handshakes += 1
+        super().finish_request(request, client_address)
 
 
 class StubGateway:
     """The stub served from a background thread; `url` is its base, `close()` stops it."""
 
-    def __init__(self, port: int = 0, delay_s: float = 0.0, status_bytes: int = 0) -> None:
+    def __init__(self, port: int = 0, delay_s: float = 0.0, status_bytes: int = 0, tls: bool = False) -> None:
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.delay_s = delay_s
         if status_bytes:
             self._server.status_response = large_status(status_bytes)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(CERTS / "gateway.pem", CERTS / "leaf.key")
+            context.set_alpn_protocols(["http/1.1"])
+            self._server.tls = context
         self.port: int = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-gateway", daemon=True)
         self._thread.start()
 
@@ -140,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="fixed delay before every answer")
     parser.add_argument("--status-bytes", type=int, default=0, help="answer /status with this many bytes of JSON")
+    parser.add_argument("--tls", action="store_true", help="serve https:// with the test certificate (tests/tls/)")
     args = parser.parse_args(argv)
-    stub = StubGateway(args.port, args.delay_ms / 1000.0, args.status_bytes)
+    stub = StubGateway(args.port, args.delay_ms / 1000.0, args.status_bytes, tls=args.tls)
     # One line on stdout, so a parent process learns the port.
     sys.stdout.write(f"stub gateway listening on {stub.url}\n")
     sys.stdout.flush()

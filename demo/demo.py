@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final, TextIO
 
+from tests.inspector import NPX as INSPECTOR
 from tests.sandbox_gateway import (
     TOKEN_EXPIRED,
     TOKEN_MEMBER_A,
@@ -323,10 +324,9 @@ def connect_lines(server_url: str, gateway_url: str) -> str:
             f"Connect a client (the sample member token is {TOKEN_MEMBER_A}):",
             "",
             "  MCP Inspector, in the browser:",
-            f'    npx @modelcontextprotocol/inspector --transport http --server-url {server_url} --header "{bearer}"',
+            f'    {INSPECTOR} --transport http --server-url {server_url} --header "{bearer}"',
             "  MCP Inspector, on the command line:",
-            f"    npx @modelcontextprotocol/inspector --cli {server_url} --transport http"
-            f' --header "{bearer}" --method tools/list',
+            f'    {INSPECTOR} --cli {server_url} --transport http --header "{bearer}" --method tools/list',
             "  Claude Code:",
             f'    claude mcp add --transport http fairwins-sandbox {server_url} --header "{bearer}"',
             "  Claude Desktop, in claude_desktop_config.json"

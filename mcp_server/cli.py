@@ -1,4 +1,4 @@
-"""Command line: argv + environment → Config → the stdio or HTTP server, or `check`. `main(argv) -> int`."""
+"""Command line: argv + environment → Config → the stdio or HTTP server, `check` or `install`. `main(argv) -> int`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ log = logging.getLogger("fairwins_mcp")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["install"]:
+        from . import install  # deferred: serving never loads the installer
+
+        return install.main(words[1:])
+    args = parse_args(words)
     try:
         config = from_env(os.environ, args)
     except ConfigError as exc:
@@ -52,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.api_url or "not configured (FAIRWINS_API_URL is not set)",
         logs.redact(config.api_token),
     )
+    if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
+        log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
         return _serve_http(config, dispatcher)
     from . import stdio  # deferred: the stdio path never loads the HTTP server code

@@ -23,6 +23,7 @@ class Config:
     max_response_bytes: int = 4 * 1024 * 1024
     log_level: str = "info"
     workers: int = 16
+    send_token_in_clear: bool = False  # an http:// gateway that is not on this machine
     # HTTP mode only
     http_port: int | None = None
     host: str = "127.0.0.1"
@@ -44,6 +45,9 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not raw:
         return default
     try:
+        # float() also reads "١٢" and "１２" as 12: a setting is written in ASCII digits or refused.
+        if not raw.isascii():
+            raise ValueError
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from None
@@ -67,6 +71,15 @@ def _peer_cap(env: Mapping[str, str], args: argparse.Namespace | None, flag: str
     return int(value)
 
 
+def _setting(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    # A host that fills in a template (an MCP Bundle's `${user_config.member_token}`) may pass the
+    # template itself when the member gave no value: that is no value.
+    if value.startswith("${") and value.endswith("}"):
+        return None
+    return value or None
+
+
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
     idle_timeout = _number(env, "FAIRWINS_MCP_IDLE_TIMEOUT", 30.0, 1.0, 3600.0)
     drain_idle = _number(env, "FAIRWINS_MCP_DRAIN_IDLE", min(10.0, idle_timeout), 0.0, 3600.0)
@@ -74,9 +87,14 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         raise ConfigError(
             f"FAIRWINS_MCP_DRAIN_IDLE ({drain_idle:g}) must not exceed FAIRWINS_MCP_IDLE_TIMEOUT ({idle_timeout:g})"
         )
-    token = env.get("FAIRWINS_API_TOKEN", "").strip() or None
-    if token is not None and any(ch in token for ch in "\r\n\x00 "):
-        raise ConfigError("FAIRWINS_API_TOKEN contains whitespace or control characters; paste the token alone")
+    token = _setting(env, "FAIRWINS_API_TOKEN")
+    if token is not None and not all("!" <= ch <= "~" for ch in token):
+        # It goes upstream in an HTTP header: a space, a control character or anything outside
+        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
+        raise ConfigError(
+            "FAIRWINS_API_TOKEN must be printable ASCII without whitespace, and it holds whitespace, a "
+            "control character or a non-ASCII character; paste the token alone"
+        )
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
@@ -89,7 +107,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         if origin == "*" or origin.lower() == "null":
             raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
     return Config(
-        api_url=env.get("FAIRWINS_API_URL", "").strip() or None,
+        api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
         timeout=_number(env, "FAIRWINS_MCP_TIMEOUT", 10.0, 0.1, 300.0),
         max_response_bytes=int(_number(env, "FAIRWINS_MCP_MAX_RESPONSE_BYTES", 4 * 1024 * 1024, 1024, 1 << 30)),
@@ -98,6 +116,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         host=host,
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
+        send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 1024, 1, 8192)),
         max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
         max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
@@ -121,9 +140,24 @@ def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | N
         return None
     if raw.strip().lower() == "auto":
         return 0
-    if not raw.strip().isdigit() or not 1 <= int(raw) <= 256:
+    raw = raw.strip()
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 3 or not 1 <= int(raw) <= 256:
         raise ConfigError(f"{name} must be a number of processes from 1 to 256, or auto, not {raw!r}")
     return int(raw)
+
+
+def _port(text: str) -> int:
+    """A TCP port in ASCII digits (int() alone also takes "٨٠" and "+80"), 0 to 65535."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5 or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    """A whole number in ASCII digits, 0 or more (int() alone also takes "٨" and "+8")."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)")
+    return int(text)
 
 
 def _or(value: int | None, default: int) -> int:
@@ -134,6 +168,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
         description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
+        epilog="fairwins-mcp install claude-desktop|claude-code puts the server into a client (install --help).",
     )
     parser.add_argument(
         "command",
@@ -142,7 +177,7 @@ def argument_parser() -> argparse.ArgumentParser:
         default="serve",
         help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
     )
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
+    parser.add_argument("--http", type=_port, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(
         "--allowed-origin", action="append", metavar="ORIGIN", help="a browser origin to serve (repeatable)"
@@ -160,16 +195,22 @@ def argument_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-peer-connections",
-        type=int,
+        type=_count,
         metavar="N",
         help="open HTTP connections one client address may hold (default: half the connection bound; 0: no cap, "
         "as behind a reverse proxy, where every request comes from the proxy's address)",
     )
     parser.add_argument(
         "--max-peer-heads",
-        type=int,
+        type=_count,
         metavar="N",
         help="HTTP request heads one client address may have arriving at once (default 8; 0: no cap)",
+    )
+    parser.add_argument(
+        "--send-token-in-clear",
+        action="store_true",
+        help="accept an http:// FAIRWINS_API_URL that is not on this machine: member tokens and payments "
+        "then cross the network unencrypted (without it, http:// is for loopback gateways only)",
     )
     return parser
 
@@ -184,6 +225,7 @@ NO_ARGUMENTS: Final = {
     "max_peer_connections": None,
     "max_peer_heads": None,
     "workers": None,
+    "send_token_in_clear": False,
 }
 
 

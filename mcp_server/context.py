@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
+
+if TYPE_CHECKING:
+    from .redaction import Redactor
 
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -106,7 +109,10 @@ class RequestContext:
     bearer_source: str = "none"  # "header", "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
-    payment_allowance: PaymentAllowance = field(default_factory=PaymentAllowance)
+    payment_sent: bool = False  # the payment may have reached the gateway (set just before it is sent)
+    # Shared by every context made for one inbound message (batches.py); None: this context is its
+    # message's only one, and gets an allowance of its own when it first carries a payment.
+    payment_allowance: PaymentAllowance | None = None
     send: Callable[[JSONObject], None] = _drop  # notifications for this request's stream
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio
@@ -119,19 +125,28 @@ class RequestContext:
     progress_token: str | int | None = None
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
+    _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
 
-    def progress(self, message: str, *, total: float | None = None) -> None:
-        """Send `notifications/progress` (only when the request asked for it), always increasing."""
-        if self.progress_token is None or self.cancellation.is_set:
-            return
-        self._progress = (self._progress or 0) + 1
-        params: JSONObject = {"progressToken": self.progress_token, "progress": self._progress, "message": message}
-        if total is not None:
-            params["total"] = total
-        self.send(notification("notifications/progress", params))
+    def redactor(self) -> Redactor | None:
+        """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
+
+        Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
+        """
+        key = (self.bearer, self.payment)
+        if self._redactor is None or self._redactor[0] != key:
+            from . import redaction  # most requests never quote gateway text
+
+            if self.bearer_source == "env" and self.payment is None:
+                made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
+            else:
+                made = redaction.Redactor(self.bearer, self.payment)
+            self._redactor = (key, made if made else None)
+        return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Explicit progress values (must increase; a value that does not is skipped, not sent).
+        """Send `notifications/progress` (only when the request asked for it): values must increase.
+
+        A value that does not increase is skipped, not sent.
 
         The first value may be 0 ("The progress value MUST increase with each notification" binds
         only the ones after it), so a 0-of-100 start is reported, not swallowed.

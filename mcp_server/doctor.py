@@ -13,8 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
-from . import __version__, logs
+from . import __version__, logs, redaction
 from .config import Config
+from .context import RequestContext
 from .gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Outcome
 from .outcomes import Wording, clean, read_json
 from .snapshot import load
@@ -224,8 +225,10 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
 def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -> Report:
     """Ask the gateway the two questions and judge every served tool from the answers."""
     now = now or dt.datetime.now(dt.UTC)
-    reachable, gateway_line = _check_gateway(config, gateway)
-    token, token_lines = _check_token(config, gateway, reachable, now)
+    # Gateway text quoted in a line never carries the token back (redaction.py), whatever the gateway echoes.
+    with redaction.bound(RequestContext(bearer=config.api_token)):
+        reachable, gateway_line = _check_gateway(config, gateway)
+        token, token_lines = _check_token(config, gateway, reachable, now)
     snap = load()
     tools = build_tools(snap, gateway, Wording.from_snapshot(snap.wording))
     return Report((gateway_line, *token_lines, *_tool_lines(tools, reachable, token)))

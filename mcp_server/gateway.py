@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
+from .retry_after import retry_after_seconds
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -43,18 +44,28 @@ class Target:
 
     @property
     def is_loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        import ipaddress  # only an https:// gateway asks, and only once per connection
-
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(self.host)
 
 
-def parse_base_url(url: str) -> Target:
-    """FAIRWINS_API_URL → Target; ValueError with a sentence when it is not a usable base URL."""
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return True
+    import ipaddress  # the usual names are answered above, so a start rarely pays for this
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
+    """FAIRWINS_API_URL → Target; ValueError with a sentence when it is not a usable base URL.
+
+    http:// is for a gateway on this machine (the sandbox, a local test); anywhere else it would
+    carry the member's token and payments across the network in clear text, so it needs the
+    operator to say so (`--send-token-in-clear`).
+    """
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("FAIRWINS_API_URL must be an http:// or https:// URL, e.g. https://relay.fairwins.app")
@@ -62,6 +73,12 @@ def parse_base_url(url: str) -> Target:
         raise ValueError("FAIRWINS_API_URL must not carry a user name or password")
     if parts.query or parts.fragment:
         raise ValueError("FAIRWINS_API_URL must not carry a query or a fragment")
+    if parts.scheme == "http" and not send_token_in_clear and not is_loopback_host(parts.hostname):
+        raise ValueError(
+            f"FAIRWINS_API_URL is http:// to {parts.hostname}, which is not this machine: the member's token "
+            "would cross the network in clear text. Use https://, or start the server with "
+            "--send-token-in-clear if a cleartext gateway is really intended"
+        )
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return Target(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
 
@@ -102,6 +119,7 @@ class GatewayFailure:
 
     cause: (
         str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+        # | unsendable
     )
     detail: str
     sent: bool
@@ -150,23 +168,26 @@ class HttpTransport:
     def _tls_context(self) -> ssl.SSLContext:
         with self._ssl_lock:
             if self._ssl is None:
-                import ssl
+                from . import tls
 
-                context = ssl.create_default_context()
-                context.set_alpn_protocols(["http/1.1"])
-                self._ssl = context
+                self._ssl = tls.context()
             return self._ssl
 
-    def _connect(self, target: Target, timeout: float) -> http1.Connection:
+    def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
         if target.scheme == "http":
             return http1.Connection(http1.connect(target.host, target.port, timeout))
         proxy = None if target.is_loopback else _https_proxy(target.host)
         sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
+        # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
+        # (and a cancel) must be able to cut them short, as it cuts an exchange.
+        watch(sock)
         try:
             if proxy is not None:
                 # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
                 http1.tunnel(sock, target.host, target.port, MAX_HEADER_BYTES)
-            return http1.Connection(http1.wrap_tls(sock, target.host, self._tls_context()))
+            from . import tls
+
+            return http1.Connection(tls.handshake(sock, target.host, self._tls_context()))
         except BaseException:
             sock.close()
             raise
@@ -178,31 +199,44 @@ class HttpTransport:
         pool = self._pool()
         conn = None if fresh else pool.pop(key, None)
         aborted: list[str] = []
-        live: list[http1.Connection] = []
+        live: list[http1.Stream] = []
+
+        def shut(stream: http1.Stream) -> None:
+            try:
+                stream.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
+            except OSError:
+                pass
 
         def abort(reason: str) -> None:
             aborted.append(reason)
             for current in live:
-                try:
-                    current.sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
-                except OSError:
-                    pass
+                shut(current)
+
+        def watch(stream: http1.Stream) -> None:
+            live[:] = [stream]
+            if aborted:  # it came while the socket was being opened
+                shut(stream)
 
         timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
         unregister = cancellation.on_cancel(lambda: abort("cancelled"))
         sent = False
         keep = False
         try:
-            data = _encode(target, request)
+            try:
+                data = _encode(target, request)
+            except (UnicodeError, ValueError):
+                # Never "could not be reached": nothing left this process. The callers refuse such
+                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
+                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
                 if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
                 remaining = max(deadline - time.monotonic(), 0.001)
                 if conn is None:
-                    conn = self._connect(target, remaining)
+                    conn = self._connect(target, remaining, watch)
                 else:
                     conn.sock.settimeout(remaining)
-                live[:] = [conn]
+                live[:] = [conn.sock]
                 if aborted:
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)
                 sent = True  # from here on, the gateway may have seen the request
@@ -266,9 +300,18 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
         return TransportError("dns", "its host name did not resolve", False)
     if isinstance(exc, ConnectionRefusedError):
         return TransportError("refused", "the connection was refused", False)
+    if isinstance(exc, http1.TunnelRefused):
+        # Only an https:// gateway is ever reached through a proxy, and only by CONNECT.
+        if exc.status == 407:
+            detail = "the proxy named by HTTPS_PROXY asks for credentials (407), which this server does not send"
+        else:
+            detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
+        return TransportError("connection", detail, False)
     ssl = sys.modules.get("ssl")  # loaded only for an https:// gateway; no TLS error exists without it
     if ssl is not None and isinstance(exc, ssl.SSLError):
-        return TransportError("tls", "the TLS connection failed", sent)
+        from . import tls
+
+        return TransportError("tls", tls.describe(exc), sent)
     if isinstance(exc, http1.Closed) and exc.partial:
         return TransportError("reset", "the connection closed in the middle of the answer", sent)
     if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
@@ -292,24 +335,15 @@ def _https_proxy(host: str) -> tuple[str, int] | None:
         return None
     parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     if parts.scheme != "http" or not parts.hostname:
-        return None
+        # Going around a proxy the operator named would be a guess; failing says what to fix.
+        raise TransportError(
+            "connection",
+            "HTTPS_PROXY is not an http://host:port proxy URL, the only kind this server can tunnel through "
+            "(https:// and SOCKS proxies are not supported): give the proxy's http:// address; what it "
+            "carries is TLS either way",
+            False,
+        )
     return parts.hostname, parts.port or 8080
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # HTTP dates are rare; the module is not worth loading at start
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 class Gateway:
@@ -324,6 +358,7 @@ class Gateway:
         attempts: int = 3,
         transport: Transport | None = None,
         rng: random.Random | None = None,
+        send_token_in_clear: bool = False,
     ) -> None:
         self.timeout = timeout
         self.attempts = attempts
@@ -333,7 +368,7 @@ class Gateway:
         self.config_problem: str | None = None
         if base_url:
             try:
-                self.target = parse_base_url(base_url)
+                self.target = parse_base_url(base_url, send_token_in_clear=send_token_in_clear)
             except ValueError as exc:
                 self.config_problem = str(exc)
 

@@ -9,10 +9,7 @@ through a proxy. HTTP status is data; a broken exchange is an exception naming w
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    import ssl
+from typing import Final, Protocol
 
 RECV: Final = 64 * 1024
 MAX_LINE: Final = 4096  # a chunk-size or trailer line
@@ -39,6 +36,14 @@ class Closed(ConnectionResetError):
     def __init__(self, partial: bool) -> None:
         super().__init__("the connection closed in the middle of the answer" if partial else "the connection closed")
         self.partial = partial
+
+
+class TunnelRefused(OSError):
+    """The proxy answered CONNECT with a status other than 2xx: no tunnel, nothing sent through it."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the proxy refused the tunnel ({status})")
+        self.status = status
 
 
 class Response:
@@ -91,7 +96,7 @@ def connect(host: str, port: int, timeout: float) -> socket.socket:
 
 
 def tunnel(sock: socket.socket, host: str, port: int, max_head: int) -> None:
-    """Ask the proxy on `sock` for a CONNECT tunnel to host:port; OSError unless it answers 2xx.
+    """Ask the proxy on `sock` for a CONNECT tunnel to host:port; TunnelRefused unless it answers 2xx.
 
     The proxy then carries TLS bytes only: it never sees the request, its token or its answer.
     """
@@ -100,25 +105,31 @@ def tunnel(sock: socket.socket, host: str, port: int, max_head: int) -> None:
     conn = Connection(sock)
     status, _, _ = conn.read_head(max_head)
     if not 200 <= status < 300:
-        raise OSError(f"the proxy refused the tunnel ({status})")
+        raise TunnelRefused(status)
     if conn.buffered:
         raise ProtocolError("the proxy sent bytes before the tunnel was used")
 
 
-def wrap_tls(sock: socket.socket, host: str, context: ssl.SSLContext) -> socket.socket:
-    """TLS over `sock`, the certificate checked against `host` (the context's default policy)."""
-    return context.wrap_socket(sock, server_hostname=host)
+class Stream(Protocol):
+    """What a connection reads and writes: a socket, or TLS over one (mcp_server.tls.Stream)."""
+
+    def recv(self, bufsize: int, /) -> bytes: ...
+    def recv_into(self, buffer: memoryview, nbytes: int, /) -> int: ...
+    def sendall(self, data: bytes, /) -> None: ...
+    def settimeout(self, value: float | None, /) -> None: ...
+    def shutdown(self, how: int, /) -> None: ...
+    def close(self) -> None: ...
 
 
 class Connection:
-    """One socket carrying requests one at a time, and the bytes read past the last answer.
+    """One stream carrying requests one at a time, and the bytes read past the last answer.
 
     Not thread-safe: a connection belongs to one worker at a time.
     """
 
     __slots__ = ("_buf", "reused", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Stream) -> None:
         self.sock = sock
         self._buf = bytearray()
         self.reused = False  # set when it is taken from a pool for a second (or later) request
@@ -312,7 +323,9 @@ def _content_length(value: str, previous: int | None) -> int:
     text = values.pop()
     if not text.isdigit() or not text.isascii():
         raise ProtocolError("a Content-Length that is not a number")
-    length = int(text)
+    # More digits than any body could have is too large, as the cap would find: int() alone
+    # would refuse past 4,300 of them with a ValueError that names nothing.
+    length = int(text) if len(text.lstrip("0")) <= 18 else 10**18
     if previous is not None and previous != length:
         raise ProtocolError("conflicting Content-Length values")
     return length

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -92,6 +94,14 @@ def error_object(code: int, message: str, data: Any = None) -> JSONObject:
     return err
 
 
+class NumberTooLong(ValueError):
+    """A JSON integer with more digits than Python converts (sys.get_int_max_str_digits, 4,300 by default)."""
+
+
+_LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON (RFC 8259), whatever Python's json module accepts by default.
     raise ValueError(f"{name} is not valid JSON")
@@ -117,6 +127,47 @@ def loads(data: bytes | str) -> Any:
         return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # int()'s own refusal, raised inside json
+            raise NumberTooLong(f"a number over {sys.get_int_max_str_digits()} digits long") from None
+        raise
+
+
+def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
+    """Where in a decoded JSON value a string or key holds a lone UTF-16 surrogate; None when all is text.
+
+    JSON's `\\ud800` escape decodes to a code point that is not Unicode text: it cannot be encoded
+    as UTF-8, so it can go nowhere (RFC 8259 §8.2: "unpredictable"; I-JSON, RFC 7493 §2.1: MUST
+    NOT). Iterative, so JSON nested to the parser's limit cannot exhaust the stack here. `root` is
+    where `value` itself sits, for the path returned.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, root)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _LONE_SURROGATE.search(item):
+                return _path(path)
+        elif isinstance(item, dict):
+            for key in reversed(item):  # reversed: the first in document order is found first
+                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                    return f"a key of {_path(path)}" if path else "a key"
+                stack.append((item[key], (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((item[i], (*path, i)) for i in range(len(item) - 1, -1, -1))
+    return None
+
+
+def _path(path: tuple[str | int, ...]) -> str:
+    """`arguments.params.memo[1]`, `_meta["x402/payment"].payload`: a JSON path a person can read."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _NAME.fullmatch(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part[:64])}]"  # ASCII-escaped: a surrogate in a key shows as \\udXXX
+    return out
 
 
 def classify(obj: Any) -> Message:

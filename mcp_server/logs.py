@@ -41,6 +41,9 @@ def configure(level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_ScrubSecrets())
+    from .redaction import LogFilter  # the credentials of the request being handled, by value
+
+    handler.addFilter(LogFilter())
     root = logging.getLogger("fairwins_mcp")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

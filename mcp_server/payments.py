@@ -10,14 +10,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Final
 
-from .context import Payment
+from .context import Payment, RequestContext
 from .gateway import GatewayFailure, GatewayResponse, Outcome
-from .jsonrpc import INVALID_PARAMS, JSONObject, McpError, loads
+from .jsonrpc import INVALID_PARAMS, JSONObject, McpError, loads, lone_surrogate
 from .outcomes import clean, error_result, read_json, text_block
+
+log = logging.getLogger("fairwins_mcp.payments")
 
 PAYMENT_META_KEY: Final = "x402/payment"
 RESPONSE_META_KEY: Final = "x402/payment-response"
@@ -28,6 +31,8 @@ HEADER_BY_VERSION: Final[Mapping[int, str]] = {1: "X-PAYMENT", 2: "PAYMENT-SIGNA
 INBOUND_HEADERS: Final[Mapping[str, str]] = {"x-payment": "X-PAYMENT", "payment-signature": "PAYMENT-SIGNATURE"}
 # v2 first: reference clients read PAYMENT-RESPONSE, then X-PAYMENT-RESPONSE.
 RECEIPT_HEADERS: Final = ("PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE")
+# The headers whose base64 this server decodes into a result: an echo there is not in the raw bytes.
+DECODED_HEADERS: Final = (OFFER_HEADER, *RECEIPT_HEADERS)
 MAX_HEADER_BYTES: Final = 64 * 1024  # offers, receipts and payments can be tens of KB
 MAX_DESCRIBED = 5  # accepts[] entries restated in words; the rest are in the offer itself
 
@@ -103,6 +108,10 @@ def from_meta(value: object) -> Payment:
     version = value.get("x402Version")
     if type(version) is not int or version not in HEADER_BY_VERSION:
         raise McpError(INVALID_PARAMS, f"Invalid params: {where}.x402Version must be the number 1 or 2")
+    # The dispatcher refuses these first (protocol._require_text); this function stands on its own too.
+    inside = lone_surrogate(value, ("_meta", PAYMENT_META_KEY))
+    if inside is not None:
+        raise McpError(INVALID_PARAMS, f"Invalid params: {inside} holds a lone UTF-16 surrogate, which is not text")
     # research/x402.md §5.2: compact JSON, every key kept; signatures cover typed data, not bytes.
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -338,11 +347,44 @@ def paid_result(
             return price
     if raw_present:
         return _with_receipt(error_result(failure(outcome)), receipt, raw_present)
-    if outcome.status == 402 or outcome.status >= 500:
-        # A bare 402 or a 5xx after payment: settlement may have happened before the failure.
-        return error_result(f"{failure(outcome)} {UNKNOWN_OUTCOME}")
-    # x402 gateways settle only after a successful answer (research/x402.md §3).
-    return error_result(
-        f"{failure(outcome)} The gateway sent no payment receipt: it reports no settlement for this call, "
-        "and this server did not retry it."
-    )
+    # Sent, and neither a receipt nor a fresh offer says what became of it. A bare 402 or a 5xx
+    # may follow a settlement; x402 gateways settle only after a successful answer (research/x402.md
+    # §3), but a 4xx is the gateway's word, not a receipt, and the payment stays signed until it
+    # expires: the caller must not pay twice on a guess.
+    return error_result(f"{failure(outcome)} {UNKNOWN_OUTCOME}")
+
+
+# Every sentence that says what became of a payment; a paid call's result carries one of them.
+PAYMENT_WORDS: Final = (
+    UNKNOWN_OUTCOME,
+    NOT_SENT,
+    NO_RECEIPT,
+    UNREADABLE_RECEIPT,
+    NOT_ACCEPTED.strip(),
+    "Paid per request: ",
+    "The payment did not settle",
+    "The payment was refused",
+)
+INTERNAL_FAILURE: Final = "This server failed while handling the paid call (an internal error, logged on its side)."
+
+
+def guarded(call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject:
+    """Run a paid call so that its result always says what became of the payment.
+
+    Whatever escapes the call (an exception nothing anticipated) and whatever it returns, the
+    result names the payment's fate: not sent, or sent with an outcome this server cannot know
+    (so: do not resubmit). One wrapper, so no later change to the paths inside can lose the words.
+    """
+    try:
+        result = call()
+    except Exception:
+        log.exception("unexpected failure in a paid call")
+        fate = UNKNOWN_OUTCOME if ctx.payment_sent else NOT_SENT
+        return error_result(f"{INTERNAL_FAILURE} {fate}")
+    content = result.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+    if not any(words in text for words in PAYMENT_WORDS):
+        blocks.append(text_block(UNKNOWN_OUTCOME if ctx.payment_sent else NOT_SENT))
+        result["content"] = blocks
+    return result

@@ -21,6 +21,18 @@ HONESTY: Final = (
 MAX_CHAIN_ID: Final = 9007199254740991  # the chainId maximum of the tool table's schemas
 
 
+def _chain_id(text: str) -> int | None:
+    """A chain id written as text: ASCII digits only, within get_wagers' own schema bounds; else None.
+
+    str.isdigit also admits "١٣٧" and "²", which int() refuses, and int() refuses more than 4,300
+    digits: the length is checked first. "00137" is chain 137.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_CHAIN_ID)):
+        return None
+    number = int(text)
+    return number if 1 <= number <= MAX_CHAIN_ID else None
+
+
 def _user(text: str) -> JSONObject:
     return {"role": "user", "content": {"type": "text", "text": text}}
 
@@ -37,8 +49,9 @@ def chain_ids_from_status(value: Any) -> list[str]:
             cid = item
         else:
             cid = key if isinstance(chains, dict) else None
-        if cid is not None and str(cid).isdigit() and str(cid) not in found:
-            found.append(str(cid))
+        text = str(cid) if isinstance(cid, (int, str)) and not isinstance(cid, bool) else ""
+        if _chain_id(text) is not None and text not in found:
+            found.append(text)
     return found
 
 
@@ -71,11 +84,10 @@ class WagerReview:
             raise McpError(INVALID_PARAMS, f"Invalid params: wager-review takes only chainId, not {sorted(unknown)}")
         chain = arguments.get("chainId", "").strip()
         if chain:
-            # ASCII digits only (str.isdigit also admits "١٣٧" and "²"), within get_wagers' own
-            # schema bounds, and written canonically ("00137" is chain 137).
-            if not (chain.isascii() and chain.isdigit()) or not 1 <= int(chain) <= MAX_CHAIN_ID:
+            number = _chain_id(chain)
+            if number is None:
                 raise McpError(INVALID_PARAMS, "Invalid params: chainId must be a positive integer such as 137")
-            chain = str(int(chain))
+            chain = str(number)
         scope = (
             f"on chain {chain} (call get_wagers with chainId {chain})" if chain else "on every chain (call get_wagers)"
         )

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import __version__, batches
+from . import __version__, batches, redaction
 from .batches import DEFAULT_BATCH_LIMITS, BatchLimits
 from .catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
-from .context import LOG_LEVELS, Cancellation, RequestContext
+from .context import LOG_LEVELS, Cancellation, PaymentAllowance, RequestContext
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -39,6 +39,7 @@ from .jsonrpc import (
     Request,
     error_object,
     error_response,
+    lone_surrogate,
     response,
 )
 from .versions import (
@@ -51,6 +52,7 @@ from .versions import (
     META_SERVER_INFO,
     META_VERSION,
     MODERN_VERSIONS,
+    STRUCTURED_OUTPUT_VERSIONS,
     SUPPORTED_VERSIONS,
 )
 
@@ -148,6 +150,8 @@ class Dispatcher:
         self._prompts: dict[str, Prompt] = {p.name: p for p in catalog.prompts}
         # Definitions never change after start: build the list results once.
         self._tool_list = [t.definition() for t in sorted(catalog.tools, key=lambda t: t.name)]
+        # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
+        self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
         self._resource_list = [r.definition() for r in catalog.resources]
         self._template_list = [t.definition() for t in catalog.templates]
         self._prompt_list = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
@@ -250,10 +254,19 @@ class Dispatcher:
     # ---- request routing ----------------------------------------------------------------
 
     def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+        # The log filter and the sentences quoting gateway text find this request's credentials here.
+        token = redaction.bind(ctx)
+        try:
+            return self._serve(req, session, ctx)
+        finally:
+            redaction.unbind(token)
+
+    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
         ctx.request_id = req.id
         modern = self._is_modern(req, session, ctx)
         ctx.era = "modern" if modern else "legacy"
         try:
+            _require_text(req.params)
             if modern:
                 result = self._modern(req, ctx, session)
             else:
@@ -387,7 +400,9 @@ class Dispatcher:
 
     def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
-        return {"tools": list(self._tool_list)}
+        if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+            return {"tools": list(self._tool_list)}
+        return {"tools": list(self._tool_list_unstructured)}
 
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         from . import payments  # imported here so payments stays this method's concern alone
@@ -416,14 +431,16 @@ class Dispatcher:
         ctx.log_level = None
         ctx.send = lambda message: None
         if ctx.payment_conflict is not None:
-            return payments.refused(ctx.payment_conflict)
+            return _refusal(payments.refused(ctx.payment_conflict), ctx)
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
         if getattr(tool, "priced", False) is not True:
-            return payments.refused_unpriced(name)
+            return _refusal(payments.refused_unpriced(name), ctx)
+        if ctx.payment_allowance is None:
+            ctx.payment_allowance = PaymentAllowance()
         refusal = ctx.payment_allowance.claim()  # at most once per inbound message, whatever carries it
         if refusal is not None:
-            return payments.refused(refusal)
-        return tool.call(arguments, ctx)
+            return _refusal(payments.refused(refusal), ctx)
+        return payments.guarded(lambda: tool.call(arguments, ctx), ctx)
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
@@ -486,6 +503,25 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _require_text(params: JSONObject) -> None:
+    """-32602 naming the first string in params that is not Unicode text, before any method runs."""
+    where = lone_surrogate(params)
+    if where is not None:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid params: {where} is not Unicode text: it holds a lone UTF-16 surrogate "
+            "(a \\ud800-\\udfff escape without its pair), which cannot be sent anywhere. Nothing was "
+            "sent to the gateway.",
+        )
+
+
+def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:
+    """A refused payment, with the failure facts as structuredContent where the revision has it."""
+    if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+        result["structuredContent"] = {"kind": "payment_refused"}
+    return result
 
 
 def _carries_modern_meta(params: JSONObject) -> bool:

@@ -1,7 +1,8 @@
 """The JSON Schema subset the tool table uses, checked with messages that name the field.
 
 Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum,
-exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems.
+exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems,
+anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties.
 """
@@ -88,6 +89,16 @@ def _where(path: str) -> str:
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
     """None when `value` satisfies `schema`; otherwise one sentence naming the first bad field."""
+    problem = _check_own(value, schema, path)
+    branches = schema.get("anyOf")
+    if problem is None and isinstance(branches, list) and branches:
+        problems = [check(value, branch, path) for branch in branches]
+        if all(problems):
+            return problems[0]
+    return problem
+
+
+def _check_own(value: Any, schema: dict[str, Any], path: str) -> str | None:
     where = _where(path)
     wanted = schema.get("type")
     if wanted is not None:

@@ -36,7 +36,12 @@ def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
 
 
 def build_gateway(config: Config) -> Gateway:
-    return Gateway(config.api_url, timeout=config.timeout, max_body=config.max_response_bytes)
+    return Gateway(
+        config.api_url,
+        timeout=config.timeout,
+        max_body=config.max_response_bytes,
+        send_token_in_clear=config.send_token_in_clear,
+    )
 
 
 def build_dispatcher(config: Config, gateway: Gateway | None = None) -> Dispatcher:

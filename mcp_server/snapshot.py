@@ -28,6 +28,7 @@ class Snapshot:
     public_paths: tuple[str, ...]
     scopes: tuple[str, ...]
     wording: dict[str, Any]
+    output_schemas: dict[str, dict[str, Any]]  # by execution target: a route id or a public path
 
     @property
     def route_paths(self) -> dict[str, str]:
@@ -56,10 +57,13 @@ def parse(text: str) -> Snapshot:
                 if key not in tool:
                     raise SnapshotError(f"tool {tool.get('name', '?')} lacks {key!r}")
         wording = data["wording"]
-        for key in ("unknown", "statePhrases", "chainUnknown", "failures"):
+        for key in ("unknown", "statePhrases", "chainUnknown", "httpFacts", "errorCodePattern", "failures"):
             if key not in wording:
                 raise SnapshotError(f"wording lacks {key!r}")
-        return Snapshot(tools, data["routes"], tuple(data["publicPaths"]), tuple(data["scopes"]), wording)
+        output_schemas = data["outputSchemas"]
+        return Snapshot(
+            tools, data["routes"], tuple(data["publicPaths"]), tuple(data["scopes"]), wording, output_schemas
+        )
     except (KeyError, TypeError) as exc:
         raise SnapshotError(f"{NAME} is not a tool table this server understands: {exc}") from exc
 

@@ -17,8 +17,18 @@ from . import payments, schema
 from .context import RequestContext
 from .gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
 from .jsonrpc import JSONObject
-from .outcomes import PUBLIC_NOTE, Wording, chain_notes, describe_failure, error_result, read_json, success_result
+from .outcomes import (
+    PUBLIC_NOTE,
+    Failure,
+    Wording,
+    chain_notes,
+    classify,
+    error_result,
+    read_json,
+    success_result,
+)
 from .snapshot import Snapshot
+from .versions import STRUCTURED_OUTPUT_VERSIONS
 
 _PATH_PARAM = re.compile(r"{(\w+)}")
 
@@ -93,12 +103,16 @@ class GatewayTool:
             self.method, self.path_template, self.priced, self.public = "GET", ex["path"], False, True
         else:
             raise ValueError(f"{self.name} is executed locally and cannot be served here")
+        # The contract's outputSchema for what this tool executes: its route, or its public path.
+        target = ex["route"] if ex["kind"] == "route" else ex["path"]
+        self.output_schema: dict[str, Any] = snap.output_schemas[target]
         read = self.method == "GET"
         self._definition: JSONObject = {
             "name": self.name,
             "title": entry["title"],
             "description": entry["description"],
             "inputSchema": self.schema,
+            "outputSchema": self.output_schema,
             "annotations": {
                 "title": entry["title"],
                 "readOnlyHint": True,  # nothing here changes anything: reads, and typed data to sign elsewhere
@@ -138,37 +152,60 @@ class GatewayTool:
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
         problem = schema.check(arguments, self.schema)
         if problem:
-            return error_result(f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway.")
+            text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
+            return self._error(text, Failure("invalid_arguments"), ctx)
         request = self.build_request(schema.with_defaults(arguments, self.schema), ctx)
         if not self.public and request.bearer is None and not self.priced:
-            return error_result(self.wording.failure("no_token", self.what))
-        ctx.progress(self.entry["progress"])
+            return self._error(self.wording.say(Failure("no_token"), self.what), Failure("no_token"), ctx)
+        # Progress counts gateway requests: done so far of those this call needs, as far as known.
+        # One, unless a retry adds another; the last notification says all of them are done.
+        requests = 1
+        ctx.report_progress(0, requests, self.entry["progress"])
 
         def on_retry(attempt: int, why: str, delay: float) -> None:
+            nonlocal requests
             ctx.log("warning", f"{self.name}: the gateway call failed ({why}); retrying in {delay:.1f} s")
-            ctx.progress(f"Retrying: {why}…")
+            requests = attempt + 1
+            ctx.report_progress(attempt, requests, f"Retrying in {delay:.1f} s: {why}…")
 
+        if request.payment is not None:
+            ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         outcome = self.gateway.call(request, ctx.cancellation, on_retry)
-        return self.render(outcome, request, ctx)
+        answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
+        ctx.report_progress(requests, requests, answered)
+        return _without_credentials(self.render(outcome, request, ctx), outcome, request, ctx)
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
-            return payments.paid_result(outcome, self.name, ctx.response_headers, self._answer, self._failure)
+            paid = payments.paid_result(
+                outcome, self.name, ctx.response_headers, lambda resp: self._answer(resp, ctx), self._failure
+            )
+            if paid.get("isError") is True and "structuredContent" not in paid and _structured(ctx):
+                paid["structuredContent"] = self._paid_failure(outcome, paid).facts()
+            return paid
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            return self._answer(outcome)
+            return self._answer(outcome, ctx)
         if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412) and self.priced:
             price = payments.price_result(outcome, self.name)
             if price is not None:
                 return price
-        if isinstance(outcome, GatewayResponse) and outcome.status == 401 and request.bearer is None:
-            return error_result(self.wording.failure("no_token", self.what))
-        return error_result(self._failure(outcome))
+        failure = self._classify(outcome)
+        if failure.status == 401 and request.bearer is None:
+            failure = Failure("no_token", failure.status, failure.code)
+        return self._error(self.wording.say(failure, self.what), failure, ctx)
 
-    def _answer(self, resp: GatewayResponse) -> JSONObject:
+    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None) -> JSONObject:
         """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read."""
         value, problem = read_json(resp)
+        if problem is None:
+            # The outputSchema is a promise ("Servers MUST provide structured results that conform
+            # to this schema"): an answer that breaks it is not passed on as one.
+            shape = schema.check(value, self.output_schema, "")
+            if shape is not None:
+                problem = f": it is not the shape the FairWins contract describes ({_answer_path(shape)})"
         if problem is not None:
-            return error_result(self.wording.failure("unreadable_answer", self.what, detail=problem))
+            failure = Failure("unreadable_answer", resp.status, detail=problem)
+            return self._error(self.wording.say(failure, self.what), failure, ctx)
         notes = chain_notes(value, self.wording)
         if self.public:
             notes.append(PUBLIC_NOTE)
@@ -176,9 +213,58 @@ class GatewayTool:
             notes.append(UNSIGNED_NOTE)
         return success_result(value, notes)
 
-    def _failure(self, outcome: Outcome) -> str:
+    def _classify(self, outcome: Outcome) -> Failure:
         scope = self.entry.get("scope", "")
-        return describe_failure(outcome, self.what, self.wording, scope=scope, timeout=self.gateway.timeout)
+        return classify(outcome, self.wording, scope=scope, timeout=self.gateway.timeout)
+
+    def _failure(self, outcome: Outcome) -> str:
+        return self.wording.say(self._classify(outcome), self.what)
+
+    def _paid_failure(self, outcome: Outcome, result: JSONObject) -> Failure:
+        receipt = result.get("_meta", {}).get(payments.RESPONSE_META_KEY)
+        status = outcome.status if isinstance(outcome, GatewayResponse) else None
+        if isinstance(receipt, dict) and receipt.get("success") is False:
+            return Failure("settlement_failed", status)
+        return self._classify(outcome)
+
+    @staticmethod
+    def _error(text: str, failure: Failure, ctx: RequestContext | None) -> JSONObject:
+        return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None)
+
+
+def _structured(ctx: RequestContext) -> bool:
+    """Whether the request's revision has structuredContent (2025-06-18 and later)."""
+    return ctx.version in STRUCTURED_OUTPUT_VERSIONS
+
+
+def _answer_path(problem: str) -> str:
+    """schema.check speaks of "the arguments"; here the value checked is the gateway's answer."""
+    return problem.replace("the arguments", "the answer")
+
+
+def _without_credentials(
+    result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext
+) -> JSONObject:
+    """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
+
+    Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
+    receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
+    An answer whose bytes cannot spell the credential (the usual case) is let through at once:
+    everything in the result that is not ours comes from those bytes, or from the x402 headers
+    decoded, which always get the whole search.
+    """
+    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
+    if redactor is None or not isinstance(outcome, GatewayResponse):
+        return result  # no answer, so nothing the gateway wrote: the sentence is this server's own
+    decoded = any(outcome.header(name) is not None for name in payments.DECODED_HEADERS)
+    raw = [outcome.body, *(value.encode("latin-1") for _, value in outcome.headers)]
+    if not decoded and not any(redactor.might_be_in(part) for part in raw):
+        return result
+    for name, value in list(ctx.response_headers.items()):
+        if redactor.holds(value):
+            del ctx.response_headers[name]
+    scrubbed: JSONObject = redactor.scrub_value(result)
+    return scrubbed
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:

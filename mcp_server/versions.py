@@ -16,6 +16,11 @@ SUPPORTED_VERSIONS: Final[tuple[str, ...]] = MODERN_VERSIONS[::-1] + LEGACY_VERS
 HTTP_DEFAULT_VERSION: Final = "2025-03-26"
 # The only revision whose JSON-RPC batches a server must accept.
 BATCH_VERSION: Final = "2025-03-26"
+# Tool.outputSchema and CallToolResult.structuredContent first exist in 2025-06-18.
+STRUCTURED_OUTPUT_VERSIONS: Final[tuple[str, ...]] = (
+    *LEGACY_VERSIONS[LEGACY_VERSIONS.index("2025-06-18") :],
+    *MODERN_VERSIONS,
+)
 
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"

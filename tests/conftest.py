@@ -19,6 +19,7 @@ from mcp_server.gateway import Gateway
 from mcp_server.jsonrpc import Notification, Request
 from mcp_server.protocol import Dispatcher, Session
 from mcp_server.server import build_catalog
+from tests import outputs
 from tests.sandbox_gateway import SandboxGateway
 
 # The whole run is watched for secrets (tests/secret_canaries.py): these hooks record every
@@ -34,6 +35,57 @@ from tests.secret_canaries import (  # noqa: F401
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
 WAIT = 10.0  # the longest any test waits for something that should happen at once
+
+
+PROXY_VARIABLES = (
+    "https_proxy",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's proxy settings never reach a test: one that tests a proxy sets its own."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+# Every tools/call result the suite sees must fit its tool's outputSchema (checked with the
+# server's own schema code). In-process servers are watched at the dispatcher, subprocess servers
+# at StdioProcess; a misfit is recorded there and fails the test that caused it (the dispatcher
+# would turn an exception raised inside it into a -32603 answer the test might even expect).
+_MISFITS: list[str] = []
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _watch_every_tool_result() -> Iterator[None]:
+    original = Dispatcher._tools_call
+
+    def watched(self: Dispatcher, params: dict[str, Any], ctx: RequestContext, session: Session) -> dict[str, Any]:
+        result = original(self, params, ctx, session)
+        tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
+        schema = tool.definition().get("outputSchema") if tool is not None else None
+        problem = outputs.problem(schema, result)
+        if problem is not None:
+            _MISFITS.append(f"{params.get('name')}: {problem} in {result}")
+        return result
+
+    Dispatcher._tools_call = watched  # type: ignore[method-assign]
+    yield
+    Dispatcher._tools_call = original  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _every_tool_result_fits_its_output_schema() -> Iterator[None]:
+    yield
+    misfits, _MISFITS[:] = list(_MISFITS), []
+    assert not misfits, "structuredContent that breaks its tool's outputSchema:\n" + "\n".join(misfits)
 
 
 @pytest.fixture
@@ -93,11 +145,12 @@ def mcp(sandbox: SandboxGateway) -> McpClient:
 class StdioProcess:
     """A server subprocess spoken to over its stdin/stdout; every stdout line is kept and parsed."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: pathlib.Path = ROOT) -> None:
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         self.lines: list[bytes] = []  # every raw stdout line, in order
+        self._calls: dict[object, str] = {}  # request id → tool name, for the outputSchema check
         self.skipped: list[dict[str, Any]] = []  # what response_to read past
         self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._stderr: list[bytes] = []
@@ -113,7 +166,9 @@ class StdioProcess:
         for line in self.proc.stdout:
             self.lines.append(line)
             try:
-                self._messages.put(json.loads(line))
+                message = json.loads(line)
+                self._check_output(message)
+                self._messages.put(message)
             except ValueError:
                 self._messages.put({"unparseable": line.decode("utf-8", "replace")})
         self._messages.put(None)  # EOF
@@ -127,7 +182,17 @@ class StdioProcess:
     def stderr(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
+    def _check_output(self, message: object) -> None:
+        if not isinstance(message, dict) or "result" not in message or message.get("id") not in self._calls:
+            return
+        name = self._calls[message.get("id")]
+        problem = outputs.problem(outputs.SHIPPED.get(name), message["result"])
+        if problem is not None:
+            _MISFITS.append(f"{name} (stdio process): {problem} in {message['result']}")
+
     def send(self, message: dict[str, Any]) -> None:
+        if message.get("method") == "tools/call" and isinstance(message.get("params"), dict):
+            self._calls[message.get("id")] = str(message["params"].get("name"))
         self.send_raw(json.dumps(message).encode("utf-8") + b"\n")
 
     def send_raw(self, data: bytes) -> None:
@@ -191,6 +256,24 @@ def server_env(**extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def run_stdio(
+    lines: list[dict[str, Any]] | list[bytes], timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m mcp_server` fed `lines` (messages, or raw lines) until EOF; its output is scanned for secrets."""
+    data = b"".join(line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n" for line in lines)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_server"],
+        input=data,
+        cwd=ROOT,
+        env=server_env(**env),
+        capture_output=True,
+        timeout=timeout,
+    )
+    record_output("stdio process stdout", proc.stdout)
+    record_output("stdio process stderr", proc.stderr)
+    return proc
 
 
 @pytest.fixture

@@ -33,16 +33,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "ACCOUNT_A",
     "ACCOUNT_B",
     "ALL_SCOPES",
     "AS_OF",
+    "ECHO_FORMS",
+    "ECHO_PLACES",
     "FAULT_KINDS",
     "PAYER_ACCOUNT",
     "PAY_TO",
@@ -60,6 +65,7 @@ __all__ = [
 ]
 
 Json = dict[str, object]
+T = TypeVar("T")
 Headers = tuple[tuple[str, str], ...]
 
 # --- credentials -------------------------------------------------------------------------------
@@ -987,6 +993,8 @@ _FAULT_PARAMS: Final[Mapping[str, frozenset[str]]] = {
     "settlement_failed": frozenset({"reason", "version"}),
     "bare_402": frozenset(),
     "approval_412": frozenset(),
+    "echo": frozenset({"form", "into", "status"}),
+    "raw": frozenset({"head", "body"}),
 }
 FAULT_KINDS: Final = frozenset(_FAULT_PARAMS)
 _DEFAULT_ERRORS: Final[Mapping[int, tuple[str, str]]] = {
@@ -1019,7 +1027,8 @@ class _Fault:
     headers: Headers | None = None  # None: the kind's default headers
     seconds: float = 0.0  # delay, trickle interval, Retry-After
     count: int = 0  # depth of deep_json, size of large
-    text: str = ""  # redirect location, settlement errorReason
+    text: str = ""  # redirect location, settlement errorReason, echo form
+    into: str = ""  # echo: where the echoed credential goes
     version: int | None = None  # settlement_failed: x402 version, None = the request's
 
 
@@ -1114,6 +1123,18 @@ def _parse_fault(kind: str, params: Mapping[str, object]) -> _Fault:
         if version is not None and version not in (1, 2):
             raise ValueError("fault parameter version must be 1, 2 or None")
         return _Fault(kind, status=402, text=reason, version=version if isinstance(version, int) else None)
+    if kind == "echo":
+        form, into = params.get("form", "exact"), params.get("into", "message")
+        if form not in ECHO_FORMS or into not in ECHO_PLACES:
+            raise ValueError(f"echo takes form in {sorted(ECHO_FORMS)} and into in {sorted(ECHO_PLACES)}")
+        default = {"offer": 402, "settlement": 402, "scope": 403, "message": 400}
+        status = _status_param(params, default.get(str(into), 200), 200, 599)
+        return _Fault(kind, status=status, text=str(form), into=str(into))
+    if kind == "raw":
+        head, body = params.get("head"), params.get("body", b"")
+        if not isinstance(head, bytes) or not isinstance(body, bytes):
+            raise ValueError("fault raw takes head and body as bytes")
+        return _Fault(kind, headers=(), body=head + body)
     return _Fault(kind)  # reset_before, reset_mid_body, bare_402, approval_412: no parameters
 
 
@@ -1184,11 +1205,95 @@ def _fault_answer(fault: _Fault, request: SeenRequest) -> _Answer:
         )
     if kind == "bare_402":
         return _Answer(402, bare=True)
+    if kind == "echo":
+        return _echo_answer(fault, request)
     if kind == "approval_412":
         # research/x402.md §1.4: the TS core answers 412 when a Permit2 approval is missing.
         offer = v2_offer(request.path, "permit2_allowance_required", transfer_method="permit2")
         return _json(412, {}, (("PAYMENT-REQUIRED", _b64json(offer)),))
     raise AssertionError(f"fault {kind} is not a single answer")
+
+
+# --- a gateway that writes the caller's credential back --------------------------------------------
+
+# How the echoed credential is written: as received, changed in case, in part, escaped or encoded
+# the ways a gateway, a proxy or a logging library might, or (for a payment) decoded and re-encoded.
+ECHO_FORMS: Final[Mapping[str, Callable[[str, Json | None], str]]] = {
+    "exact": lambda c, p: c,
+    "upper": lambda c, p: c.upper(),
+    "lower": lambda c, p: c.lower(),
+    "after_colon": lambda c, p: c.partition(":")[2] or c[len(c) // 2 :],
+    "middle": lambda c, p: c[len(c) // 4 : len(c) // 4 + 16],
+    "json_in_text": lambda c, p: json.dumps({"credential": c}).replace("/", "\\/"),
+    "unicode_escaped": lambda c, p: "".join(f"\\u{ord(ch):04x}" if not ch.isalnum() else ch for ch in c),
+    "url": lambda c, p: quote(c, safe=""),
+    "url_lower": lambda c, p: quote(c, safe="").lower(),
+    "decoded": lambda c, p: json.dumps(p, separators=(",", ":")) if p is not None else c,
+    "pretty": lambda c, p: json.dumps(p, indent=2) if p is not None else c,
+    "pretty_base64": lambda c, p: base64.b64encode(json.dumps(p, indent=2).encode()).decode() if p is not None else c,
+    "signature": lambda c, p: _payload_leaf(p, "signature") or c,
+    "nonce": lambda c, p: _payload_leaf(p, "nonce") or c,
+    "base64_prefix": lambda c, p: c[:200],
+}
+# Where the echo goes: every place the server reads gateway text from.
+ECHO_PLACES: Final = frozenset(
+    {"message", "data", "offer", "receipt", "settlement", "state", "scope", "content_type", "header_only"}
+)
+
+
+def _payload_leaf(payment: Json | None, name: str) -> str | None:
+    payload = payment.get("payload") if isinstance(payment, dict) else None
+    if not isinstance(payload, dict):
+        return None
+    value = payload.get(name)
+    if value is None and isinstance(payload.get("authorization"), dict):
+        value = payload["authorization"].get(name)
+    return value if isinstance(value, str) else None
+
+
+def _credential(request: SeenRequest) -> tuple[str, Json | None]:
+    """The credential the request carried (the bearer, else the payment header) and a payment's JSON."""
+    authorization = request.header("Authorization")
+    if authorization is not None:
+        return authorization.partition(" ")[2].strip(), None
+    for name, value in request.headers:
+        if name.lower() in _PAYMENT_HEADERS:
+            payment = _read_payment(name, value)
+            return value, payment.payload if isinstance(payment, _Payment) else None
+    return "", None
+
+
+def _echo_answer(fault: _Fault, request: SeenRequest) -> _Answer:
+    credential, payment = _credential(request)
+    echoed = ECHO_FORMS[fault.text](credential, payment)
+    said = f"rejected {echoed} (as received)"
+    status, into = fault.status, fault.into
+    if into == "data":
+        return _json(status, {"asOf": AS_OF, "chains": [], "echo": echoed, "note": said})
+    if into == "state":
+        chain = {"chainId": CHAIN_UNREADABLE, "state": "unreadable", "reason": said}
+        return _json(status, {"asOf": AS_OF, "chains": [chain]})
+    if into == "offer":
+        return _json(status, v1_offer(request.path, said))
+    if into in ("receipt", "settlement"):
+        version = _payment_version(request) or 2
+        receipt: Json = {
+            "success": into == "receipt",
+            "transaction": "0x" + "ec" * 32,
+            "network": _DEFAULT_NETWORKS[version],
+            "payer": PAYER_ACCOUNT,
+            "errorReason": said,
+            "echo": echoed,
+        }
+        body: Json = {"ok": True, "echo": echoed} if into == "receipt" else {}
+        return _json(status, body, ((_RECEIPT_HEADERS[version], _b64json(receipt)),))
+    if into == "scope":
+        return _json(status, {"error": "insufficient_scope", "message": said, "scope": echoed})
+    if into == "content_type":
+        return _Answer(status, (("Content-Type", f"text/plain; echo={echoed}"),), b"not json")
+    if into == "header_only":
+        return _Answer(status, (("Content-Type", "application/json"), ("X-Echo", echoed)), b"{}")
+    return _error(status, "echo", said, echo=echoed)
 
 
 def _scope_of(path: str) -> str | None:
@@ -1371,6 +1476,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(base.body[index : index + 1])  # OSError when the client has gone
         elif kind == "large":
             self._stream_large(fault.status, fault.count)
+        elif kind == "raw":
+            # Bytes no header API would write (a non-ASCII digit, a 5,000-digit length): the head
+            # is the fault's own, so the connection cannot be reused after it.
+            self.close_connection = True
+            self.wfile.write(fault.body or b"")
         else:
             self._send(_fault_answer(fault, request))
 
@@ -1437,6 +1547,29 @@ class _Server(ThreadingHTTPServer):
         self.gateway._track(thread, request)
         thread.start()
 
+    def finish_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
+        gateway = self.gateway
+        if gateway.tls is None or not isinstance(request, socket.socket):
+            super().finish_request(request, client_address)
+            return
+        # The handshake runs on the connection's own thread: a client that never finishes it
+        # holds up nobody else (and stop() wakes it through the tracked socket).
+        request.settimeout(10.0)
+        try:
+            secure = gateway.tls.wrap_socket(request, server_side=True)
+        except OSError as exc:  # ssl.SSLError included: the client refused us, or we it
+            gateway._handshake_ended(exc)
+            return
+        secure.settimeout(None)  # as a plain connection has it: idle keep-alive waits for the client
+        gateway._retrack(request, secure)
+        gateway._handshake_ended(None)
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            gateway._untrack(secure)
+            with contextlib.suppress(OSError):
+                secure.close()
+
     def shutdown_request(self, request: socket.socket | tuple[bytes, socket.socket]) -> None:
         if isinstance(request, socket.socket):
             self.gateway._untrack(request)
@@ -1452,9 +1585,22 @@ class _Server(ThreadingHTTPServer):
 class SandboxGateway:
     """A fake FairWins gateway on a real socket, served from daemon threads."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        delay: float = 0.0,
+        verbose: bool = False,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.delay = delay
         self.verbose = verbose
+        # With a server context, every connection is TLS first (tests/tls_fixtures.py makes them);
+        # `handshakes` counts the ones that completed, `handshake_failures` why the others did not.
+        self.tls = tls
+        self.handshakes = 0
+        self.handshake_failures: list[str] = []
         self.seen: list[SeenRequest] = []
         self._condition = threading.Condition()  # guards seen and _in_flight
         self._in_flight = 0
@@ -1471,7 +1617,9 @@ class SandboxGateway:
         self._server.socket.setblocking(False)
         self._wake_reader, self._wake_writer = socket.socketpair()
         self.port: int = int(self._server.server_address[1])
-        self.url: str = f"http://[{host}]:{self.port}" if family == socket.AF_INET6 else f"http://{host}:{self.port}"
+        scheme = "https" if tls is not None else "http"
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        self.url: str = f"{scheme}://{shown}:{self.port}"
 
     # lifecycle
 
@@ -1545,6 +1693,24 @@ class SandboxGateway:
         with self._track_lock:
             self._connections.discard(connection)
 
+    def _retrack(self, raw: socket.socket, secure: socket.socket) -> None:
+        # wrap_socket detached the raw socket: stop() must reach the TLS one to wake its handler.
+        with self._track_lock:
+            self._connections.discard(raw)
+            self._connections.add(secure)
+
+    def _handshake_ended(self, error: OSError | None) -> None:
+        with self._condition:
+            if error is None:
+                self.handshakes += 1
+            else:
+                self.handshake_failures.append(getattr(error, "reason", None) or type(error).__name__)
+            self._condition.notify_all()
+
+    def wait_for_handshake_failures(self, n: int, timeout: float = 5.0) -> list[str]:
+        """Block until at least `n` handshakes failed on the server's side; why each did. TimeoutError otherwise."""
+        return self._wait_for(self.handshake_failures, n, "failed handshakes", timeout)
+
     # faults
 
     def fault(self, path: str, kind: str, *, times: int | None = None, **params: object) -> None:
@@ -1606,10 +1772,13 @@ class SandboxGateway:
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[SeenRequest]:
         """Block until at least `n` requests were seen; a copy of `seen`. TimeoutError otherwise."""
+        return self._wait_for(self.seen, n, "requests", timeout)
+
+    def _wait_for(self, items: list[T], n: int, what: str, timeout: float) -> list[T]:
         with self._condition:
-            if not self._condition.wait_for(lambda: len(self.seen) >= n, timeout):
-                raise TimeoutError(f"saw {len(self.seen)} of {n} requests within {timeout} s")
-            return list(self.seen)
+            if not self._condition.wait_for(lambda: len(items) >= n, timeout):
+                raise TimeoutError(f"saw {len(items)} of {n} {what} within {timeout} s")
+            return list(items)
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Block until no request is being answered (a stream ended, a fault finished)."""
@@ -1630,6 +1799,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8787, help="0 picks a free port")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added before every answer")
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve https:// with the test certificate (tests/tls/); trust it with SSL_CERT_FILE=tests/tls/ca.pem",
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -1639,13 +1813,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    context = None
+    if args.tls:
+        from tests.tls_fixtures import CA_FILE, server_context
+
+        context = server_context()
     try:
-        gateway = SandboxGateway(args.host, args.port, delay=args.delay, verbose=args.verbose)
+        gateway = SandboxGateway(args.host, args.port, delay=args.delay, verbose=args.verbose, tls=context)
     except OSError as exc:
         print(f"sandbox gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     with gateway:
         print(f"sandbox gateway on {gateway.url}")
+        if args.tls:
+            print(f"  trust its certificate with SSL_CERT_FILE={CA_FILE}")
         for label, token, note in (
             ("member A", TOKEN_MEMBER_A, f"{ACCOUNT_A}, all scopes"),
             ("member B", TOKEN_MEMBER_B, f"{ACCOUNT_B}, all scopes, other data"),

@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import threading
 import traceback
+import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -31,6 +33,12 @@ from tests.sandbox_gateway import (
 )
 
 CANARY_TOKEN: Final = "fw1.canary-token-0d9f7c1e5b2a-Zq7x"  # unknown to the sandbox: a refused token
+# Bearers the pattern rules (`fw1.…`) never recognised, for a gateway that writes them back
+# (tests/test_redaction.py): a secret after a colon, upper case, and one not starting with fw1.
+COLON_TOKEN: Final = "fw1.ab:SECRETcolon7Hq2Lx9Vd4Rm-w3Pz"
+UPPER_TOKEN: Final = "FW1.UPPERCANARY5TZ8KP3WQ6NY-J4XB"
+OPAQUE_TOKEN: Final = "opaque_canary_3Gm9Xr2Bv7Lc-Q8dF"
+ECHO_TOKENS: Final = (COLON_TOKEN, UPPER_TOKEN, OPAQUE_TOKEN)
 PAYMENT_SIGNATURE: Final = "0xPAYMENTCANARY5c1d0e9f" + "ab" * 40
 
 
@@ -56,6 +64,11 @@ def header_value(payload: dict[str, Any]) -> str:
     return base64.b64encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()).decode()
 
 
+def pretty_header_value(payload: dict[str, Any]) -> str:
+    """A payment header some clients send: base64 of pretty-printed JSON (`ewog…`), forwarded as it is."""
+    return base64.b64encode(json.dumps(payload, indent=2).encode()).decode()
+
+
 def _secret_part_of_token(token: str) -> str:
     # Everything the redacted form `fw1.…abcd` leaves out.
     return token.removeprefix("fw1.")[:-4]
@@ -76,6 +89,9 @@ def secrets() -> dict[str, str]:
         for t in (TOKEN_MEMBER_A, TOKEN_MEMBER_B, TOKEN_PROFILE_ONLY, TOKEN_EXPIRED)
     }
     found["canary token"] = _secret_part_of_token(CANARY_TOKEN)
+    for token in ECHO_TOKENS:
+        found[f"echo token {token[-4:]}"] = _secret_part_of_token(token)
+    found["echo token after its colon"] = COLON_TOKEN.partition(":")[2][:-4]
     found["payment signature"] = PAYMENT_SIGNATURE[2:]
     found["payment nonce"] = "NONCECANARY" + "cd" * 26
     for version in (1, 2):
@@ -83,7 +99,31 @@ def secrets() -> dict[str, str]:
         raw = base64.b64decode(encoded)
         found[f"v{version} payment header"] = encoded
         found[f"v{version} payment header, signature part"] = _base64_window(encoded, raw, PAYMENT_SIGNATURE.encode())
+        pretty = pretty_header_value(canary_payment(version))
+        found[f"v{version} pretty payment header, signature part"] = _base64_window(
+            pretty, base64.b64decode(pretty), PAYMENT_SIGNATURE.encode()
+        )
     return found
+
+
+_UNICODE_ESCAPE: Final = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def folded(text: str) -> str:
+    """`text` with the encodings a secret could hide behind undone, in one case: %XX, \\/ and \\uXXXX.
+
+    Undone until nothing changes (at most three times): a JSON text quoted inside JSON escapes twice.
+    """
+    for _ in range(3):
+        before = text
+        text = text.replace("\\/", "/")
+        if "%" in text:
+            text = urllib.parse.unquote(text)
+        if "\\u" in text:
+            text = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+        if text == before:
+            break
+    return text.casefold()
 
 
 class Recorder:
@@ -107,12 +147,17 @@ class Recorder:
             return list(self.texts[mark:])
 
     def leaks(self, texts: Iterable[tuple[str, str]] | None = None) -> list[str]:
-        wanted = secrets()
+        """Each secret found in a text as it is, or once its case and encodings are undone."""
+        wanted = {name: (secret, secret.casefold()) for name, secret in secrets().items()}
         found = []
         for where, text in self.texts if texts is None else texts:
-            for name, secret in wanted.items():
+            plain = folded(text)
+            for name, (secret, secret_folded) in wanted.items():
                 if secret in text:
                     found.append(f"{name} in {where}: …{text[max(text.index(secret) - 80, 0) :][:200]}…")
+                elif secret_folded in plain:
+                    at = plain.index(secret_folded)
+                    found.append(f"{name} (case or encoding changed) in {where}: …{plain[max(at - 80, 0) :][:200]}…")
         return found
 
 

@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from mcp_server.config import Config
+from mcp_server.context import PaymentAllowance, RequestContext
 from mcp_server.http.server import McpHTTPServer
+from mcp_server.jsonrpc import Request
+from mcp_server.protocol import Session
 from mcp_server.server import build_dispatcher
 from tests.mcp_http import Raw, post, serving
 from tests.sandbox_gateway import SandboxGateway
@@ -36,6 +39,12 @@ def running(gateway_url: str | None, *, timeout: float = 5.0) -> Iterator[McpHTT
 
 def pings(n: int) -> list[dict[str, Any]]:
     return [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(n)]
+
+
+def paid_calls(*ids: int) -> list[dict[str, Any]]:
+    """get_wagers calls, each carrying the same x402 payment in `_meta`."""
+    params = {"name": "get_wagers", "arguments": {}, "_meta": {"x402/payment": v1_payment()}}
+    return [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params} for n in ids]
 
 
 def status_calls(n: int) -> list[dict[str, Any]]:
@@ -62,38 +71,41 @@ def test_a_batch_over_the_limit_is_refused_whole_and_runs_nothing(sandbox: Sandb
 
 
 def test_a_payment_in_two_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
-    meta = {"x402/payment": v1_payment()}
-    batch = [
-        {
-            "jsonrpc": "2.0",
-            "id": n,
-            "method": "tools/call",
-            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
-        }
-        for n in (1, 2)
-    ]
     with running(sandbox.url) as server:
-        answer = post(server.url, batch, OLD)
+        answer = post(server.url, paid_calls(1, 2), OLD)
     assert answer.status == 200 and sorted(m["id"] for m in answer.messages) == [1, 2]
     paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
     assert len(paid) <= 1, f"one payment reached the gateway {len(paid)} times"
+    # The rule that keeps it so: no payment rides on a batch; each paid item is told why, and nothing went out.
+    assert not paid
+    for message in answer.messages:
+        text = message["result"]["content"][0]["text"]
+        assert message["result"]["isError"] and "cannot be carried on a batch" in text
+
+
+def test_one_message_spends_its_payment_at_most_once_whatever_path_spends_it(sandbox: SandboxGateway) -> None:
+    # By design, not by the batch rule alone: every context made for one inbound message shares
+    # one allowance, so a second paid call from the same message is refused before the gateway.
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))
+    allowance = PaymentAllowance()
+    results = [
+        dispatcher.handle(
+            Request(call["id"], call["method"], call["params"]),
+            Session(http=True),
+            RequestContext(payment_allowance=allowance),
+        ).message
+        for call in paid_calls(1, 2)
+    ]
+    assert len([r for r in sandbox.seen if r.header("X-PAYMENT")]) == 1
+    second = results[1]
+    assert isinstance(second, dict) and "at most once per request" in second["result"]["content"][0]["text"]
 
 
 def test_a_payment_header_and_meta_payments_on_one_batch_reach_the_gateway_at_most_once(
     sandbox: SandboxGateway,
 ) -> None:
-    meta = {"x402/payment": v1_payment()}
-    batch = [
-        {
-            "jsonrpc": "2.0",
-            "id": n,
-            "method": "tools/call",
-            "params": {"name": "get_wagers", "arguments": {}, "_meta": meta},
-        }
-        for n in (1, 2, 3)
-    ]
     with running(sandbox.url) as server:
-        answer = post(server.url, batch, {**OLD, "X-PAYMENT": b64(v1_payment())})
+        answer = post(server.url, paid_calls(1, 2, 3), {**OLD, "X-PAYMENT": b64(v1_payment())})
     assert sorted(m["id"] for m in answer.messages) == [1, 2, 3]
     paid = [r for r in sandbox.seen if r.header("X-PAYMENT") or r.header("PAYMENT-SIGNATURE")]
     assert len(paid) <= 1
@@ -133,18 +145,19 @@ def test_a_client_that_leaves_stops_its_batch_and_every_gateway_call(sandbox: Sa
 
 def test_answers_over_the_batch_budget_are_errors_not_memory(sandbox: SandboxGateway) -> None:
     # Each answer carries a 3 MiB gateway body twice (structuredContent and text): the budget
-    # (8 MiB of answers per batch) holds one; the rest are refused, and not run.
+    # (16 MiB of answers per batch) holds two; the third is dropped, and the rest never run.
     sandbox.fault("/status", "large", size=3 * 1024 * 1024)
     with running(sandbox.url) as server:
         answer = post(server.url, status_calls(5), OLD, timeout=30)
     assert answer.status == 200
     by_id = {m["id"]: m for m in answer.messages}
     assert sorted(by_id) == list(range(5))
-    assert "result" in by_id[0]
-    over = [m for m in by_id.values() if "error" in m]
-    assert over and all(m["error"]["code"] == -32000 for m in over)
-    assert len(answer.body) < 9 * 1024 * 1024
-    assert len([r for r in sandbox.seen if r.path == "/status"]) <= 2
+    assert "result" in by_id[0] and "result" in by_id[1]
+    over = [by_id[i] for i in (2, 3, 4)]
+    assert all(m["error"]["code"] == -32000 and "16 MiB" in m["error"]["message"] for m in over)
+    assert "was dropped" in by_id[2]["error"]["message"] and "was not run" in by_id[4]["error"]["message"]
+    assert len(answer.body) <= 16 * 1024 * 1024
+    assert len([r for r in sandbox.seen if r.path == "/status"]) == 3
 
 
 # ---- stdio shares the dispatcher, and so the bounds --------------------------------------------------
@@ -175,10 +188,6 @@ def test_a_stdio_batch_has_one_deadline(sandbox: SandboxGateway) -> None:
 
 
 def test_a_payment_in_two_stdio_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
-    meta = {"x402/payment": v1_payment()}
-    params = {"name": "get_wagers", "arguments": {}, "_meta": meta}
-    answer = stdio_batch(
-        sandbox, [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params} for n in (1, 2)]
-    )
+    answer = stdio_batch(sandbox, paid_calls(1, 2))
     assert sorted(m["id"] for m in answer) == [1, 2]
     assert len([r for r in sandbox.seen if r.header("X-PAYMENT")]) <= 1

@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Final
 
 import pytest
-
 from assistant_contract import (
     ALL_SCOPES,
+    DESCRIPTION_MAX,
+    OUTPUT_SCHEMAS,
     PUBLIC_PATHS,
     ROUTES,
     SCOPE_MEANINGS,
     TOOL_DEFS,
+    answers,
     build_system_prompt,
     results,
     select_tools,
     surface_note,
     tools_for_messages,
+    x_fairwins_tools,
 )
+from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
+
+from tests import wording
+from tests.outputs import keywords
 
 TOOLS = {t["name"]: t for t in TOOL_DEFS}
 
@@ -111,14 +119,55 @@ def test_specific_schema_rules() -> None:
 
 
 @pytest.mark.parametrize("tool", [t for t in TOOL_DEFS if t["auth"] != "local"], ids=lambda t: t["name"])
-def test_descriptions_name_the_envelope_and_the_unknown(tool: dict) -> None:  # type: ignore[type-arg]
+def test_descriptions_name_the_envelope_and_state_the_unknown_rule_once_in_the_seeds_words(tool: dict) -> None:  # type: ignore[type-arg]
     text = tool["description"]
-    assert "UNKNOWN" in text and "never zero or none" in text
-    if tool["auth"] == "grant" and tool["name"] != "get_profile":
+    assert text.count(results.UNKNOWN_SENTENCE) == 1, "the UNKNOWN rule, once, in the words the seed coined"
+    assert text.count("UNKNOWN") == 1 and "never zero or none" not in text
+    if tool["exec"]["kind"] == "route" and tool["name"] != "get_profile":
         for state in ("'read'", "'not-configured'", "'unreadable'"):
-            assert state in text
-    else:
-        assert "unreadable" in text and "not-configured" in text
+            assert state in text, state
+    assert "error naming what could not be read and why" in text
+
+
+@pytest.mark.parametrize("tool", TOOL_DEFS, ids=lambda t: t["name"])
+def test_each_description_states_each_rule_once_and_fits_the_stated_length(tool: dict) -> None:  # type: ignore[type-arg]
+    assert not wording.repeated(tool["description"]), wording.repeated(tool["description"])
+    assert len(tool["description"]) <= DESCRIPTION_MAX
+
+
+def test_the_snapshot_format_states_the_same_description_length() -> None:
+    schema = json.loads(SNAPSHOT_SCHEMA_PATH.read_text(encoding="utf-8"))
+    description = schema["properties"]["tools"]["items"]["properties"]["description"]
+    assert description["maxLength"] == DESCRIPTION_MAX
+
+
+# The wording this table had when the UNKNOWN rule was stated twice in a row (issue 15).
+TWICE: Final = (
+    "Read the member's wagers (stake, asset, deadline, status), on every chain or on one chainId. The result "
+    "carries the gateway's per-chain envelope: each chain is 'read', 'not-configured' or 'unreadable', kept "
+    "verbatim. A chain that is 'not-configured' or 'unreadable' is an UNKNOWN, never zero or none: say it "
+    "could not be read. This is an UNKNOWN, not an empty result: say that it could not be read, never that "
+    "there is none or that it is zero."
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TWICE,
+        "Reads the fees. Public: needs no token. Public: needs no token.",
+        "Reads the fees. PUBLIC —  needs NO token! public: needs no tokens.",
+        "Never sign. Read the fees per chain. “Never” sign.",
+    ],
+    ids=["the-rule-twice-in-other-words", "exactly", "case-punctuation-plural", "typographic-quotes"],
+)
+def test_the_repetition_check_catches_a_sentence_said_twice(text: str) -> None:
+    assert wording.repeated(text)
+
+
+def test_the_repetition_check_passes_sentences_that_share_only_glue() -> None:
+    text = "The result is read per chain. This is an UNKNOWN, not an empty result: say that it could not be read."
+    assert not wording.repeated(text)
 
 
 def test_results_wording_covers_every_failure_cause() -> None:
@@ -135,8 +184,36 @@ def test_results_wording_covers_every_failure_cause() -> None:
     }
     assert required <= set(results.FAILURE_SENTENCES)
     for cause, sentence in results.FAILURE_SENTENCES.items():
-        filled = sentence.format(what="your wagers", scope="read:wagers", wait="", detail="")
+        filled = sentence.format(what="your wagers", scope="read:wagers", wait="", detail="", http="")
         assert filled.startswith("Could not read your wagers"), cause
+
+
+# Kinds whose sentence can follow an HTTP answer, and so must name its status and code.
+ANSWERED = {"no_token", "token_refused", "scope_missing", "rate_limited", "unreadable_answer", "unavailable"} | {
+    "not_found",
+    "refused_request",
+    "gateway_error",
+    "redirected",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(results.FAILURE_SENTENCES))
+def test_every_sentence_that_can_follow_an_answer_has_the_http_slot(kind: str) -> None:
+    assert ("{http}" in results.FAILURE_SENTENCES[kind]) == (kind in ANSWERED)
+
+
+def test_a_failure_sentence_names_the_status_and_the_gateways_code() -> None:
+    said = ": the gateway said “The wager index is down.”"
+    sentence = results.failure_sentence("unavailable", "your wagers", status=503, code="unavailable", detail=said)
+    assert sentence == (
+        "Could not read your wagers: the gateway is up but a service behind it is down (HTTP 503, unavailable): "
+        "the gateway said “The wager index is down.”. " + results.UNKNOWN_SENTENCE
+    )
+    assert "(HTTP 404)." in results.failure_sentence("not_found", "x", status=404)
+    assert "(HTTP 404, not_found)." in results.failure_sentence("not_found", "x", status=404, code="not_found")
+    # A code is an identifier the gateway wrote; prose in its place is not quoted as one.
+    assert "(HTTP 502)." in results.failure_sentence("gateway_error", "x", status=502, code="Bad gateway <html>")
+    assert "HTTP" not in results.failure_sentence("unreachable", "x", detail=": the connection was refused")
 
 
 def _prompt_scopes(prompt: str) -> list[str]:
@@ -207,3 +284,73 @@ def test_tools_for_messages_shape_order_and_stability() -> None:
     assert all(set(t) == {"name", "description", "input_schema", "strict"} and t["strict"] is True for t in first)
     again = json.dumps(tools_for_messages(TOOL_DEFS))
     assert json.dumps(first) == again
+
+
+# ---- what each tool answers ----------------------------------------------------------------------
+
+# Keywords every JSON Schema validator reads alike (draft-07 and 2020-12), and the server's checker enforces.
+PORTABLE = {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf"} | {
+    "minimum",
+    "maximum",
+    "pattern",
+    "title",
+    "description",
+}
+
+
+def test_every_gateway_tool_and_the_build_route_have_an_output_schema() -> None:
+    targets = {answers.target_of(t["exec"]) for t in TOOL_DEFS if t["auth"] != "local"}
+    assert set(OUTPUT_SCHEMAS) == targets | {"member.intents.build"}
+
+
+@pytest.mark.parametrize("target", sorted(answers.OUTPUT_SCHEMAS))
+def test_an_output_schema_is_an_object_of_the_answer_a_price_where_priced_and_the_failure(target: str) -> None:
+    schema = OUTPUT_SCHEMAS[target]
+    assert schema["type"] == "object" and "$schema" not in json.dumps(schema)
+    branches = schema["anyOf"]
+    assert branches[0]["title"] == "The gateway's answer" and branches[-1] is answers.FAILURE
+    priced = target in ROUTES and ROUTES[target]["priced"]
+    assert (answers.OFFER in branches) == priced
+    assert keywords(schema) <= PORTABLE, keywords(schema) - PORTABLE
+    # Open to what the gateway may add: no answer ever forbids an extra field.
+    assert '"additionalProperties": false' not in json.dumps(branches[0])
+
+
+def test_the_envelope_schemas_name_the_three_states() -> None:
+    for target, key in (("member.wagers", "wagers"), ("member.fees", "rates"), ("member.membership", "membership")):
+        chain = answers.ANSWERS[target]["properties"]["chains"]["items"]  # type: ignore[index]
+        assert chain["properties"]["state"]["enum"] == ["read", "not-configured", "unreadable"]
+        assert chain["required"] == ["chainId", "state"] and key in chain["properties"]
+
+
+def test_failure_kinds_are_every_sentence_kind_and_the_refusals_before_any_call() -> None:
+    assert set(answers.FAILURE_KINDS) == set(results.FAILURE_SENTENCES) | {
+        "invalid_arguments",
+        "payment_refused",
+        "settlement_failed",
+    }
+    assert answers.FAILURE["properties"]["code"]["pattern"] == results.ERROR_CODE_PATTERN  # type: ignore[index]
+
+
+# ---- the x-fairwins-tools OpenAPI fragment -----------------------------------------------------------
+
+
+def test_the_openapi_fragment_is_the_messages_api_table_plus_auth_and_scope() -> None:
+    fragment = x_fairwins_tools()
+    assert list(fragment) == ["x-fairwins-tools"]
+    entries = fragment["x-fairwins-tools"]
+    assert [e["name"] for e in entries] == sorted(TOOLS), "every table tool, sorted by name"
+    messages = {t["name"]: t for t in tools_for_messages(TOOL_DEFS)}
+    for entry in entries:
+        tool = TOOLS[entry["name"]]
+        assert {k: v for k, v in entry.items() if k not in ("auth", "scope")} == messages[entry["name"]]
+        assert entry["input_schema"] == tool["inputSchema"] and entry["description"] == tool["description"]
+        assert entry["auth"] == tool["auth"] and entry.get("scope") == tool.get("scope")
+        assert ("scope" in entry) == (tool["auth"] == "grant")
+    assert json.dumps(x_fairwins_tools()) == json.dumps(fragment), "byte-stable"
+
+
+def test_the_openapi_fragment_of_a_selection_lists_only_it() -> None:
+    chosen = select_tools(["read:fees"], "fairwins")
+    names = [e["name"] for e in x_fairwins_tools(chosen)["x-fairwins-tools"]]
+    assert names == sorted(t["name"] for t in chosen) and "get_wagers" not in names

@@ -459,7 +459,7 @@ class CannedTransport:
 
 
 def canned_dispatcher() -> Dispatcher:
-    gateway = Gateway("http://gateway.invalid", timeout=2.0, transport=CannedTransport())
+    gateway = Gateway("https://gateway.invalid", timeout=2.0, transport=CannedTransport())
     return Dispatcher(build_catalog(gateway))
 
 

@@ -22,8 +22,8 @@ from mcp_server.gateway import (
     GatewayResponse,
     Target,
     TransportError,
-    retry_after_seconds,
 )
+from mcp_server.retry_after import retry_after_seconds
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 WAIT = 10.0
@@ -72,7 +72,7 @@ PAID_GET = GatewayRequest("GET", "/v1/member/wagers", payment=Payment("X-PAYMENT
 
 
 def seam(transport: ScriptedTransport, timeout: float = 5.0) -> Gateway:
-    return Gateway("http://gateway.test", timeout=timeout, transport=transport, rng=random.Random(7))
+    return Gateway("https://gateway.test", timeout=timeout, transport=transport, rng=random.Random(7))
 
 
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
@@ -407,7 +407,7 @@ def test_a_refused_connection_is_reported_as_refused_and_not_sent() -> None:
 
 
 def test_a_host_name_that_does_not_resolve_is_reported_as_dns_and_not_sent() -> None:
-    outcome = Gateway("http://fairwins-gateway.invalid", timeout=2.0).call(GatewayRequest("GET", "/status"))
+    outcome = Gateway("https://fairwins-gateway.invalid", timeout=2.0).call(GatewayRequest("GET", "/status"))
     assert isinstance(outcome, GatewayFailure)
     assert outcome.cause == "dns" and outcome.sent is False
 

@@ -22,6 +22,7 @@ import pytest
 from mcp_server.gateway import Gateway, GatewayRequest
 from mcp_server.watchdog import WATCHDOG
 from tests.conftest import McpClient, client_for
+from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 DEADLINE = 1.0  # the gateway call's deadline (FAIRWINS_MCP_TIMEOUT), short so the slow faults stay quick
@@ -41,7 +42,7 @@ def call(
 def honest_error(result: dict[str, Any], *phrases: str) -> str:
     """The failure sentence; each phrase must appear (`a|b`: either may)."""
     assert result["isError"] is True, result
-    assert "structuredContent" not in result, "a failure carries no data that could be read as an answer"
+    failure_facts(result)  # the failure as data, and no data that could be read as an answer
     text = " ".join(block["text"] for block in result["content"])
     assert UNKNOWN in text, text
     for phrase in phrases:
@@ -72,9 +73,9 @@ WAGERS = "/v1/member/wagers"
         ("html", {}, ["not JSON", "text/html"]),
         ("empty", {}, ["it was empty"]),
         ("not_json", {}, ["not JSON"]),
-        ("status", {"status": 502}, ["answered 502"]),
+        ("status", {"status": 502}, ["failed (HTTP 502, bad_gateway)"]),
         ("status", {"status": 503}, ["a service behind it is down"]),
-        ("invalid_utf8", {"status": 500}, ["answered 500"]),
+        ("invalid_utf8", {"status": 500}, ["failed (HTTP 500)"]),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -113,7 +114,7 @@ def test_a_redirect_to_another_host_is_reported_and_never_followed(sandbox: Sand
     with SandboxGateway() as elsewhere:
         sandbox.fault(WAGERS, "redirect", status=status, location=f"http://localhost:{elsewhere.port}/steal")
         result, took = call(client_for(sandbox.url, timeout=DEADLINE))
-        honest_error(result, "redirect", f"({status})", "not followed")
+        honest_error(result, f"redirect (HTTP {status}), which is not followed")
         assert took < DEADLINE + SLACK
         assert elsewhere.seen == []  # nothing, and so no token, went to the other host
     assert len(sandbox.seen) == 1

@@ -6,6 +6,8 @@ import http.client
 import json
 import os
 import pathlib
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -231,6 +233,15 @@ def test_a_non_bearer_authorization_is_refused_not_ignored(sandbox: SandboxGatew
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
 
 
+def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandbox: SandboxGateway) -> None:
+    with running(sandbox.url) as server:
+        for token in ("fw1.caf\u00e9-1234", "fw1.tab\there"):
+            headers = {"Authorization": "Bearer " + token}
+            status, _, body = post(connect(server), call("get_profile"), headers)
+            assert status == 400 and json.loads(body)["error"] == "bad_authorization", token
+    assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
+
+
 def test_beyond_the_concurrency_bound_the_answer_is_503_with_retry_after(sandbox: SandboxGateway) -> None:
     # Longer than a request over the bound waits for a slot: the slot stays taken past the wait.
     sandbox.fault("/status", "delay", seconds=SLOT_WAIT + 3, times=1)
@@ -358,11 +369,16 @@ def test_port_zero_logs_the_url_and_sigterm_drains_in_flight_calls(sandbox: Sand
 def test_dockerfile_matches_the_cli() -> None:
     text = (ROOT / "Dockerfile").read_text()
     cmd_line = next(line for line in text.splitlines() if line.startswith("CMD "))
-    argv = json.loads(cmd_line.removeprefix("CMD "))
-    assert argv[0] == "fairwins-mcp"
+    shell, flag, script = json.loads(cmd_line.removeprefix("CMD "))
+    assert (shell, flag) == ("sh", "-c")
+    # The shell is there only to read PORT (Cloud Run sets it), then gives PID 1 to the server.
+    port = re.search(r"^ENV .*\bPORT=(\d+)", text, re.MULTILINE)
+    assert port is not None
+    argv = [port.group(1) if word == "$PORT" else word for word in shlex.split(script)]
+    assert argv[:2] == ["exec", "fairwins-mcp"]
     from mcp_server.config import argument_parser
 
-    args = argument_parser().parse_args(argv[1:])
+    args = argument_parser().parse_args(argv[2:])
     assert args.http == 8790 and args.host == "0.0.0.0"
     assert "EXPOSE 8790" in text
     assert "/healthz" in next(line for line in text.splitlines() if line.startswith("HEALTHCHECK"))

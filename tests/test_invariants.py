@@ -9,11 +9,12 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("mcp_server", "assistant_contract")
+# package name → its directory
+PACKAGES = {"mcp_server": ROOT / "mcp_server", "assistant_contract": ROOT / "contract" / "assistant_contract"}
 
 
 def modules(package: str) -> list[pathlib.Path]:
-    found = sorted((ROOT / package).rglob("*.py"))
+    found = sorted(PACKAGES[package].rglob("*.py"))
     assert found, f"no modules found in {package}"
     return found
 

@@ -7,10 +7,12 @@ written into the repository (no build/ or *.egg-info left behind).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -52,12 +54,10 @@ def run(argv: list[str], cwd: pathlib.Path, **kwargs: Any) -> subprocess.Complet
     return done
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
-    """(the wheel, the fresh venv it is installed in), built and installed once, with no network."""
-    tmp = tmp_path_factory.mktemp("packaging")
+def wheel_and_venv(project: pathlib.Path, tmp: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """Build `project`'s wheel from a copy of it and install it in a fresh venv: no network, nothing left in it."""
     source = tmp / "src"
-    shutil.copytree(ROOT, source, ignore=IGNORED)
+    shutil.copytree(project, source, ignore=IGNORED)
     dist = tmp / "dist"
     run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), "."],
@@ -67,21 +67,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Pa
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
     # The running pip installs into the new environment (--python), so no pip is bootstrapped there.
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(venv / "bin" / "python"),
-            "install",
-            "--no-index",
-            "--no-deps",
-            str(wheel),
-        ],
-        tmp,
-    )
-    yield wheel, venv
+    python = str(venv / "bin" / "python")
+    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", str(wheel)], tmp)
+    return wheel, venv
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
+    """(the wheel, the fresh venv it is installed in), built and installed once, with no network."""
+    yield wheel_and_venv(ROOT, tmp_path_factory.mktemp("packaging"))
 
 
 def test_the_wheel_carries_the_snapshot_byte_for_byte_and_the_guide(built: tuple[pathlib.Path, pathlib.Path]) -> None:
@@ -104,7 +98,9 @@ def test_the_wheel_holds_the_server_and_nothing_else_of_the_repository(
     assert not [n for n in names if n.startswith(NOT_SHIPPED)]
     assert {n.split("/")[0] for n in names} == {"mcp_server", f"fairwins_mcp-{__version__}.dist-info"}
     shipped = {n.removeprefix("mcp_server/") for n in names if n.startswith("mcp_server/") and n.endswith(".py")}
-    assert shipped == {p.name for p in (ROOT / "mcp_server").glob("*.py")}
+    modules = {p.relative_to(ROOT / "mcp_server").as_posix() for p in (ROOT / "mcp_server").rglob("*.py")}
+    assert shipped == {m for m in modules if "__pycache__" not in m}
+    assert "http/server.py" in shipped  # subpackages too: the HTTP server is one
 
 
 def test_the_installed_package_is_the_one_imported_not_the_checkout(built: tuple[pathlib.Path, pathlib.Path]) -> None:
@@ -166,3 +162,31 @@ def test_the_installed_command_runs_the_check(built: tuple[pathlib.Path, pathlib
             env=clean_env(FAIRWINS_API_URL=gateway.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A),
         )
     assert done.stdout.endswith("Everything a member needs works.\n")
+
+
+def test_the_installed_command_serves_http(built: tuple[pathlib.Path, pathlib.Path]) -> None:
+    _, venv = built
+    argv = [str(venv / "bin" / "fairwins-mcp"), "--http", "0"]
+    with subprocess.Popen(
+        argv, cwd=venv, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            line = b""
+            while b"listening on " not in line:
+                line = proc.stderr.readline()
+                assert line, "the installed server exited before listening"
+            port = int(line.split(b"listening on ", 1)[1].split(b"/mcp", 1)[0].rsplit(b":", 1)[1])
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            conn.request("GET", "/healthz")
+            health = json.loads(conn.getresponse().read())
+            ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            conn.request("POST", "/mcp", body=ping, headers={"Content-Type": "application/json"})
+            answer = json.loads(conn.getresponse().read())
+            conn.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(WAIT) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()  # leaving the block then waits for it
+    assert health["version"] == __version__ and answer == {"jsonrpc": "2.0", "id": 1, "result": {}}

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from assistant_contract import ALL_SCOPES, DESCRIPTION_MAX, OUTPUT_SCHEMAS, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 
-from assistant_contract import ALL_SCOPES, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 from mcp_server.gateway import Gateway
-from mcp_server.outcomes import Wording, chain_notes
+from mcp_server.outcomes import Failure, Wording, chain_notes
 from mcp_server.snapshot import load
 from mcp_server.tools import BUILD_INTENT, build_tools
+from tests import wording
 
 SNAP = load()
 WORDING = Wording.from_snapshot(SNAP.wording)
@@ -58,13 +59,24 @@ def test_failure_sentences_equal_the_contract() -> None:
     both_ways(SNAP.wording["failures"], results.FAILURE_SENTENCES, "failure sentence")
 
 
+def test_the_http_slot_and_the_code_pattern_equal_the_contract() -> None:
+    both_ways(SNAP.wording["httpFacts"], results.HTTP_FACTS, "HTTP facts template")
+    assert SNAP.wording["errorCodePattern"] == results.ERROR_CODE_PATTERN
+
+
 @pytest.mark.parametrize("cause", sorted(results.FAILURE_SENTENCES))
-def test_each_failure_the_server_renders_is_the_contract_sentence_then_the_unknown_sentence(cause: str) -> None:
-    fill = {"what": "your wagers", "detail": ": why", "scope": "read:wagers", "wait": " (retry after 3 s)"}
-    expected = results.FAILURE_SENTENCES[cause].format(**fill) + " " + results.UNKNOWN_SENTENCE
-    assert WORDING.failure(cause, "your wagers", detail=": why", scope="read:wagers", wait=" (retry after 3 s)") == (
-        expected
-    )
+@pytest.mark.parametrize(
+    ("status", "code"), [(None, None), (503, None), (503, "unavailable"), (404, "not found <b>"), (200, None)]
+)
+def test_each_failure_the_server_renders_is_the_contracts_sentence(
+    cause: str, status: int | None, code: str | None
+) -> None:
+    slots = {"detail": ": why", "scope": "read:wagers", "wait": "; retry after 3 s"}
+    expected = results.failure_sentence(cause, "your wagers", status=status, code=code, **slots)
+    failure = Failure(cause, status, code, **slots)
+    assert WORDING.say(failure, "your wagers") == expected
+    assert WORDING.failure(cause, "your wagers", status=status, code=code, **slots) == expected
+    assert expected.endswith(" " + results.UNKNOWN_SENTENCE)
 
 
 def test_chain_notes_use_the_contract_sentence_and_phrases() -> None:
@@ -102,3 +114,14 @@ def test_build_intent_is_the_servers_own_and_calls_the_contracts_build_route() -
         "/v1/member/intents/build",
         BUILD_INTENT["scope"],
     )
+
+
+def test_build_intent_states_each_rule_once_within_the_contracts_length() -> None:
+    # The server's own tool is held to the contract's description rules, as every table tool is.
+    assert not wording.repeated(BUILD_INTENT["description"])
+    assert len(BUILD_INTENT["description"]) <= DESCRIPTION_MAX
+
+
+def test_build_intent_answers_with_the_contracts_schema_for_its_route() -> None:
+    (served,) = [t for t in build_tools(SNAP, Gateway(None), WORDING) if t.name == "build_intent"]
+    assert served.definition()["outputSchema"] == OUTPUT_SCHEMAS[BUILD_INTENT["exec"]["route"]]

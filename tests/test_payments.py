@@ -21,6 +21,7 @@ from mcp_server.context import Payment, RequestContext
 from mcp_server.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.jsonrpc import INVALID_PARAMS, JSONObject, McpError
 from tests.conftest import WAIT, McpClient, StdioProcess, client_for
+from tests.outputs import failure_facts
 from tests.sandbox_gateway import (
     PAY_TO,
     PAYER_ACCOUNT,
@@ -429,8 +430,8 @@ def test_a_402_without_a_readable_offer_is_an_honest_error_naming_the_status(
     params = dict(fault)
     sandbox.fault(WAGERS, params.pop("kind"), **params)
     result = result_of(call(mcp, "get_wagers"))
-    assert result["isError"] is True and "structuredContent" not in result
-    assert "402" in words(result) and "no price" in words(result)
+    assert failure_facts(result, "refused_request")["status"] == 402
+    assert "(HTTP 402" in words(result) and "no price" in words(result)
     assert "atomic units" not in words(result)
 
 
@@ -613,7 +614,7 @@ def test_a_paid_call_sends_no_progress_or_log_notifications(sandbox: SandboxGate
     # The same call unpaid does report progress: the silence above is the payment's doing.
     ctx = RequestContext(send=sent.append, bearer=TOKEN_MEMBER_A)
     call(mcp, "get_wagers", ctx=ctx, meta={"progressToken": "p2"})
-    assert [m["method"] for m in sent] == ["notifications/progress"]
+    assert [m["method"] for m in sent] == ["notifications/progress"] * 2
 
 
 # ---- exactly once ----------------------------------------------------------------------------
@@ -638,7 +639,7 @@ def test_a_paid_request_is_sent_exactly_once_and_an_unknown_outcome_says_do_not_
     params = dict(fault)
     sandbox.fault(WAGERS, params.pop("kind"), **params)  # every attempt, not just the first
     result = result_of(call(mcp, "get_wagers", payment=v1_payment()))
-    assert result["isError"] is True and "structuredContent" not in result
+    failure_facts(result)
     assert "outcome is unknown" in words(result) and "Do not resubmit this payment" in words(result)
     assert attempts_after(sandbox, mcp, WAGERS) == 1
     assert_no_secret(json.dumps(result), b64(v1_payment()))
@@ -672,8 +673,7 @@ def test_a_settlement_failure_is_an_error_with_the_reason_and_no_tool_content(
     ctx = RequestContext()
     payment = v2_payment() if version == 2 else v1_payment()
     result = result_of(call(mcp, tool, INTENT if version == 2 else {}, payment=payment, ctx=ctx))
-    assert result["isError"] is True
-    assert "structuredContent" not in result and len(result["content"]) == 1
+    assert failure_facts(result, "settlement_failed")["status"] == 402 and len(result["content"]) == 1
     assert "insufficient_funds" in words(result) and "did not settle" in words(result)
     assert "typedData" not in words(result) and "chains" not in words(result)
     receipt = result["_meta"][payments.RESPONSE_META_KEY]
@@ -705,7 +705,7 @@ def test_offer_headers_over_64_kib_are_refused_with_a_clear_error(
         headers = {"PAYMENT-REQUIRED": b64(V2_OFFER), "X-Padding": "p" * 34_000, "X-Padding-2": "q" * 34_000}
     sandbox.fault(WAGERS, "status", status=402, body={}, headers=headers)
     result = result_of(call(mcp, "get_wagers"))
-    assert result["isError"] is True and "structuredContent" not in result
+    failure_facts(result, "unreadable_answer")
     assert "64 KiB" in words(result) and "atomic units" not in words(result)
 
 

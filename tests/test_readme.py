@@ -25,6 +25,7 @@ from demo.demo import connect_lines
 from mcp_server.config import argument_parser
 from scripts import readme as generator
 from tests.conftest import ROOT
+from tests.inspector import NPX as INSPECTOR_NPX
 from tests.sandbox_gateway import SandboxGateway
 
 README: Final = ROOT / "README.md"
@@ -49,7 +50,7 @@ INSPECTOR: Final = {
     "--transport": ("transport", "1"), "--server-url": ("server-url", "1"), "--header": ("header", "*"),
     "--method": ("method", "1"), "--tool-name": ("tool-name", "1"), "--tool-arg": ("tool-arg", "*"),
     "--uri": ("uri", "1"), "--prompt-name": ("prompt-name", "1"), "--prompt-args": ("prompt-args", "*"),
-    "--cwd": ("cwd", "1"), "--config": ("config", "1"), "--server": ("server", "1"),
+    "--cwd": ("cwd", "1"), "--config": ("config", "1"), "--server": ("server", "1")
 }  # fmt: skip
 
 
@@ -220,21 +221,45 @@ def test_every_claude_mcp_add_line_uses_flags_that_exist_and_launches_the_real_s
     assert kinds == {"stdio", "http"}
 
 
-def test_every_inspector_line_uses_flags_that_exist() -> None:
+def inspector_words(words: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """(the Inspector's options, the server target) of one line, split the way Inspector 2.12 splits them.
+
+    --cli: the target (a command and its own arguments, or a URL) comes first; the Inspector's options
+    follow, after `--` when the target has arguments starting with "-". The browser form: the
+    Inspector's options first; after `--`, the target.
+    """
+    rest = words[2:]
+    if rest[:1] == ["--cli"]:
+        rest = rest[1:]
+        if "--" in rest:
+            target, options = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
+        else:
+            lead = next((i for i, w in enumerate(rest) if w.startswith("-")), len(rest))
+            target, options = rest[:lead], rest[lead:]
+        given, positionals, _ = _parse(options, INSPECTOR)
+        return given, target + positionals
+    given, positionals, after = _parse(rest, INSPECTOR)
+    return given, positionals + after
+
+
+def test_every_inspector_line_uses_flags_that_exist_and_starts_the_real_server() -> None:
+    # tests/test_inspector.py runs each of these lines; this reads them as the Inspector's parser does.
     text = TEXT + connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1:8787")
-    lines = commands_starting("npx @modelcontextprotocol/inspector", text)
-    assert len(lines) >= 4
+    lines = commands_starting(INSPECTOR_NPX, text)
+    assert len(lines) >= 6
     for words in lines:
-        given, positionals, _ = _parse(words[2:], INSPECTOR)
+        given, target = inspector_words(words)
         assert given.get("transport", ["http"]) == ["http"]
-        for url in given.get("server-url", []) + [p for p in positionals if p.startswith("http")]:
+        for url in given.get("server-url", []) + [p for p in target if p.startswith("http")]:
             assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url), url
-        for command in (p for p in positionals if not p.startswith("http")):
-            assert pathlib.Path(command).name == console_script()
+        command = [p for p in target if not p.startswith("http")]
+        if command:
+            name = pathlib.Path(command[0]).name
+            assert (name, command[1:]) in ((console_script(), []), ("python", ["-m", "mcp_server"])), command
         for pair in given.get("env", []):
             assert pair.split("=", 1)[0] in env_names_the_server_reads()
         assert all(re.fullmatch(r"Authorization: Bearer fw1\.\S+", h) for h in given.get("header", []))
-        assert given.get("method", ["tools/list"]) == ["tools/list"]
+        assert given.get("method", ["tools/list"])[0] in ("tools/list", "tools/call")
 
 
 # --- the tables ---------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assistant_contract import routes as contract
+
 from tests.sandbox_gateway import (
     _ROUTES,
     ACCOUNT_A,
@@ -824,7 +824,46 @@ def test_fault_refuses_unknown_kinds_and_parameters(gateway: SandboxGateway) -> 
         "settlement_failed",
         "bare_402",
         "approval_412",
+        "echo",
+        "raw",
     }
+    with pytest.raises(ValueError):
+        gateway.fault("/status", "echo", form="rot13")
+    with pytest.raises(ValueError):
+        gateway.fault("/status", "raw", head="not bytes")
+
+
+def test_echo_fault_writes_the_bearer_back_in_the_form_and_place_asked(gateway: SandboxGateway) -> None:
+    gateway.fault("/v1/member/me", "echo", form="upper", into="message", times=1)
+    response = call(gateway, "GET", "/v1/member/me", token=TOKEN_MEMBER_A)
+    assert response.status == 400 and response.obj()["echo"] == TOKEN_MEMBER_A.upper()
+    assert TOKEN_MEMBER_A.upper() in response.obj()["message"]
+    gateway.fault("/v1/member/me", "echo", form="url", into="content_type", times=1)
+    response = call(gateway, "GET", "/v1/member/me", token=TOKEN_MEMBER_A)
+    assert response.header("Content-Type") == "text/plain; echo=fw1.sandbox-member-a-7f3k"
+
+
+def test_echo_fault_decodes_and_re_encodes_a_payment(gateway: SandboxGateway) -> None:
+    gateway.fault("/v1/member/wagers", "echo", form="pretty_base64", into="receipt", times=1)
+    response = call(gateway, "GET", "/v1/member/wagers", headers={"X-PAYMENT": b64json(V1_PAYMENT)})
+    receipt = unb64(response.header("X-PAYMENT-RESPONSE"))
+    assert receipt["success"] is True
+    assert json.loads(base64.b64decode(receipt["echo"])) == V1_PAYMENT
+    assert receipt["echo"].startswith("ewog")  # base64 of "{\n  "
+    gateway.fault("/v1/member/wagers", "echo", form="signature", into="offer", times=1)
+    response = call(gateway, "GET", "/v1/member/wagers", headers={"X-PAYMENT": b64json(V1_PAYMENT)})
+    assert response.status == 402 and V1_PAYMENT["payload"]["signature"] in response.obj()["error"]
+
+
+def test_raw_fault_writes_its_head_and_body_byte_for_byte_and_closes(gateway: SandboxGateway) -> None:
+    head = b"HTTP/1.1 429 Slow\r\nRetry-After: \xd9\xa1\r\nContent-Length: 2\r\n\r\n"
+    gateway.fault("/status", "raw", head=head, body=b"{}", times=1)
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received == head + b"{}"
 
 
 # --- what the gateway saw ----------------------------------------------------------------------

@@ -9,27 +9,15 @@ import pytest
 from mcp_server import schema
 from mcp_server.snapshot import load
 from mcp_server.tools import BUILD_INTENT
+from tests.outputs import keywords
 
 # What schema.check enforces, and what it may ignore because it only annotates.
 ENFORCED = {
     "type", "properties", "required", "additionalProperties", "enum", "const", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems",
+    "anyOf",
 }  # fmt: skip
 ANNOTATIONS = {"title", "description", "default", "$schema", "examples"}
-
-
-def keywords(node: Any) -> set[str]:
-    """Every keyword used anywhere in a schema (property names are names, not keywords)."""
-    if not isinstance(node, dict):
-        return set()
-    found = set(node)
-    for name, value in node.items():
-        if name == "properties":
-            for sub in value.values():
-                found |= keywords(sub)
-        elif name in ("items", "additionalProperties"):
-            found |= keywords(value)
-    return found
 
 
 @pytest.mark.parametrize("tool", [*load().tools, BUILD_INTENT], ids=lambda t: t["name"])
@@ -37,6 +25,26 @@ def test_every_served_input_schema_uses_only_keywords_the_checker_enforces(tool:
     # A keyword the checker silently ignored would let arguments through that the schema forbids.
     unknown = keywords(tool["inputSchema"]) - ENFORCED - ANNOTATIONS
     assert not unknown, f"{tool['name']} uses {sorted(unknown)}, which schema.check does not enforce"
+
+
+@pytest.mark.parametrize("target", sorted(load().output_schemas))
+def test_every_output_schema_uses_only_keywords_the_checker_enforces(target: str) -> None:
+    # The server holds each gateway answer to its tool's outputSchema before passing it on.
+    unknown = keywords(load().output_schemas[target]) - ENFORCED - ANNOTATIONS
+    assert not unknown, f"{target} uses {sorted(unknown)}, which schema.check does not enforce"
+
+
+ANY = {
+    "type": "object",
+    "anyOf": [{"required": ["chains"]}, {"required": ["accepts"]}],
+    "properties": {"n": {"type": "integer"}},
+}
+
+
+def test_any_of_passes_a_value_one_branch_fits_and_names_the_first_branchs_complaint_otherwise() -> None:
+    assert schema.check({"accepts": []}, ANY) is None and schema.check({"chains": []}, ANY) is None
+    assert schema.check({}, ANY) == "`chains` is required"
+    assert schema.check({"n": "x", "chains": []}, ANY) == "`n` must be an integer", "the schema's own keywords first"
 
 
 OBJECT = {

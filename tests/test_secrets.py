@@ -32,7 +32,7 @@ from mcp_server.http.server import McpHTTPServer
 from mcp_server.protocol import Dispatcher
 from mcp_server.server import build_dispatcher
 from mcp_server.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
-from tests.conftest import ROOT, McpClient, client_for, server_env
+from tests.conftest import ROOT, McpClient, client_for, run_stdio, server_env
 from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import FAULT_KINDS, TOKEN_EXPIRED, TOKEN_MEMBER_A, TOKEN_PROFILE_ONLY, SandboxGateway
 from tests.secret_canaries import CANARY_TOKEN, RECORDER, canary_payment, header_value, record_output, secrets
@@ -133,6 +133,7 @@ def test_every_gateway_fault_leaks_nothing(sandbox: SandboxGateway, kind: str) -
         "delay": {"seconds": 1.0},
         "status": {"status": 401},
         "redirect": {"location": "http://localhost:9/steal"},
+        "raw": {"head": b"HTTP/1.1 502 Bad\r\nContent-Length: 2\r\n\r\n", "body": b"{}"},
     }
     params = by_kind.get(kind, {})
     out = Collected()
@@ -302,16 +303,9 @@ def test_a_stdio_process_with_a_canary_token_writes_only_its_redacted_form(sandb
     lines.append({"jsonrpc": "2.0", "id": 40, "method": "resources/read", "params": {"uri": "fairwins://status"}})
     sandbox.fault("/v1/member/fees", "redirect")
     sandbox.fault("/v1/member/me", "reset_mid_body")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_server"],
-        input=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
-        cwd=ROOT,
-        env=server_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=CANARY_TOKEN, FAIRWINS_MCP_LOG_LEVEL="debug"),
-        capture_output=True,
-        timeout=60,
+    proc = run_stdio(
+        lines, FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=CANARY_TOKEN, FAIRWINS_MCP_LOG_LEVEL="debug"
     )
-    record_output("stdio process stdout", proc.stdout)
-    record_output("stdio process stderr", proc.stderr)
     assert proc.returncode == 0
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len([a for a in answers if "id" in a]) == len(lines)

@@ -1,4 +1,4 @@
-"""What the stdio start path loads (behaviour, never timing): no HTTP server code, no TLS for an http:// gateway."""
+"""What the stdio start path loads (behaviour, never timing): no HTTP server code; TLS only at the first https call."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from mcp_server.config import argument_parser, parse_args
 from tests.conftest import ROOT
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.tls_fixtures import CA_FILE, server_context
 
 # Printed to stderr as the process exits (stdout is the wire): every module it loaded.
 REPORT_MODULES = (
@@ -21,7 +22,7 @@ REPORT_MODULES = (
     "from mcp_server.cli import main\n"
     "raise SystemExit(main([]))\n"
 )
-# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS.
+# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS, the installer.
 NEVER_ON_STDIO = (
     "mcp_server.http",
     "mcp_server.http.server",
@@ -33,13 +34,17 @@ NEVER_ON_STDIO = (
     "ssl",
     "_ssl",
     "urllib.request",
+    "mcp_server.install",
+    "mcp_server.client_configs",
 )
 
 
-def stdio_modules(api_url: str, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
+def stdio_modules(
+    api_url: str, messages: list[dict[str, Any]], **extra_env: str
+) -> tuple[list[dict[str, Any]], set[str]]:
     """Run the stdio server over `messages` then EOF: (its answers, the modules it had loaded at exit)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWINS_") and "proxy" not in k.lower()}
-    env.update(FAIRWINS_API_URL=api_url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    env.update(FAIRWINS_API_URL=api_url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A, **extra_env)
     done = subprocess.run(
         [sys.executable, "-c", REPORT_MODULES],
         input=b"".join(json.dumps(m).encode() + b"\n" for m in messages),
@@ -76,7 +81,22 @@ def test_stdio_answers_a_tool_call_without_loading_http_server_or_tls_code(sandb
 def test_an_https_gateway_loads_tls_only_once_it_connects() -> None:
     answers, modules = stdio_modules("https://relay.fairwins.invalid", [INITIALIZE])
     assert answers[0]["result"]["protocolVersion"] == "2025-06-18"
-    assert not {"ssl", "_ssl", "http.client", "email"} & modules
+    assert not {"ssl", "_ssl", "mcp_server.tls", "http.client", "email", "urllib.request"} & modules
+
+
+def test_over_stdio_an_https_gateway_trusted_through_ssl_cert_file_answers_and_tls_loads_at_the_first_call() -> None:
+    # The whole member's path in a process of its own: SSL_CERT_FILE names a private CA, nothing else.
+    with SandboxGateway(tls=server_context()) as gateway:
+        started, at_start = stdio_modules(gateway.url, [INITIALIZE], SSL_CERT_FILE=str(CA_FILE))
+        answers, after_call = stdio_modules(gateway.url, [INITIALIZE, CALL], SSL_CERT_FILE=str(CA_FILE))
+        handshakes = gateway.handshakes
+    assert started[0]["result"]["serverInfo"]["name"] == "fairwins-mcp"
+    assert not {"ssl", "_ssl", "mcp_server.tls"} & at_start  # a start never pays for TLS
+    by_id = {a["id"]: a for a in answers}
+    assert by_id[2]["result"]["isError"] is False, by_id[2]
+    assert {"ssl", "mcp_server.tls"} <= after_call
+    assert not {"http.client", "email", "mcp_server.streamable_http"} & after_call
+    assert handshakes == 1
 
 
 @pytest.mark.parametrize("argv", [[], ["serve"]])

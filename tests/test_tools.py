@@ -14,6 +14,7 @@ import pytest
 
 from mcp_server.snapshot import load
 from tests.conftest import McpClient, client_for
+from tests.outputs import failure_facts
 from tests.sandbox_gateway import (
     TOKEN_EXPIRED,
     TOKEN_MEMBER_A,
@@ -66,7 +67,7 @@ def texts(result: dict[str, Any]) -> list[str]:
 def assert_honest_failure(result: dict[str, Any], *expected: str) -> str:
     """isError with one sentence naming the failure, and nothing that could pass for data."""
     assert result["isError"] is True, result
-    assert "structuredContent" not in result, "a failure must not carry data"
+    failure_facts(result)  # the failure as data, and nothing that could pass for an answer
     text = " ".join(texts(result))
     for part in expected:
         assert part in text, f"{part!r} not in {text!r}"
@@ -322,33 +323,57 @@ def fault(path: str, kind: str, **params: Any) -> Setup:
 
 FAILURES: list[tuple[str, str, str | None, Setup | None, tuple[str, ...]]] = [
     # id, tool, token, sandbox setup, what the sentence must say
-    ("401", "get_profile", TOKEN_EXPIRED, None, ("refused the member token", TOKEN_PLACE)),
-    ("403", "get_wagers", TOKEN_PROFILE_ONLY, None, ("does not hold the scope read:wagers", TOKEN_PLACE)),
-    ("404", "get_profile", TOKEN_MEMBER_A, fault("/v1/member/me", "status", status=404), ("no such route or object",)),
+    ("401", "get_profile", TOKEN_EXPIRED, None, ("refused the member token (HTTP 401, invalid_token)", TOKEN_PLACE)),
+    ("403", "get_wagers", TOKEN_PROFILE_ONLY, None, ("scope read:wagers (HTTP 403, insufficient_scope).", TOKEN_PLACE)),
+    (
+        "404",
+        "get_profile",
+        TOKEN_MEMBER_A,
+        fault("/v1/member/me", "status", status=404),
+        ("no such route or object (HTTP 404, not_found): the gateway said",),
+    ),
     (
         "400",
         "get_profile",
         TOKEN_MEMBER_A,
         fault("/v1/member/me", "status", status=400, body={"error": "bad_request", "message": "chainId is wrong"}),
-        ("refused the request", "chainId is wrong"),
+        ("refused the request (HTTP 400, bad_request): the gateway said “chainId is wrong”",),
     ),
     (
         "429",
         "get_profile",
         TOKEN_MEMBER_A,
         fault("/v1/member/me", "status", status=429, headers={"Retry-After": "30"}),
-        ("rate-limiting requests (retry after 30 s)",),
+        ("rate-limiting requests (HTTP 429, quota_exceeded); retry after 30 s.",),
     ),
-    ("500", "get_profile", TOKEN_MEMBER_A, fault("/v1/member/me", "status", status=500), ("answered 500",)),
-    ("502", "get_profile", TOKEN_MEMBER_A, fault("/v1/member/me", "status", status=502), ("answered 502",)),
+    (
+        "500",
+        "get_profile",
+        TOKEN_MEMBER_A,
+        fault("/v1/member/me", "status", status=500),
+        ("failed (HTTP 500, internal_error)",),
+    ),
+    (
+        "502",
+        "get_profile",
+        TOKEN_MEMBER_A,
+        fault("/v1/member/me", "status", status=502, body=b""),
+        ("the gateway failed (HTTP 502).",),
+    ),
     (
         "503",
         "get_profile",
         TOKEN_MEMBER_A,
         fault("/v1/member/me", "status", status=503),
-        ("a service behind it is down", "gateway up, dependency down"),
+        ("a service behind it is down (HTTP 503, unavailable): the gateway said “gateway up, dependency down”",),
     ),
-    ("html", "get_perps_pairs", None, fault("/v1/perps/pairs", "html"), ("not JSON (text/html",)),
+    (
+        "html",
+        "get_perps_pairs",
+        None,
+        fault("/v1/perps/pairs", "html"),
+        ("could not be read (HTTP 200): it was not JSON (text/html",),
+    ),
     ("not-json", "get_perps_pairs", None, fault("/v1/perps/pairs", "not_json"), ("not JSON",)),
     ("empty", "get_perps_pairs", None, fault("/v1/perps/pairs", "empty"), ("it was empty",)),
     ("invalid-utf8", "get_perps_pairs", None, fault("/v1/perps/pairs", "invalid_utf8"), ("not valid UTF-8",)),
@@ -358,7 +383,7 @@ FAILURES: list[tuple[str, str, str | None, Setup | None, tuple[str, ...]]] = [
         "get_profile",
         TOKEN_MEMBER_A,
         fault("/v1/member/me", "redirect"),
-        ("redirect (302), which is not followed",),
+        ("redirect (HTTP 302), which is not followed",),
     ),
     ("reset", "get_perps_pairs", None, fault("/v1/perps/pairs", "reset_before"), ("connection was reset",)),
 ]
@@ -379,6 +404,10 @@ def test_a_gateway_failure_is_a_tool_error_with_a_sentence_naming_it(
         setup(sandbox)
     result = mcp.call_tool(tool, bearer=token)
     assert_honest_failure(result, *expected, UNKNOWN)
+    facts = failure_facts(result)
+    status = re.search(r"\(HTTP (\d{3})(?:, ([\w.:-]+))?\)", " ".join(texts(result)))
+    # The same facts as data: the status and code the sentence names, or none when nothing answered.
+    assert (facts.get("status"), facts.get("code")) == ((int(status[1]), status[2]) if status else (None, None)), facts
 
 
 @pytest.mark.parametrize(("timeout", "said"), [(1.0, "1 s"), (0.5, "0.5 s")])
@@ -403,7 +432,7 @@ def test_a_refused_connection_is_named() -> None:
 
 
 def test_a_name_resolution_failure_is_named() -> None:
-    result = client_for("http://fairwins-gateway.invalid").call_tool("get_perps_pairs")
+    result = client_for("https://fairwins-gateway.invalid").call_tool("get_perps_pairs")
     assert_honest_failure(result, "could not be reached: its host name did not resolve", UNKNOWN)
 
 

@@ -28,8 +28,12 @@ CORS_ALLOW_HEADERS: Final = (
     "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
-HEALTH_BODY: Final = json.dumps({"status": "ok", "name": "fairwins-mcp", "version": __version__}).encode()
-STOPPING_BODY: Final = json.dumps({"status": "stopping", "name": "fairwins-mcp", "version": __version__}).encode()
+HEALTH_BODY: Final = json.dumps(
+    {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
+STOPPING_BODY: Final = json.dumps(
+    {"status": "stopping", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
 
 
 def cors(origin: str | None) -> dict[str, str]:
@@ -102,7 +106,9 @@ def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, 
         return (env, "env") if env else (None, "none")
     scheme, _, token = auth.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token or any(ch.isspace() for ch in token):
+    # Visible ASCII only (RFC 6750's b64token is narrower still): what the gateway is sent must be
+    # what the member pasted, and the stdio side refuses anything else in FAIRWINS_API_TOKEN too.
+    if scheme.lower() != "bearer" or not token or not all("!" <= ch <= "~" for ch in token):
         return None
     # A request's own token always wins over the environment's: a shared instance never mixes members.
     return token, "header"
@@ -149,13 +155,14 @@ def _serve_message(
 
         payment, conflict = from_http_headers(headers)
 
-    def make_ctx() -> RequestContext:
+    def make_ctx(cancellation: Cancellation | None = None) -> RequestContext:
         return RequestContext(
             bearer=credential[0],
             bearer_source=credential[1],
             payment=payment,
             payment_conflict=conflict,
             http_headers=headers,
+            cancellation=cancellation or Cancellation(),
         )
 
     cancellation = Cancellation()
@@ -168,8 +175,7 @@ def _serve_message(
         if isinstance(message, Batch):
             reply = dispatcher.handle_batch(message, session, make_ctx, cancellation)
         else:
-            ctx = make_ctx()
-            ctx.cancellation = cancellation
+            ctx = make_ctx(cancellation)
             stream = None
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
                 stream = Stream(conn.write, extra, close=server.stopping)

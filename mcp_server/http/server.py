@@ -79,13 +79,13 @@ class McpHTTPServer:
         self.slots = threading.BoundedSemaphore(max_concurrency)
         self.stopping = False  # draining: every answer closes its connection
         self.unready = False  # pre-stop: /healthz answers 503, everything else as usual
-        self.watcher = DisconnectWatcher()
         self._cond = threading.Condition()
         self._inflight = 0
         self.inflight_at_stop = 0
         self.socket = listener if listener is not None else listening.listen(address[0], address[1])
         self.socket.setblocking(False)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
+        self.watcher = DisconnectWatcher()  # after the bind: a port in use leaves no thread behind
         self._wake_r, self._wake_w = socket.socketpair()
         # Readable once the drain begins (and from then on): idle connections wait on it beside
         # their own socket, so each one's idle limit shortens to the grace at once.

@@ -8,32 +8,55 @@ import json
 import pathlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from .results import CHAIN_UNKNOWN, FAILURE_SENTENCES, STATE_PHRASES, UNKNOWN_SENTENCE
+from .answers import OUTPUT_SCHEMAS
+from .results import (
+    CHAIN_UNKNOWN,
+    ERROR_CODE_PATTERN,
+    FAILURE_SENTENCES,
+    HTTP_FACTS,
+    STATE_PHRASES,
+    UNKNOWN_SENTENCE,
+)
 from .routes import ALL_SCOPES, PUBLIC_PATHS, ROUTES
 from .tools import TOOL_DEFS
 
 SNAPSHOT_NAME = "toolDefs.snapshot.json"
-DEFAULT_PATH = pathlib.Path(__file__).resolve().parent.parent / SNAPSHOT_NAME
+# The snapshot's format as a JSON Schema (2020-12), shipped in the package: a consumer in any
+# language validates the snapshot it loads against it.
+SNAPSHOT_SCHEMA_PATH = pathlib.Path(__file__).resolve().parent / "snapshot.schema.json"
+# In the fairwins-mcp repository the package sits in contract/ and the snapshot at the root, beside
+# mcp_server/; installed anywhere else there is no checkout, so it goes to the current directory.
+_CHECKOUT = pathlib.Path(__file__).resolve().parent.parent.parent
+DEFAULT_PATH = _CHECKOUT / SNAPSHOT_NAME if (_CHECKOUT / "mcp_server").is_dir() else pathlib.Path(SNAPSHOT_NAME)
 FIX_COMMAND = "python -m assistant_contract.export"
 
 
-def render() -> str:
-    """The snapshot's exact text: byte-canonical (STYLE.md rule 10), so a diff is a real change."""
-    snapshot = {
+def snapshot() -> dict[str, Any]:
+    """The snapshot as a value: the tool table, the routes, what each route's tool answers, the wording."""
+    return {
         "generatedBy": FIX_COMMAND + " (never edit this file by hand)",
         "tools": sorted(TOOL_DEFS, key=lambda t: t["name"]),
         "routes": ROUTES,
         "publicPaths": list(PUBLIC_PATHS),
         "scopes": list(ALL_SCOPES),
+        # The outputSchema of a tool, by what it executes: a route id or a public path.
+        "outputSchemas": OUTPUT_SCHEMAS,
         "wording": {
             "unknown": UNKNOWN_SENTENCE,
             "statePhrases": STATE_PHRASES,
             "chainUnknown": CHAIN_UNKNOWN,
+            "httpFacts": HTTP_FACTS,
+            "errorCodePattern": ERROR_CODE_PATTERN,
             "failures": FAILURE_SENTENCES,
         },
     }
-    return json.dumps(snapshot, indent=2, ensure_ascii=False) + "\n"
+
+
+def render() -> str:
+    """The snapshot's exact text: byte-canonical (STYLE.md rule 10), so a diff is a real change."""
+    return json.dumps(snapshot(), indent=2, ensure_ascii=False) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

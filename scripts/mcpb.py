@@ -1,0 +1,236 @@
+"""`python -m scripts.mcpb [--out DIR]`: the MCP Bundle Claude Desktop installs in one click (dist/*.mcpb).
+
+An MCP Bundle is a zip holding a `manifest.json` (spec: github.com/anthropics/mcpb, MANIFEST.md)
+and the server. This one holds exactly:
+
+    manifest.json              generated here: the tool and prompt lists from what the server serves
+    icon.png                   mcpb/icon.png (drawn by scripts/icon.py)
+    server/main.py             mcpb/main.py: checks the Python version, then runs the bundled package
+    server/mcp_server/...      the package's modules and package data, as the wheel carries them,
+                               with the one snapshot copied in from the repository root (as setup.py does)
+
+The server needs nothing outside the standard library, so nothing is vendored. Entries are
+sorted, stamped with one fixed time and fixed permissions, so the same sources always give the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import pathlib
+import sys
+import tomllib
+import zipfile
+from collections.abc import Sequence
+from typing import Any, Final
+
+from mcp_server import __version__
+from mcp_server.context import RequestContext
+from mcp_server.gateway import Gateway
+from mcp_server.jsonrpc import Request
+from mcp_server.protocol import Dispatcher, Session
+from mcp_server.server import build_catalog
+from mcp_server.snapshot import NAME as SNAPSHOT
+
+ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE: Final = "mcp_server"
+# The newest manifest version the pinned `mcpb` CLI validates (tests/test_mcpb.py holds this equal
+# to the CLI's own LATEST_MANIFEST_VERSION, so bumping the CLI pin shows when a newer one exists).
+MANIFEST_VERSION: Final = "0.4"
+PUBLIC_RELAY: Final = "https://relay.fairwins.app"
+PYTHON_REQUIRED: Final = ">=3.11"
+INITIALIZE: Final = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "scripts.mcpb", "version": __version__},
+}
+# Zip's own epoch: every entry gets it, so the bundle's bytes depend only on its contents.
+FIXED_TIME: Final = (1980, 1, 1, 0, 0, 0)
+FILE_MODE: Final = 0o644
+
+LONG_DESCRIPTION: Final = """\
+FairWins for Claude: read your own FairWins membership, fee rates and wagers, public prediction \
+markets, perpetuals pairs, token news and the gateway's status, and prepare unsigned wager \
+transactions for you to review and sign in your own wallet.
+
+The public tools work without a token. For your own data, create a token in the FairWins app \
+under **Tools ▸ Assistant ▸ API access** and paste it into this extension's settings: Claude \
+Desktop keeps it in your operating system's keychain, and the server sends it only to the \
+FairWins gateway you configure.
+
+This server holds no key: it never signs, never submits and never pays. Anything a chain could \
+not be read for is reported as unknown, never as none or zero. It needs Python 3.11 or newer \
+(`python3`, or `python` on Windows) and nothing else.
+"""
+
+
+def _server_json() -> dict[str, Any]:
+    value: dict[str, Any] = json.loads((ROOT / "server.json").read_text(encoding="utf-8"))
+    return value
+
+
+def _served(dispatcher: Dispatcher, session: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    reply = dispatcher.handle(Request(1, method, params), session, RequestContext())
+    message = reply.message
+    if not isinstance(message, dict) or "result" not in message:
+        raise ValueError(f"the server answered {method} with {message}")
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+def served_tools_and_prompts() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The manifest's `tools` and `prompts`: the shipped server's answers to tools/list, prompts/list, prompts/get."""
+    dispatcher, session = Dispatcher(build_catalog(Gateway(None))), Session()
+    _served(dispatcher, session, "initialize", INITIALIZE)
+    tools = [
+        {"name": t["name"], "description": t["description"]}
+        for t in _served(dispatcher, session, "tools/list", {})["tools"]
+    ]
+    prompts = []
+    for prompt in _served(dispatcher, session, "prompts/list", {})["prompts"]:
+        arguments = prompt.get("arguments", [])
+        if any(a.get("required") for a in arguments):
+            # A manifest prompt carries one text; one with a required argument has none to show
+            # without inventing a value, so the generator refuses rather than guess.
+            raise ValueError(f"prompt {prompt['name']} has a required argument: give the manifest a text for it")
+        got = _served(dispatcher, session, "prompts/get", {"name": prompt["name"], "arguments": {}})
+        text = "\n\n".join(m["content"]["text"] for m in got["messages"])
+        entry: dict[str, Any] = {"name": prompt["name"], "description": prompt["description"]}
+        if arguments:
+            entry["arguments"] = [a["name"] for a in arguments]
+        entry["text"] = text
+        prompts.append(entry)
+    return tools, prompts
+
+
+def manifest() -> dict[str, Any]:
+    registry = _server_json()
+    tools, prompts = served_tools_and_prompts()
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "name": "fairwins-mcp",
+        "display_name": registry["title"],
+        "version": __version__,
+        "description": registry["description"],
+        "long_description": LONG_DESCRIPTION,
+        "author": {"name": "FairWins"},
+        "icon": "icon.png",
+        "server": {
+            "type": "python",
+            "entry_point": "server/main.py",
+            "mcp_config": {
+                # The host's own Python, isolated (-I) from the member's Python settings; main.py
+                # puts the bundle's server/ first on sys.path and checks the version.
+                "command": "python3",
+                "args": ["-I", "${__dirname}/server/main.py"],
+                "env": {
+                    "FAIRWINS_API_URL": "${user_config.gateway_url}",
+                    "FAIRWINS_API_TOKEN": "${user_config.member_token}",
+                },
+                # python.org's Windows installer puts `python` on PATH; `python3` there is often
+                # the Microsoft Store's placeholder.
+                "platform_overrides": {"win32": {"command": "python"}},
+            },
+        },
+        "tools": tools,
+        "tools_generated": False,
+        "prompts": prompts,
+        "prompts_generated": False,
+        "keywords": ["fairwins", "wagers", "prediction markets", "x402", "web3"],
+        "license": "MIT",
+        "compatibility": {
+            "platforms": ["darwin", "win32", "linux"],
+            "runtimes": {"python": PYTHON_REQUIRED},
+        },
+        "user_config": {
+            "gateway_url": {
+                "type": "string",
+                "title": "Gateway URL",
+                "description": "The FairWins gateway to talk to. Keep the public relay unless you run your own.",
+                "default": PUBLIC_RELAY,
+                "required": False,
+            },
+            "member_token": {
+                "type": "string",
+                "title": "Member token",
+                "description": (
+                    "Your own fw1.… token, from the FairWins app under Tools > Assistant > API access. "
+                    "Optional: the public tools work without it. Kept in your operating system's keychain."
+                ),
+                "sensitive": True,
+                "required": False,
+                # Without a default a host that is given no value leaves the text
+                # `${user_config.member_token}` in the environment (mcpb issue 251); empty means none.
+                "default": "",
+            },
+        },
+    }
+
+
+def manifest_bytes() -> bytes:
+    return (json.dumps(manifest(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def package_files() -> dict[str, pathlib.Path]:
+    """Bundle path → source file for the package: every module, and the package data pyproject.toml names."""
+    source = ROOT / PACKAGE
+    files = {
+        f"server/{path.relative_to(ROOT).as_posix()}": path
+        for path in source.rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for package, names in pyproject["tool"]["setuptools"]["package-data"].items():
+        directory = ROOT.joinpath(*package.split("."))
+        for name in names:
+            # The snapshot lives once, at the root; the build copies it in (setup.py does the same).
+            path = ROOT / SNAPSHOT if name == SNAPSHOT else directory / name
+            files[f"server/{package.replace('.', '/')}/{name}"] = path
+    return files
+
+
+def entries() -> dict[str, bytes]:
+    """Every file of the bundle: path inside the zip → bytes."""
+    found = {path: source.read_bytes() for path, source in package_files().items()}
+    found["server/main.py"] = (ROOT / "mcpb" / "main.py").read_bytes()
+    found["icon.png"] = (ROOT / "mcpb" / "icon.png").read_bytes()
+    found["manifest.json"] = manifest_bytes()
+    return found
+
+
+def bundle_bytes() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, data in sorted(entries().items()):
+            info = zipfile.ZipInfo(path, date_time=FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # Unix, so the mode below is read (mcpb unpack restores it)
+            info.external_attr = (0o100000 | FILE_MODE) << 16
+            archive.writestr(info, data, compresslevel=9)
+    return buffer.getvalue()
+
+
+def bundle_name() -> str:
+    return f"fairwins-mcp-{__version__}.mcpb"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.mcpb", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "dist", help="directory to write into (dist/)")
+    args = parser.parse_args(argv)
+    try:
+        data = bundle_bytes()
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"scripts.mcpb: {exc}\n")
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / bundle_name()
+    target.write_bytes(data)
+    sys.stdout.write(f"{target}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The container image test: the stand-in base recipe and the podman helper."""

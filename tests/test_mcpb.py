@@ -1,0 +1,320 @@
+"""The MCP Bundle: built by `make mcpb` (scripts/mcpb.py), checked by the official `mcpb` CLI, run as a host runs it.
+
+The bundle is unpacked by the real `mcpb unpack` into an empty directory; its `mcp_config` is
+resolved by the pinned @anthropic-ai/mcpb package's own getMcpConfigForManifest (the code Claude
+for macOS and Windows uses; tests/tools/mcpb_host.mjs), and the resolved command is started with
+the environment a host gives it, against the sandbox gateway. The tool and prompt lists in the
+manifest are compared with what that running server serves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import struct
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from mcp_server import __version__
+from mcp_server.config import from_env
+from scripts import icon, mcpb
+from tests.conftest import ROOT, StdioProcess
+from tests.hosts import SESSION_WAIT, hold_session, node, tool
+from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.secret_canaries import record_output
+
+CLI_TIMEOUT: Final = 120.0
+PLACEHOLDER: Final = re.compile(r"\$\{[^}]*\}")
+
+
+def run_mcpb(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*tool("mcpb"), *args], capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    record_output(f"mcpb {args[0]}", done.stdout + done.stderr)
+    return done
+
+
+def build(out: pathlib.Path) -> pathlib.Path:
+    """`make mcpb`'s command, into `out`; the path it printed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.mcpb", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    return pathlib.Path(done.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def unpacked(bundle: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The bundle as `mcpb unpack` lays it out in an empty directory (as a host installs it)."""
+    target = tmp_path_factory.mktemp("installed") / "fairwins"
+    done = run_mcpb("unpack", str(bundle), str(target))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
+
+
+def host_config(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform: str | None = None) -> dict[str, Any]:
+    """What the mcpb package's getMcpConfigForManifest resolves the manifest's mcp_config to."""
+    home = bundle_dir.parent / "home"
+    host = {
+        "userConfig": user_config,
+        "systemDirs": {
+            "HOME": str(home),
+            "DESKTOP": str(home / "Desktop"),
+            "DOCUMENTS": str(home / "Documents"),
+            "DOWNLOADS": str(home / "Downloads"),
+        },
+        "platform": platform,
+    }
+    package = pathlib.Path(tool("mcpb")[-1]).parents[2]
+    done = subprocess.run(
+        [node(), str(ROOT / "tests" / "tools" / "mcpb_host.mjs"), str(package), str(bundle_dir), json.dumps(host)],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    resolved: dict[str, Any] = json.loads(done.stdout)
+    assert resolved["warnings"] == [], resolved["warnings"]
+    return resolved
+
+
+def manifest_of(bundle: pathlib.Path) -> dict[str, Any]:
+    with zipfile.ZipFile(bundle) as archive:
+        value: dict[str, Any] = json.loads(archive.read("manifest.json"))
+    return value
+
+
+# --- the build ------------------------------------------------------------------------------------
+
+
+def test_make_mcpb_builds_the_versioned_bundle_in_dist() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^mcpb: \$\(VPY\)\n\t\$\(VPY\) -m scripts\.mcpb$", makefile, re.M)
+    assert mcpb.bundle_name() == f"fairwins-mcp-{__version__}.mcpb"
+
+
+def test_the_same_sources_give_the_same_bytes(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    again = build(tmp_path)
+    assert again.name == bundle.name and again.read_bytes() == bundle.read_bytes()
+    with zipfile.ZipFile(bundle) as archive:
+        infos = archive.infolist()
+    assert [i.filename for i in infos] == sorted(i.filename for i in infos)
+    assert {i.date_time for i in infos} == {mcpb.FIXED_TIME}
+    assert {(i.external_attr >> 16) & 0o777 for i in infos} == {0o644}
+    assert not [i for i in infos if i.is_dir()], "mcpb unpack writes every entry as a file"
+
+
+def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_nothing_else(
+    bundle: pathlib.Path,
+) -> None:
+    with zipfile.ZipFile(bundle) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    modules = {
+        f"server/{p.relative_to(ROOT).as_posix()}": p.read_bytes()
+        for p in (ROOT / "mcp_server").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    expected = {
+        "manifest.json",
+        "icon.png",
+        "server/main.py",
+        "server/mcp_server/guide.md",
+        "server/mcp_server/toolDefs.snapshot.json",
+        *modules,
+    }
+    assert set(files) == expected
+    for name, data in modules.items():
+        assert files[name] == data, name
+    # The one snapshot at the root, copied in beside the package's modules, as the wheel carries it.
+    assert files["server/mcp_server/toolDefs.snapshot.json"] == (ROOT / "toolDefs.snapshot.json").read_bytes()
+    assert files["server/main.py"] == (ROOT / "mcpb" / "main.py").read_bytes()
+    assert files["icon.png"] == (ROOT / "mcpb" / "icon.png").read_bytes()
+    assert not [n for n in files if "__pycache__" in n or n.endswith((".pyc", ".pyo")) or "tests/" in n]
+
+
+def test_the_icon_is_the_png_the_script_draws() -> None:
+    committed = (ROOT / "mcpb" / "icon.png").read_bytes()
+    assert icon.png() == committed, "mcpb/icon.png is stale: run make icon"
+    assert committed[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", committed[16:24])
+    assert (width, height) == (512, 512)  # the size Claude Desktop recommends (mcpb validate says so)
+
+
+# --- the official CLI -----------------------------------------------------------------------------
+
+
+def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked: pathlib.Path) -> None:
+    done = run_mcpb("validate", str(unpacked))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Manifest schema validation passes!" in done.stdout
+    assert "ERROR" not in done.stdout + done.stderr
+
+
+def test_mcpb_info_reads_the_bundle(bundle: pathlib.Path) -> None:
+    done = run_mcpb("info", str(bundle))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"File: {bundle.name}" in done.stdout and "ERROR" not in done.stdout
+
+
+def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    # The check above can fail: the same CLI on the same manifest without its `server` says no.
+    broken = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))
+    del broken["server"]
+    (tmp_path / "manifest.json").write_text(json.dumps(broken), encoding="utf-8")
+    done = run_mcpb("validate", str(tmp_path))
+    assert done.returncode == 1 and "server" in done.stdout
+
+
+def test_the_manifest_is_in_the_newest_version_the_cli_validates(unpacked: pathlib.Path) -> None:
+    latest = host_config(unpacked, {})["latest"]
+    assert manifest_of_dir(unpacked)["manifest_version"] == latest == mcpb.MANIFEST_VERSION
+
+
+def manifest_of_dir(directory: pathlib.Path) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    return value
+
+
+def test_the_manifest_describes_a_python_server_its_settings_and_its_requirements(bundle: pathlib.Path) -> None:
+    manifest = manifest_of(bundle)
+    assert manifest["name"] == "fairwins-mcp" and manifest["version"] == __version__
+    server = manifest["server"]
+    assert server["type"] == "python" and server["entry_point"] == "server/main.py"
+    assert server["mcp_config"]["args"] == ["-I", "${__dirname}/server/main.py"]
+    assert manifest["compatibility"]["runtimes"] == {"python": ">=3.11"}
+    assert manifest["icon"] == "icon.png"
+    url, token = manifest["user_config"]["gateway_url"], manifest["user_config"]["member_token"]
+    assert url["default"] == "https://relay.fairwins.app" and url["required"] is False
+    assert token["sensitive"] is True and token["required"] is False and token["type"] == "string"
+
+
+# --- run as a host runs it --------------------------------------------------------------------------
+
+
+def decoy(directory: pathlib.Path) -> pathlib.Path:
+    """A directory whose `mcp_server` would break the server if it were imported instead of the bundled one."""
+    package = directory / "mcp_server"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the decoy mcp_server was imported')\n")
+    return directory
+
+
+@pytest.fixture
+def host_process(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[Any]:
+    started: list[StdioProcess] = []
+
+    def start(user_config: dict[str, Any]) -> tuple[StdioProcess, dict[str, Any]]:
+        config = host_config(unpacked, user_config)["config"]
+        launch = [config["command"], *config["args"]]
+        assert not [part for part in [*launch, *config["env"].values()] if PLACEHOLDER.search(part)], config
+        # The host's own environment (no FairWins settings of ours), plus the bundle's env. The
+        # member's PYTHONPATH and the working directory hold a decoy package: -I keeps both out.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWINS_", "PYTHON"))}
+        env["PYTHONPATH"] = str(decoy(tmp_path / "pythonpath"))
+        env.update(config["env"])
+        process = StdioProcess(launch, env, cwd=decoy(tmp_path / f"cwd{len(started)}"))
+        started.append(process)
+        return process, config
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+def test_a_host_runs_the_unpacked_bundle_and_a_session_reads_public_and_member_data(
+    host_process: Any, sandbox: SandboxGateway
+) -> None:
+    process, config = host_process({"gateway_url": sandbox.url, "member_token": TOKEN_MEMBER_A})
+    assert config["command"] == "python3"
+    assert config["env"] == {"FAIRWINS_API_URL": sandbox.url, "FAIRWINS_API_TOKEN": TOKEN_MEMBER_A}
+    session = hold_session(process)
+    assert session.initialize["serverInfo"]["name"] == "fairwins-mcp"
+    assert session.initialize["serverInfo"]["version"] == __version__
+    assert session.public["isError"] is False
+    assert session.public["structuredContent"]["status"] == "ok"
+    assert session.member["isError"] is False, session.member
+    chains = {c["chainId"]: c["state"] for c in session.member["structuredContent"]["chains"]}
+    assert chains[137] == "read"
+    assert any(r.header("Authorization") == f"Bearer {TOKEN_MEMBER_A}" for r in sandbox.seen)
+    process.close_stdin()
+    assert process.wait(SESSION_WAIT) == 0
+
+
+def test_the_manifest_lists_exactly_the_tools_and_prompts_the_bundled_server_serves(
+    host_process: Any, sandbox: SandboxGateway, bundle: pathlib.Path
+) -> None:
+    process, _ = host_process({"gateway_url": sandbox.url})
+    session = hold_session(process)
+    manifest = manifest_of(bundle)
+    assert manifest["tools"] == [{"name": t["name"], "description": t["description"]} for t in session.tools]
+    served_prompts = [
+        {
+            "name": p["name"],
+            "description": p["description"],
+            **({"arguments": [a["name"] for a in p["arguments"]]} if p.get("arguments") else {}),
+            "text": session.prompt_texts[p["name"]],
+        }
+        for p in session.prompts
+    ]
+    assert manifest["prompts"] == served_prompts
+    assert manifest["tools_generated"] is False and manifest["prompts_generated"] is False
+
+
+def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
+    host_process: Any, sandbox: SandboxGateway, unpacked: pathlib.Path
+) -> None:
+    defaults = host_config(unpacked, {})["config"]["env"]
+    assert defaults == {"FAIRWINS_API_URL": "https://relay.fairwins.app", "FAIRWINS_API_TOKEN": ""}
+    process, config = host_process({"gateway_url": sandbox.url})  # no token given
+    assert config["env"]["FAIRWINS_API_TOKEN"] == ""
+    session = hold_session(process)
+    assert session.public["isError"] is False
+    # No bearer went out, so the gateway priced the member read instead of serving it.
+    assert session.member["isError"] is True
+    assert "This is a price, not an outage" in " ".join(c.get("text", "") for c in session.member["content"])
+    assert not [r for r in sandbox.seen if r.header("Authorization")]
+
+
+@pytest.mark.parametrize(("platform", "command"), [("darwin", "python3"), ("linux", "python3"), ("win32", "python")])
+def test_each_platform_starts_its_own_python(unpacked: pathlib.Path, platform: str, command: str) -> None:
+    config = host_config(unpacked, {}, platform)["config"]
+    assert config["command"] == command
+    assert config["args"] == ["-I", f"{unpacked}/server/main.py"]
+
+
+def test_a_template_the_host_left_unfilled_is_no_token() -> None:
+    # A host that applies no default passes `${user_config.member_token}` itself (mcpb issue 251).
+    config = from_env({"FAIRWINS_API_TOKEN": "${user_config.member_token}", "FAIRWINS_API_URL": "https://x.example"})
+    assert config.api_token is None and config.api_url == "https://x.example"
+    assert from_env({"FAIRWINS_API_URL": "${user_config.gateway_url}"}).api_url is None
+
+
+def test_the_launcher_tells_an_old_python_what_it_needs_instead_of_a_traceback(unpacked: pathlib.Path) -> None:
+    launcher = unpacked / "server" / "main.py"
+    old = (
+        "import sys\n"
+        "sys.version_info = (3, 9, 6, 'final', 0)\n"
+        f"path = {str(launcher)!r}\n"
+        "exec(compile(open(path).read(), path, 'exec'), {'__name__': '__main__', '__file__': path})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", old], capture_output=True, text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "needs Python 3.11 or newer" in done.stderr and "(Python 3.9.6)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The real Node-based CLIs the tests drive, pinned, installed into <repo>/.tools/<name> (git-ignored)
+# with npm running on the project's Node 22 (tests/tools/node22.sh). Idempotent; prints the
+# command to run on stdout (an absolute path), everything else on stderr.
+#
+#   mcpb="$(bash tests/tools/npm_tool.sh mcpb)"            # the MCP Bundle CLI (a Node script: run it with Node 22)
+#   claude="$(bash tests/tools/npm_tool.sh claude-code)"    # Claude Code (its native binary)
+#   inspector="$(bash tests/tools/npm_tool.sh inspector)"   # the MCP Inspector's launcher (run it with Node 22)
+#
+# No install script of a package is run (--ignore-scripts). @anthropic-ai/claude-code's own
+# postinstall only copies the native binary of its platform package (an optional dependency,
+# here @anthropic-ai/claude-code-linux-x64) over a placeholder; the tests run that binary directly.
+set -euo pipefail
+
+MCPB_VERSION="2.1.2"          # @anthropic-ai/mcpb; exact pin
+CLAUDE_CODE_VERSION="2.1.332" # @anthropic-ai/claude-code; exact pin
+INSPECTOR_VERSION="2.12.0"    # @modelcontextprotocol/inspector; exact pin (the README's Inspector lines name it)
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+case "${1:-}" in
+  mcpb)
+    package="@anthropic-ai/mcpb"; version="$MCPB_VERSION"
+    prefix="$root/.tools/mcpb"; command="$prefix/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js" ;;
+  claude-code)
+    package="@anthropic-ai/claude-code"; version="$CLAUDE_CODE_VERSION"
+    prefix="$root/.tools/claude-code"; command="$prefix/node_modules/@anthropic-ai/claude-code-linux-x64/claude" ;;
+  inspector)
+    package="@modelcontextprotocol/inspector"; version="$INSPECTOR_VERSION"
+    prefix="$root/.tools/inspector"; command="$prefix/node_modules/$package/clients/launcher/build/index.js" ;;
+  *) echo "usage: npm_tool.sh mcpb|claude-code|inspector" >&2; exit 2 ;;
+esac
+
+installed_version() {
+  local pj="$prefix/node_modules/$package/package.json"
+  [ -f "$pj" ] || return 0
+  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$pj" | head -n1
+}
+
+node_bin="$(bash "$root/tests/tools/node22.sh")"
+if [ "$(installed_version)" != "$version" ] || [ ! -e "$command" ]; then
+  echo "npm_tool.sh: installing $package@$version into $prefix" >&2
+  mkdir -p "$prefix"
+  # npm's own shebang is `env node`: Node 22 first on PATH runs npm (and its engines check) on it.
+  PATH="$(dirname "$node_bin"):$PATH" npm install --prefix "$prefix" --save-exact --no-audit --no-fund \
+    --ignore-scripts --loglevel=error "$package@$version" >&2
+fi
+[ "$(installed_version)" = "$version" ] || { echo "npm_tool.sh: $package@$version did not install into $prefix" >&2; exit 1; }
+[ -e "$command" ] || { echo "npm_tool.sh: $command is missing after installing $package@$version" >&2; exit 1; }
+if [ "$1" = "claude-code" ]; then
+  chmod +x "$command"
+  got="$("$command" --version 2>/dev/null || true)"
+  case "$got" in
+    "$version "*) ;;
+    *) echo "npm_tool.sh: $command --version says '$got', expected $version" >&2; exit 1 ;;
+  esac
+fi
+echo "$command"

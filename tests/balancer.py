@@ -1,33 +1,25 @@
-"""Real parts for the hosted-door tests: server replicas, a stock nginx in front, a sandbox gateway, constant load.
+"""Real parts for the hosted-door tests: server replicas, a sandbox gateway, constant load (nginx: tests/nginx.py).
 
-Everything is a real process on 127.0.0.1. nginx (Debian's nginx-light, installed by the
-Makefile when missing) runs from a temporary directory with a stock reverse-proxy config; its
-access log records which replica answered each request, which is how a test knows a restarted
-replica is back in rotation. Ports nginx must name in its config are picked at run time from
-below the kernel's ephemeral range (so no outgoing connection can hold one) and re-picked when
-taken.
+Everything is a real process on 127.0.0.1. A replica keeps its port across a restart (nginx names
+it in its config), so replica ports are picked at run time from below the kernel's ephemeral
+range, where no outgoing connection can hold one, and a restart waits while the port is still
+taken by the previous process's last moments.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from tests.conftest import ROOT, server_env
@@ -37,16 +29,6 @@ TOKEN: Final = "fw1.sandbox-member-a-7f3k"  # the sandbox's member A
 START_TIMEOUT: Final = 30.0  # generous: CI machines are loaded
 STOP_TIMEOUT: Final = 60.0
 REQUEST_TIMEOUT: Final = 30.0
-NGINX_CANDIDATES: Final = ("nginx", "/usr/sbin/nginx")
-
-
-def nginx_binary() -> str:
-    """The nginx executable; the Makefile installs it (tests/tools/apt.sh), so a missing one fails loudly."""
-    for name in NGINX_CANDIDATES:
-        found = shutil.which(name) or (name if os.access(name, os.X_OK) else None)
-        if found:
-            return found
-    raise AssertionError("nginx is not installed: run `make test` (it installs Debian's nginx-light) or apt.sh")
 
 
 def _ephemeral_low() -> int:
@@ -200,122 +182,6 @@ def get(port: int, path: str, timeout: float = REQUEST_TIMEOUT) -> tuple[int, by
         conn.close()
 
 
-NGINX_CONF: Final = """\
-# A stock reverse proxy: three replicas, pooled keep-alive connections to them, nginx's default
-# proxy_next_upstream (which never retries a POST once it was sent) and default passive health
-# (max_fails=1, fail_timeout=10s).
-worker_processes 2;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    log_format lb '$msec $status $request_method $upstream_addr $upstream_status $request_time';
-    access_log {dir}/access.log lb;
-    client_body_temp_path {dir}/tmp/body;
-    proxy_temp_path {dir}/tmp/proxy;
-    fastcgi_temp_path {dir}/tmp/fastcgi;
-    uwsgi_temp_path {dir}/tmp/uwsgi;
-    scgi_temp_path {dir}/tmp/scgi;
-    upstream mcp {{
-{servers}
-        keepalive 32;
-        keepalive_timeout {keepalive_timeout};
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://mcp;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-        }}
-    }}
-}}
-"""
-
-
-@dataclass(frozen=True)
-class Logged:
-    """One access-log line: when, the status nginx answered, and each upstream tried with its status."""
-
-    at: float
-    status: int
-    method: str
-    upstreams: tuple[str, ...]
-    upstream_statuses: tuple[str, ...]
-
-
-class Nginx(Process):
-    """nginx in its own temp dir on a free port, in front of `upstreams` (ports on 127.0.0.1)."""
-
-    def __init__(self, upstreams: list[int], keepalive_timeout: str, workdir: Path) -> None:
-        self.dir = workdir
-        (workdir / "tmp").mkdir(parents=True, exist_ok=True)
-        for attempt in range(10):
-            self.port = pick_port()
-            conf = NGINX_CONF.format(
-                dir=workdir,
-                port=self.port,
-                servers="\n".join(f"        server 127.0.0.1:{p};" for p in upstreams),
-                keepalive_timeout=keepalive_timeout,
-            )
-            (workdir / "nginx.conf").write_text(conf)
-            argv = [nginx_binary(), "-p", str(workdir), "-c", str(workdir / "nginx.conf"), "-g", "daemon off;"]
-            super().__init__("nginx", argv, dict(os.environ))
-            try:
-                wait_for(self._answers, "nginx to listen", START_TIMEOUT)
-                return
-            except AssertionError:
-                self.kill()
-                if attempt == 9 or "in use" not in self.error_log():
-                    raise AssertionError(f"nginx did not start:\n{self.error_log()}\n{self.output}") from None
-
-    def _answers(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError("nginx exited")
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                return True
-        except OSError:
-            return False
-
-    def error_log(self) -> str:
-        try:
-            return (self.dir / "error.log").read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def access_log(self) -> list[Logged]:
-        entries = []
-        try:
-            text = (self.dir / "access.log").read_text(errors="replace")
-        except OSError:
-            return []
-        for line in text.splitlines():
-            # "1700000000.123 200 POST 127.0.0.1:1, 127.0.0.1:2 502, 200 0.050"
-            match = re.fullmatch(r"(\S+) (\d+) (\S+) (.*?) ((?:\S+, )*\S+) (\S+)", line)
-            if not match:
-                continue
-            at, status, method, addrs, statuses, _ = match.groups()
-            entries.append(
-                Logged(
-                    float(at),
-                    int(status),
-                    method,
-                    tuple(a.strip() for a in addrs.replace(" : ", ", ").split(",")),
-                    tuple(s.strip() for s in statuses.replace(" : ", ", ").split(",")),
-                )
-            )
-        return entries
-
-    def stop(self) -> None:
-        self.signal(signal.SIGQUIT)  # graceful: finish what is in flight
-        try:
-            self.wait(STOP_TIMEOUT)
-        finally:
-            self.kill()
-
-
 # ---- load ----------------------------------------------------------------------------------------
 
 
@@ -419,16 +285,6 @@ class Load:
                     if len(self.samples) < 20:
                         self.samples.append(f"{failure}: {body[:300]!r}")
         conn.close()
-
-
-@contextmanager
-def nginx_in_front(upstreams: list[int], keepalive_timeout: str) -> Iterator[Nginx]:
-    with tempfile.TemporaryDirectory(prefix="fairwins-nginx-") as workdir:
-        proxy = Nginx(upstreams, keepalive_timeout, Path(workdir))
-        try:
-            yield proxy
-        finally:
-            proxy.stop()
 
 
 def summary(load: Load, **extra: Any) -> str:

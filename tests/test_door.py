@@ -6,17 +6,8 @@ import re
 import signal
 import time
 
-from tests.balancer import (
-    STOP_TIMEOUT,
-    Gateway,
-    Load,
-    Replica,
-    nginx_in_front,
-    pick_port,
-    start_replica,
-    summary,
-    wait_for,
-)
+from tests.balancer import STOP_TIMEOUT, Gateway, Load, Replica, pick_port, start_replica, summary, wait_for
+from tests.nginx import Nginx
 
 REPLICAS = 3
 # The middle replica runs as the image does, with worker processes: its drain is the supervisor's.
@@ -43,7 +34,10 @@ def test_a_rolling_restart_behind_a_stock_nginx_fails_no_request() -> None:
         ports = distinct_ports(REPLICAS)
         replicas = [start_replica(port, gateway.url, REPLICA_ARGS[i]) for i, port in enumerate(ports)]
         stops: list[str] = []
-        with nginx_in_front(ports, keepalive_timeout="5s") as lb:
+        # A stock reverse proxy (keepalive 32, proxy_http_version 1.1, Connection "", nginx's default
+        # proxy_next_upstream and passive health), its upstream keep-alive shorter than the server's
+        # drain grace, as the README says to set it.
+        with Nginx(ports, keepalive_timeout="5s") as lb:
             load = Load(lb.port, MEMBERS).start()
             try:
                 wait_for(lambda: load.total >= 300, "the load to get going", 60)

@@ -39,7 +39,6 @@ from bench.run import (  # one harness for both tables
     StubProcess,
     _child_env,
     _loadavg,
-    _process_tree,
     _round,
     _sdk_cmd,
     _ts_cmd,
@@ -51,6 +50,7 @@ from bench.run import (  # one harness for both tables
     spawn,
     stop,
     stop_all,
+    tree_mib,
 )
 
 LEVELS = (32, 128, 256)
@@ -69,17 +69,7 @@ class Server:
 def pss_mib(pid: int) -> float:
     """Proportional set size of `pid` and its children, in MiB: memory shared by workers forked from one
     supervisor counts once, where a sum of RSS would count it in every worker."""
-    total_kib = 0
-    for p in _process_tree(pid):
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as fh:
-                for line in fh:
-                    if line.startswith("Pss:"):
-                        total_kib += int(line.split()[1])
-                        break
-        except OSError:
-            pass
-    return total_kib / 1024.0
+    return tree_mib(pid, "smaps_rollup", "Pss:")
 
 
 class PeakMemory:

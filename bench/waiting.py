@@ -1,13 +1,13 @@
 """What a request waiting on the gateway costs the server: memory and CPU per request at N concurrent.
 
-    python3 -m bench.waiting --concurrency 256 1024 [--stack-kib 256] [--workers 1]
+    python3 -m bench.waiting --concurrency 256 1024 [--workers 2]
 
 For each N: a fresh sandbox gateway answering after --delay seconds and a fresh server (bound
 raised to N), warmed up; then N connections each send one `tools/call get_wagers` at once. Once
 N requests wait at the gateway (counted from the kernel's socket table), the server's resident and
 virtual memory and threads are read and its CPU is sampled for one second; the answers are then
-read and checked. Reports the growth per waiting request. --stack-kib starts the server with
-`threading.stack_size()` set (how thread stacks change the figures). Standard library only.
+read and checked; then N connections are opened and left idle after one ping each. Reports the
+growth per waiting request and per idle connection. Standard library only.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class Crowd:
         return counts
 
 
-def measure(n: int, delay: float, stack_kib: int, workers: int) -> dict[str, Any]:
+def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
     gateway = subprocess.Popen(
         [sys.executable, "-m", "tests.sandbox_gateway", "--port", "0", "--delay", str(delay)],
         cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -206,11 +206,7 @@ def measure(n: int, delay: float, stack_kib: int, workers: int) -> dict[str, Any
         url = _wait_line(gateway.stdout, rb"sandbox gateway on (\S+)", "the sandbox gateway").group(1).decode()
         _drain(gateway.stdout)
         gateway_port = int(url.rsplit(":", 1)[1])
-        start = "import runpy, threading, sys; "
-        if stack_kib:
-            start += f"threading.stack_size({stack_kib * 1024}); "
-        start += "sys.argv[0] = 'mcp_server'; runpy.run_module('mcp_server', run_name='__main__', alter_sys=True)"
-        argv = [sys.executable, "-c", start, "--http", "0"]
+        argv = [sys.executable, "-m", "mcp_server", "--http", "0"]
         if workers > 1:
             argv += ["--workers", str(workers)]
         env = _env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max(n, 1)), FAIRWINS_MCP_TIMEOUT="60")
@@ -254,7 +250,6 @@ def measure(n: int, delay: float, stack_kib: int, workers: int) -> dict[str, Any
             item.sock.close()
         return {
             "concurrent": n,
-            "stack_kib": stack_kib or None,
             "workers": workers,
             "admitted_in_s": round(admitted_s, 3),
             "rss_idle_mib": round(idle["VmRSS"] / 1024, 1),
@@ -281,12 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench.waiting", description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--delay", type=float, default=8.0, help="seconds the gateway takes to answer")
-    parser.add_argument("--stack-kib", type=int, default=0, help="threading.stack_size for the server, KiB")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
     failed = False
     for n in args.concurrency:
-        row = measure(n, args.delay, args.stack_kib, args.workers)
+        row = measure(n, args.delay, args.workers)
         print(json.dumps(row))
         failed |= row["statuses"] != {200: n}
     return 1 if failed else 0

@@ -101,6 +101,9 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
 
     if config.http_workers is None:
         return run(sock, None)
+    if not hasattr(os, "fork"):
+        sys.stderr.write("fairwins-mcp: --workers needs a system with fork(); run without it\n")
+        return 2
     from . import cpus
 
     count = config.http_workers or cpus.available()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import selectors
 import socket
@@ -24,35 +23,10 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parent.parent
-TOKEN = "fw1.sandbox-member-a-7f3k"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-START_TIMEOUT = 20.0
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWINS_")}
-    env["PYTHONPATH"] = str(REPO)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def _wait_line(stream: IO[bytes], pattern: bytes, what: str) -> re.Match[bytes]:
-    deadline = time.monotonic() + START_TIMEOUT
-    seen = b""
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        seen += line
-        match = re.search(pattern, line)
-        if match:
-            return match
-    raise SystemExit(f"{what} did not start: {seen[-2000:].decode(errors='replace')}")
+from bench.load import REPO, START_TIMEOUT, TOKEN, _env, _wait_for_line
+from bench.run import _process_tree, cpu_ms
 
 
 def _drain(stream: IO[bytes] | None) -> None:
@@ -60,24 +34,10 @@ def _drain(stream: IO[bytes] | None) -> None:
         threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
 
 
-def tree(pid: int) -> list[int]:
-    """`pid` and its descendants (a supervisor's workers included)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            with open(f"/proc/{current}/task/{current}/children") as fh:
-                todo.extend(int(x) for x in fh.read().split())
-        except OSError:
-            pass
-    return found
-
-
 def status(pid: int) -> dict[str, float]:
     """VmRSS and VmSize (KiB) and Threads, summed over the process tree."""
     total = {"VmRSS": 0.0, "VmSize": 0.0, "Threads": 0.0}
-    for p in tree(pid):
+    for p in _process_tree(pid):
         try:
             with open(f"/proc/{p}/status") as fh:
                 for line in fh:
@@ -87,18 +47,6 @@ def status(pid: int) -> dict[str, float]:
         except OSError:
             pass
     return total
-
-
-def cpu_s(pid: int) -> float:
-    ticks = 0
-    for p in tree(pid):
-        try:
-            with open(f"/proc/{p}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return ticks / CLK_TCK
 
 
 def established_to(port: int) -> int:
@@ -203,7 +151,11 @@ def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
     server: subprocess.Popen[bytes] | None = None
     try:
         assert gateway.stdout is not None
-        url = _wait_line(gateway.stdout, rb"sandbox gateway on (\S+)", "the sandbox gateway").group(1).decode()
+        url = (
+            _wait_for_line(gateway.stdout, re.compile(rb"sandbox gateway on (\S+)"), "the sandbox gateway")
+            .group(1)
+            .decode()
+        )
         _drain(gateway.stdout)
         gateway_port = int(url.rsplit(":", 1)[1])
         argv = [sys.executable, "-m", "mcp_server", "--http", "0"]
@@ -212,13 +164,13 @@ def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
         env = _env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max(n, 1)), FAIRWINS_MCP_TIMEOUT="60")
         server = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert server.stderr is not None
-        port = int(_wait_line(server.stderr, rb"http://127\.0\.0\.1:(\d+)/mcp", "the server").group(1))
+        port = int(_wait_for_line(server.stderr, re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp"), "the server").group(1))
         _drain(server.stderr)
         warm = Crowd(port, 8)  # every code path loaded once before the baseline
         warm.run(START_TIMEOUT + delay)
         time.sleep(0.5)
         idle = status(server.pid)
-        cpu0 = cpu_s(server.pid)
+        cpu0 = cpu_ms(server.pid) / 1000
         t0 = time.monotonic()
         crowd = Crowd(port, n)
         runner = threading.Thread(target=crowd.run, args=(delay * 4 + 60,), daemon=True)
@@ -232,12 +184,12 @@ def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
                 )
             time.sleep(0.01)
         admitted_s = time.monotonic() - t0
-        cpu1 = cpu_s(server.pid)
+        cpu1 = cpu_ms(server.pid) / 1000
         time.sleep(0.2)
         waiting = status(server.pid)
-        cpu2 = cpu_s(server.pid)
+        cpu2 = cpu_ms(server.pid) / 1000
         time.sleep(1.0)
-        cpu3 = cpu_s(server.pid)
+        cpu3 = cpu_ms(server.pid) / 1000
         runner.join(delay * 4 + 60)
         codes = crowd.statuses()
         time.sleep(0.5)

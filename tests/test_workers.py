@@ -116,6 +116,15 @@ class Fixture:
         self.proc.wait(WAIT)
 
 
+def slow_request(fx: Fixture) -> tuple[threading.Thread, list[tuple[int, str]], int]:
+    """A one-second request, already being served when this returns: its thread, its answer, the worker's pid."""
+    answers: list[tuple[int, str]] = []
+    slow = threading.Thread(target=lambda: answers.append(fx.get("/slow?s=1.0")))
+    slow.start()
+    eventually(lambda: "slow request in worker" in fx.stderr, "the slow request to reach a worker")
+    return slow, answers, int(fx.stderr.split("slow request in worker ")[1].split()[0])
+
+
 @contextmanager
 def fixture(*args: str) -> Iterator[Fixture]:
     started = Fixture(*args)
@@ -160,11 +169,8 @@ def test_a_crashing_worker_is_replaced_too() -> None:
 def test_a_signal_drains_every_worker_and_exits_0(sig: signal.Signals) -> None:
     with fixture("--workers", "2") as fx:
         pids = fx.workers(2)
-        answers: list[tuple[int, str]] = []
-        slow = threading.Thread(target=lambda: answers.append(fx.get("/slow?s=1.0")))
-        slow.start()
-        eventually(lambda: "slow request in worker" in fx.stderr, "the slow request to reach a worker")
-        os.kill(fx.proc.pid, sig)  # the supervisor alone: it forwards SIGTERM to each worker
+        slow, answers, _ = slow_request(fx)
+        os.kill(fx.proc.pid, sig)  # the supervisor alone: it tells each worker the instance stops
         assert fx.wait() == 0, fx.stderr
         slow.join(WAIT)
         assert answers and answers[0][0] == 200, answers
@@ -185,11 +191,7 @@ def test_ctrl_c_to_the_whole_process_group_is_one_instance_stop() -> None:
 def test_sigterm_to_one_worker_drains_it_alone_and_a_replacement_takes_its_place() -> None:
     with fixture("--workers", "2") as fx:
         first = fx.workers(2)
-        answers: list[tuple[int, str]] = []
-        slow = threading.Thread(target=lambda: answers.append(fx.get("/slow?s=1.0")))
-        slow.start()
-        eventually(lambda: "slow request in worker" in fx.stderr, "the slow request to reach a worker")
-        busy = int(fx.stderr.split("slow request in worker ")[1].split()[0])
+        slow, answers, busy = slow_request(fx)
         os.kill(busy, signal.SIGTERM)
         others = fx.workers(2, without=busy)
         assert next(pid for pid in first if pid != busy) in others

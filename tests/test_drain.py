@@ -9,6 +9,7 @@ closed only after the grace, and closed cleanly (end of stream, not a reset).
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -253,3 +254,21 @@ def test_drain_timings() -> None:
     assert timings.limit == 27  # a request may arrive just before the grace ends, then take its time
     assert timings.total > timings.prestop + timings.limit
     assert Timings(idle_timeout=4, idle_grace=10).idle_limit(True) == 4  # never longer than the idle timeout
+
+
+def test_a_connection_outliving_its_closed_server_logs_no_error(
+    sandbox: SandboxGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a test's teardown does: the server is closed while a keep-alive connection waits idle.
+    with caplog.at_level(logging.DEBUG, logger="fairwins_mcp"):
+        with running(sandbox.url) as server:
+            client = Raw(server.server_address[1])
+            client.send(ping(1))
+            assert client.response() is not None
+        try:
+            client.send(ping(2))  # its thread still serves it, then waits again with the server gone
+            assert client.response() is not None
+        finally:
+            client.close()
+        server.wait_idle(WAIT)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -131,17 +131,23 @@ class Connection:
         """
         server = self.server
         fd = self.sock.fileno()
-        watch = [fd] if server.stopping else [fd, server.draining_r.fileno()]
+        draining = server.draining_r.fileno()  # -1 once the server is closed
+        watch = [fd] if server.stopping or draining < 0 else [fd, draining]
         while True:
             limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
             left = self.idle_since + limit - time.monotonic()
             if left <= 0:
                 return False
-            ready = _readable(watch, left)
+            try:
+                ready = _readable(watch, left)
+            except (OSError, ValueError):
+                return False  # a descriptor was closed under us: the server is closing
             if fd in ready:
                 return True
-            if len(watch) > 1 and server.stopping:
-                watch = [fd]  # the drain began: from now on only the client's bytes matter
+            if len(watch) > 1 and ready:
+                # The drain began (or the server closed that socket): it has said what it had to
+                # say, and from now on only the client's bytes matter.
+                watch = [fd]
 
     def _read_head(self) -> Head | Refusal | None:
         """The next request's head (or why it is refused); None when the connection ends between requests."""

@@ -22,5 +22,6 @@ USER fairwins
 EXPOSE 8790
 # http.client, not urllib: a proxy set in the environment must not carry the probe elsewhere.
 HEALTHCHECK --interval=30s --timeout=3s --retries=3 CMD ["python", "-c", "import http.client, os, sys; c = http.client.HTTPConnection('127.0.0.1', int(os.environ['PORT']), timeout=2); c.request('GET', '/healthz'); sys.exit(c.getresponse().status != 200)"]
-# exec: the server itself is PID 1 and receives SIGTERM (it drains, then exits 0).
-CMD ["sh", "-c", "exec fairwins-mcp --http \"$PORT\" --host 0.0.0.0"]
+# exec: the server itself is PID 1 and receives SIGTERM (its workers drain, then it exits 0); it
+# reaps its own children. --workers auto: one worker per CPU the container may use.
+CMD ["sh", "-c", "exec fairwins-mcp --http \"$PORT\" --host 0.0.0.0 --workers auto"]

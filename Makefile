@@ -129,6 +129,7 @@ image-test: $(VPY)
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench
 BENCH_ARGS ?=
+SLOW_ARGS ?=
 
 bench:
 	$(PYTHON) -m bench.run $(BENCH_ARGS)
@@ -136,11 +137,13 @@ bench:
 # The same run side by side with the official Python SDK server, installed into .venv-bench, and
 # the official TypeScript SDK server on Node 22, installed into .tools/ts-sdk from the pinned
 # bench/ts-sdk/package-lock.json (both git-ignored; never project dependencies). Results are
-# reported as ratios.
+# reported as ratios. Then the slow-gateway table (bench/slow.py, issue 13): a gateway answering in
+# 200 ms, 32, 128 and 256 clients, ours (alone and with --workers auto) beside both SDKs.
 TS_SDK := .tools/ts-sdk/.installed
 
 bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
 	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
+	$(PYTHON) -m bench.slow --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) --ours-workers default auto $(SLOW_ARGS)
 
 $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)

@@ -131,19 +131,24 @@ def _process_tree(pid: int) -> list[int]:
     return seen
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory (VmRSS) of `pid` and its children, in MiB."""
+def tree_mib(pid: int, name: str, key: str) -> float:
+    """A `key: N kB` line of /proc/<pid>/`name`, summed over `pid` and its children, in MiB."""
     total_kib = 0
     for p in _process_tree(pid):
         try:
-            with open(f"/proc/{p}/status") as fh:
+            with open(f"/proc/{p}/{name}") as fh:
                 for line in fh:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(key):
                         total_kib += int(line.split()[1])
                         break
         except OSError:
             pass
     return total_kib / 1024.0
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory (VmRSS) of `pid` and its children, in MiB."""
+    return tree_mib(pid, "status", "VmRSS:")
 
 
 def cpu_ms(pid: int) -> float:

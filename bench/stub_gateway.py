@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 1024  # a crowd of clients makes the server open as many connections here at once
     delay_s = 0.0
     status_response = STATUS_RESPONSE
     tls: ssl.SSLContext | None = None

@@ -6,9 +6,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__, logs
-from .config import ConfigError, from_env, parse_args
+from .config import Config, ConfigError, from_env, parse_args
+
+if TYPE_CHECKING:
+    import socket
+
+    from .protocol import Dispatcher
 
 log = logging.getLogger("fairwins_mcp")
 
@@ -54,21 +60,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
         log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
-        from .http.server import serve
-
-        return serve(
-            dispatcher,
-            host=config.host,
-            port=config.http_port,
-            allowed_origins=config.allowed_origins,
-            env_bearer=config.api_token,
-            max_concurrency=config.max_concurrency,
-            max_body=config.max_body_bytes,
-            grace=config.timeout + 5,
-            max_peer_connections=config.max_peer_connections,
-            max_peer_heads=config.max_peer_heads,
-            metrics=config.metrics,
-        )
+        return _serve_http(config, dispatcher)
     from . import stdio  # deferred: the stdio path never loads the HTTP server code
 
     return stdio.serve(dispatcher, bearer=config.api_token, workers=config.workers)
+
+
+def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
+    """Streamable HTTP: this process alone, or a supervisor and its workers on the one listening socket."""
+    from . import listener, workers
+    from .http.admission import SLOT_WAIT
+    from .http.drain import Timings
+    from .http.server import serve
+
+    try:
+        sock = listener.listen(config.host, config.http_port or 0)
+    except OSError as exc:
+        sys.stderr.write(f"fairwins-mcp: cannot listen on {config.host}:{config.http_port}: {exc}\n")
+        return 1
+    # The request limit covers the gateway deadline, a wait for a slot, and writing the answer.
+    grace = config.timeout + SLOT_WAIT + 5
+    timings = Timings(config.idle_timeout, config.drain_idle, config.prestop_delay, grace)
+
+    def run(inherited: socket.socket, lifeline: workers.Lifeline | None) -> int:
+        try:
+            return serve(
+                dispatcher,
+                host=config.host,
+                port=config.http_port or 0,
+                allowed_origins=config.allowed_origins,
+                env_bearer=config.api_token,
+                max_concurrency=config.max_concurrency,
+                max_body=config.max_body_bytes,
+                grace=grace,
+                max_peer_connections=config.max_peer_connections,
+                max_peer_heads=config.max_peer_heads,
+                listener=inherited,
+                lifeline=lifeline,
+                timings=timings,
+                metrics=config.metrics,
+            )
+        finally:
+            logs.flush()  # a worker leaves by os._exit: no atexit writes what is still queued
+
+    if config.http_workers is None:
+        return run(sock, None)
+    if not hasattr(os, "fork"):
+        sys.stderr.write("fairwins-mcp: --workers needs a system with fork(); run without it\n")
+        return 2
+    from . import cpus
+
+    count = config.http_workers or cpus.available()
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+    log.info(
+        "fairwins-mcp listening on %s (health: %s) with %d worker%s%s",
+        url,
+        url.replace("/mcp", "/healthz"),
+        count,
+        "" if count == 1 else "s",
+        " (auto: the CPUs this process may use)" if not config.http_workers else "",
+    )
+    logs.write_in_place()  # the supervisor forks, so it runs no thread: not even a log writer
+    return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)

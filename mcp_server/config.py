@@ -32,10 +32,14 @@ class Config:
     host: str = "127.0.0.1"
     allowed_origins: tuple[str, ...] = ()
     allow_shared_token: bool = False
-    max_concurrency: int = 32
+    max_concurrency: int = 1024
     max_body_bytes: int = 1024 * 1024
     max_peer_connections: int | None = None  # None: half the connection bound; 0: no per-peer cap
     max_peer_heads: int = 8  # 0: no per-peer cap
+    http_workers: int | None = None  # worker processes on one port; None: this process alone; 0: auto
+    prestop_delay: float = 0.0  # after SIGTERM: /healthz answers 503 this long before the drain
+    idle_timeout: float = 30.0  # an idle keep-alive connection is closed after this long
+    drain_idle: float = 10.0  # while draining, once idle this long (the balancer's keep-alive must be shorter)
     cloud_run: bool = False
     metrics: bool = False
 
@@ -81,6 +85,12 @@ def _setting(env: Mapping[str, str], name: str) -> str | None:
 
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
+    idle_timeout = _number(env, "FAIRWINS_MCP_IDLE_TIMEOUT", 30.0, 1.0, 3600.0)
+    drain_idle = _number(env, "FAIRWINS_MCP_DRAIN_IDLE", min(10.0, idle_timeout), 0.0, 3600.0)
+    if drain_idle > idle_timeout:
+        raise ConfigError(
+            f"FAIRWINS_MCP_DRAIN_IDLE ({drain_idle:g}) must not exceed FAIRWINS_MCP_IDLE_TIMEOUT ({idle_timeout:g})"
+        )
     token = _setting(env, "FAIRWINS_API_TOKEN")
     if token is not None and not all("!" <= ch <= "~" for ch in token):
         # It goes upstream in an HTTP header: a space, a control character or anything outside
@@ -121,12 +131,34 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
         send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
-        max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 32, 1, 1024)),
+        max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 1024, 1, 8192)),
         max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
         max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
         cloud_run=cloud_run,
+        http_workers=_workers(env, args),
+        prestop_delay=_number(env, "FAIRWINS_MCP_PRESTOP_DELAY", 0.0, 0.0, 300.0),
+        idle_timeout=idle_timeout,
+        drain_idle=drain_idle,
         metrics=metrics,
     )
+
+
+def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | None:
+    """`--workers` (which wins) or FAIRWINS_MCP_WORKERS: a count from 1 to 256, or `auto` (0)."""
+    raw = getattr(args, "workers", None)
+    name = "--workers"
+    if raw is not None and getattr(args, "http", None) is None:
+        raise ConfigError("--workers runs HTTP worker processes: it needs --http PORT")
+    if raw is None:
+        raw, name = env.get("FAIRWINS_MCP_WORKERS", "").strip() or None, "FAIRWINS_MCP_WORKERS"
+    if raw is None:
+        return None
+    if raw.strip().lower() == "auto":
+        return 0
+    raw = raw.strip()
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 3 or not 1 <= int(raw) <= 256:
+        raise ConfigError(f"{name} must be a number of processes from 1 to 256, or auto, not {raw!r}")
+    return int(raw)
 
 
 def _port(text: str) -> int:
@@ -171,6 +203,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="allow FAIRWINS_API_TOKEN in HTTP mode (every caller without a header acts as that member)",
     )
     parser.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help="HTTP mode: N worker processes on the one port (auto: one per CPU this process may use, "
+        "from its affinity and cgroup quota); a worker that dies is replaced",
+    )
+    parser.add_argument(
         "--max-peer-connections",
         type=_count,
         metavar="N",
@@ -207,6 +245,7 @@ NO_ARGUMENTS: Final = {
     "allow_shared_token": False,
     "max_peer_connections": None,
     "max_peer_heads": None,
+    "workers": None,
     "send_token_in_clear": False,
     "log_format": None,
     "metrics": False,

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Final
 
 _secrets: set[str] = set()
@@ -149,6 +150,36 @@ class StderrHandler(logging.Handler):
         self._closed = False
         self._broken = False
         self._thread: threading.Thread | None = None
+        self.in_place = False  # written by the thread that logs (a process that must stay single-threaded)
+        _HANDLERS.add(self)
+
+    def _forked(self) -> None:
+        """In a child just forked (--workers): no writer thread came along, and its lock may be held.
+
+        Lines the parent had queued are the parent's to write; the child starts empty.
+        """
+        self._cond = threading.Condition(threading.Lock())
+        self._lines, self._size, self._dropped = [], 0, 0
+        self._urgent = self._writing = False
+        self._thread = None
+        self.in_place = False
+
+    def write_in_place(self) -> None:
+        """From now on, each line is written by the thread that logs it, and no writer thread runs.
+
+        For a process that must fork with no other thread alive (the --workers supervisor).
+        """
+        self.flush()
+        with self._cond:
+            self.in_place = True
+            self._closed = True  # the writer thread, if any, ends once nothing is left
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        with self._cond:
+            self._closed = False
+            self._thread = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -157,6 +188,11 @@ class StderrHandler(logging.Handler):
             raise
         except Exception:
             self.handleError(record)
+            return
+        if self.in_place:
+            with self._cond:
+                if not self._broken:
+                    self._write(line.encode("utf-8", "backslashreplace"))
             return
         with self._cond:
             if self._broken:
@@ -241,6 +277,30 @@ class StderrHandler(logging.Handler):
         except OSError:
             pass
         super().close()
+
+
+_HANDLERS: weakref.WeakSet[StderrHandler] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for handler in list(_HANDLERS):
+        handler._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def flush() -> None:
+    """Write every log line queued so far (before a process leaves by os._exit, which runs no atexit)."""
+    for handler in list(_HANDLERS):
+        handler.flush()
+
+
+def write_in_place() -> None:
+    """No log writer thread in this process from now on (see StderrHandler.write_in_place)."""
+    for handler in list(_HANDLERS):
+        handler.write_in_place()
 
 
 def _stderr_handler() -> logging.Handler:

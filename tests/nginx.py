@@ -1,9 +1,11 @@
-"""A real nginx in front of a test server: pooled upstream keep-alive, in a temp dir, on a free port.
+"""A real nginx in front of test servers: pooled upstream keep-alive, in a temp dir, on a free port.
 
 nginx is Debian's `nginx-light`, installed by `make test` (tests/tools/apt.sh) when it is missing;
 a missing nginx fails the test that needs it, loudly. It runs as one unprivileged-safe process
 (`master_process off`, no user switch, no privileged port): its config, pid file, error log and
-temp paths all live in its own temp dir, and `Nginx.close()` stops it, from a `finally`.
+temp paths all live in its own temp dir, and `Nginx.close()` stops it, from a `finally`. Its access
+log names the upstream that answered each request (`access_log()`), which is how a test knows a
+restarted replica is back in rotation.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -29,15 +33,16 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log info;
 events {{ worker_connections 1024; }}
 http {{
-    access_log {dir}/access.log;
+    log_format upstreams '$msec $status $request_method $upstream_addr $upstream_status';
+    access_log {dir}/access.log upstreams;
     client_body_temp_path {dir}/client_body;
     proxy_temp_path {dir}/proxy;
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     upstream mcp {{
-        server 127.0.0.1:{upstream};
-        keepalive 32;
+{servers}
+        keepalive 32;{keepalive_timeout}
     }}
     server {{
         listen 127.0.0.1:{port};
@@ -50,6 +55,33 @@ http {{
     }}
 }}
 """
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One access-log line: when, what nginx answered, and each upstream tried with its status, in order."""
+
+    at: float  # seconds since the epoch
+    status: int
+    method: str
+    upstreams: tuple[str, ...]
+    upstream_statuses: tuple[str, ...]
+
+
+def parse_access_line(line: str) -> Logged | None:
+    """`$msec $status $request_method $upstream_addr $upstream_status`; nginx joins retried upstreams with ", "."""
+    words = line.split(" ", 3)
+    if len(words) != 4:
+        return None
+    at, status, method, rest = words
+    tokens = rest.split(" ")
+    # "a, b 502, 200": the addresses end at the first token without a trailing comma.
+    cut = next((i + 1 for i, token in enumerate(tokens) if not token.endswith(",")), len(tokens))
+    addresses = tuple(t.rstrip(",") for t in tokens[:cut])
+    statuses = tuple(t.rstrip(",") for t in tokens[cut:])
+    if not status.isdigit() or len(addresses) != len(statuses):
+        return None
+    return Logged(float(at), int(status), method, addresses, statuses)
 
 
 def nginx_binary() -> str:
@@ -69,9 +101,15 @@ def _free_port() -> int:
 
 
 class Nginx:
-    """nginx proxying 127.0.0.1:`port` to the server on 127.0.0.1:`upstream`, keep-alive pooled."""
+    """nginx proxying 127.0.0.1:`port` to the servers on 127.0.0.1:`upstream` (one port, or several), keep-alive pooled.
 
-    def __init__(self, upstream: int) -> None:
+    `keepalive_timeout`: how long nginx keeps an idle upstream connection (its default, 60 s, when None).
+    """
+
+    def __init__(self, upstream: int | Sequence[int], *, keepalive_timeout: str | None = None) -> None:
+        ports = [upstream] if isinstance(upstream, int) else list(upstream)
+        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports)
+        keepalive = f"\n        keepalive_timeout {keepalive_timeout};" if keepalive_timeout else ""
         self.dir = Path(tempfile.mkdtemp(prefix="fairwins-nginx-"))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -80,7 +118,9 @@ class Nginx:
             for _ in range(ATTEMPTS):
                 self.port = _free_port()
                 conf = self.dir / "nginx.conf"
-                conf.write_text(CONFIG.format(dir=self.dir, upstream=upstream, port=self.port))
+                conf.write_text(
+                    CONFIG.format(dir=self.dir, servers=servers, keepalive_timeout=keepalive, port=self.port)
+                )
                 self.proc = subprocess.Popen(
                     [binary, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
                     stdin=subprocess.DEVNULL,
@@ -117,6 +157,13 @@ class Nginx:
         except OSError:
             log = ""
         return (stderr.decode(errors="replace") + log)[-3000:]
+
+    def access_log(self) -> list[Logged]:
+        try:
+            text = (self.dir / "access.log").read_text(errors="replace")
+        except OSError:
+            return []
+        return [entry for line in text.splitlines() if (entry := parse_access_line(line))]
 
     def _stop(self) -> None:
         proc, self.proc = self.proc, None

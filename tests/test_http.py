@@ -22,6 +22,7 @@ import pytest
 
 from mcp_server.config import Config
 from mcp_server.http import gate
+from mcp_server.http.admission import SLOT_WAIT
 from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
 from tests.mcp_http import serving
@@ -242,7 +243,8 @@ def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandb
 
 
 def test_beyond_the_concurrency_bound_the_answer_is_503_with_retry_after(sandbox: SandboxGateway) -> None:
-    sandbox.fault("/status", "delay", seconds=2.0, times=1)
+    # Longer than a request over the bound waits for a slot: the slot stays taken past the wait.
+    sandbox.fault("/status", "delay", seconds=SLOT_WAIT + 3, times=1)
     with running(sandbox.url, max_concurrency=1) as server:
         with ThreadPoolExecutor(1) as pool:
             slow = pool.submit(post, connect(server), call("get_gateway_status"))

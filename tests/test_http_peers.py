@@ -16,6 +16,7 @@ import pytest
 
 from mcp_server.config import Config
 from mcp_server.http import gate
+from mcp_server.http.admission import SLOT_WAIT
 from mcp_server.http.server import McpHTTPServer
 from mcp_server.server import build_dispatcher
 from tests.mcp_http import Raw, Response, serving
@@ -133,7 +134,8 @@ def test_healthz_is_answered_when_every_connection_slot_is_busy() -> None:
 
 
 def test_healthz_is_answered_while_every_request_slot_waits_on_the_gateway(sandbox: SandboxGateway) -> None:
-    sandbox.fault("/status", "delay", seconds=2.0, times=2)
+    # Longer than a request over the bound waits for a slot (SLOT_WAIT), so the slots stay busy.
+    sandbox.fault("/status", "delay", seconds=SLOT_WAIT + 3, times=2)
     call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_gateway_status","arguments":{}}}'
     data = (
         b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\n"

@@ -194,3 +194,17 @@ def test_the_short_log_record_formats_exactly_as_logging_would(
     }
     short.created, short.msecs = usual.created, usual.msecs
     assert formatter.format(short) == formatter.format(usual)
+
+
+def test_written_in_place_no_writer_thread_runs_and_each_line_is_written_at_once() -> None:
+    with pipe_handler() as (handler, fd):
+        handler.handle(line(logging.INFO, "queued"))  # starts the writer thread
+        before = threading.active_count()
+        handler.write_in_place()  # what the --workers supervisor asks before it forks
+        assert threading.active_count() == before - 1
+        handler.handle(line(logging.INFO, "in place"))
+        assert threading.active_count() == before - 1
+        os.set_blocking(fd, False)
+        data = os.read(fd, 65536)
+    rows = data.splitlines()
+    assert len(rows) == 2 and rows[0].endswith(b": queued") and rows[1].endswith(b": in place")

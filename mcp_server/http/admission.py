@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 HEALTH_RESERVE: Final = 8  # connections beyond the bound that may only ask GET /healthz
+# A request over the in-flight bound waits this long for a slot before it is refused (503): a burst
+# is absorbed while calls finish, and a stalled gateway does not hold the queue for ever.
+SLOT_WAIT: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ closed after the answer, so no byte of a body is ever read as the next request.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import time
 from typing import TYPE_CHECKING, Final
@@ -47,6 +48,7 @@ class Connection:
         self.linger = False
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
+        self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
         self._timeout: float | None = None
         self._counted_head = False
 
@@ -92,11 +94,7 @@ class Connection:
         # W3C Trace Context; a repeated traceparent, joined with ", ", is no longer valid.
         record.record.inbound = (event.headers.get("traceparent"), event.headers.get("tracestate"))
         self.closing = not event.keep_alive or self.slot == "reserve"
-        if not self.server.begin():
-            self.respond(
-                503, error_body("shutting_down", "The server is shutting down"), close=True, extra={"Retry-After": "1"}
-            )
-            return
+        self.server.begin()
         try:
             policy = self.server.policy
             decision = gate.check(event.method, event.path, event.headers, policy, event.host)
@@ -129,11 +127,36 @@ class Connection:
             raise Gone
         return data
 
+    def _await_request(self, reserve: bool) -> bool:
+        """Wait, idle, for the next request's first bytes: False when the connection should close instead.
+
+        The idle limit counts from the end of the last answer and shortens to the drain's grace
+        when a drain begins, even for a connection already waiting (the drain's socket wakes it).
+        """
+        server = self.server
+        fd = self.sock.fileno()
+        draining = server.draining_r.fileno()  # -1 once the server is closed
+        watch = [fd] if server.stopping or draining < 0 else [fd, draining]
+        while True:
+            limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
+            left = self.idle_since + limit - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                ready = _readable(watch, left)
+            except (OSError, ValueError):
+                return False  # a descriptor was closed under us: the server is closing
+            if fd in ready:
+                return True
+            if len(watch) > 1 and ready:
+                # The drain began (or the server closed that socket): it has said what it had to
+                # say, and from now on only the client's bytes matter.
+                watch = [fd]
+
     def _read_head(self) -> Head | Refusal | None:
         """The next request's head (or why it is refused); None when the connection ends between requests."""
         reader = self.reader
         reserve = self.slot == "reserve"
-        idle = RESERVE_SECONDS if reserve else self.server.idle_timeout
         whole = RESERVE_SECONDS if reserve else self.server.read_timeout
         self.deadline = 0.0
         while True:
@@ -159,8 +182,10 @@ class Connection:
                     self._uncount_head()
                     return TIMED_OUT
                 self._set_timeout(left)
+            elif not self._await_request(reserve):
+                return None  # idle past its limit: closed quietly, as keep-alive clients expect
             else:
-                self._set_timeout(idle)
+                self._set_timeout(self.server.read_timeout)
             try:
                 data = self._recv()
             except TimeoutError:
@@ -268,6 +293,7 @@ class Connection:
     def finish(self, status: int) -> None:
         self.record.status = status
         self.record.log(self.server.metrics)
+        self.idle_since = time.monotonic()
 
     def _linger_close(self) -> None:
         """Close in stages after refusing a request whose body may still be arriving (RFC 9112 §9.6).
@@ -291,3 +317,17 @@ class Connection:
                 dropped += len(chunk)
         except OSError:
             return
+
+
+def _readable(fds: list[int], timeout: float) -> list[int]:
+    """Which of `fds` are readable within `timeout` seconds (poll: no limit on descriptor numbers)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        try:
+            return [fd for fd, _ in poller.poll(timeout * 1000)]
+        except InterruptedError:
+            return []
+    ready, _, _ = select.select(fds, [], [], timeout)
+    return ready

@@ -17,6 +17,7 @@ from ..metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..protocol import Session
 from ..versions import LEGACY_VERSIONS
 from . import gate
+from .admission import SLOT_WAIT
 from .head import Head, Refusal
 from .response import error_body
 from .sse import Stream
@@ -32,6 +33,9 @@ CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQU
 HEALTH_BODY: Final = json.dumps(
     {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
 ).encode()
+STOPPING_BODY: Final = json.dumps(
+    {"status": "stopping", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
 
 
 def cors(origin: str | None) -> dict[str, str]:
@@ -46,7 +50,12 @@ def cors(origin: str | None) -> dict[str, str]:
 
 def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
     if conn.drop_body(head):
-        conn.respond(200, HEALTH_BODY)
+        if conn.server.unready or conn.server.stopping:
+            # Stopping: a balancer that polls health takes this instance out of rotation, while
+            # every request it still sends here is answered.
+            conn.respond(503, STOPPING_BODY, extra={"Retry-After": "1"})
+        else:
+            conn.respond(200, HEALTH_BODY)
 
 
 def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
@@ -134,7 +143,7 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     if credential is None:
         conn.respond(400, error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=extra)
         return
-    if not server.slots.acquire(blocking=False):
+    if not server.slots.acquire(timeout=SLOT_WAIT):
         busy = error_body("busy", "Too many requests in flight; retry shortly")
         conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
         return
@@ -195,13 +204,13 @@ def _serve_message(
             ctx = make_ctx(cancellation, request_record)
             stream = None
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
-                stream = Stream(conn.write, extra)
+                stream = Stream(conn.write, extra, close=server.stopping)
                 ctx.send = stream.send
             reply = dispatcher.handle(message, session, ctx)
             extra = {**extra, **ctx.response_headers}
             if stream is not None and stream.started and not cancellation.is_set:
                 stream.finish(reply.message)
-                if stream.broken:
+                if stream.broken or stream.close:
                     conn.closing = True
                 conn.finish(200)
                 return

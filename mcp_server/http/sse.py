@@ -24,9 +24,10 @@ class Stream:
     client is gone and nothing more is written.
     """
 
-    def __init__(self, write: Callable[[bytes], bool], extra: dict[str, str]) -> None:
+    def __init__(self, write: Callable[[bytes], bool], extra: dict[str, str], *, close: bool = False) -> None:
         self._write = write
         self._extra = extra
+        self.close = close  # the connection closes after the stream (the server is draining)
         self.started = False
         self.broken = False
         self._lock = threading.Lock()
@@ -42,7 +43,7 @@ class Stream:
             if not self.started:
                 self.started = True
                 extra = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **self._extra}
-                self._send(head(200, None, content_type="text/event-stream", extra=extra))
+                self._send(head(200, None, content_type="text/event-stream", extra=extra, close=self.close))
             self._send(_event(message))
 
     def finish(self, message: JSONObject | Encoded | None) -> None:

@@ -1,0 +1,272 @@
+"""`--workers N`: N pre-forked processes on ONE listening socket, under a single-threaded supervisor.
+
+The supervisor binds the socket (`listener.listen`), forks the workers (each inherits it and
+accepts from the one kernel queue) and replaces any worker that dies. On SIGTERM or SIGINT it
+tells every worker that the instance is stopping, waits for each to drain, and exits 0 when all
+of them did.
+
+One shared socket rather than SO_REUSEPORT: with a socket per worker the kernel hashes each new
+connection to one worker's own accept queue, and a worker that closes its socket (to drain, or
+because it died) resets every connection still queued there; with one socket there is one
+queue, which outlives any worker, and no other process can bind the port beside us.
+
+How a worker learns why it stops: the instance stopping (or the supervisor gone, even by
+SIGKILL) is end-of-file on a pipe whose write end only the supervisor holds; the worker then
+drains as the last holder of the socket. SIGTERM sent to one worker alone means that worker
+leaves and the others go on: it closes its copy of the socket (the queue lives on in the
+others) and drains its own connections, and the supervisor starts a replacement.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+log = logging.getLogger("fairwins_mcp.workers")
+
+QUICK_DEATH: Final = 5.0  # a worker that dies sooner than this after starting counts towards a crash loop
+FIRST_BACKOFF: Final = 0.1
+MAX_BACKOFF: Final = 10.0
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+class Lifeline:
+    """In a worker: the read end of the supervisor's pipe. EOF means the whole instance is stopping."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def watch(self, on_instance_stop: Callable[[], None]) -> None:
+        """Call `on_instance_stop()` (once, from a thread of its own) when the supervisor stops or dies."""
+
+        def wait() -> None:
+            try:
+                while os.read(self.fd, 1):
+                    pass
+            except OSError:
+                pass
+            on_instance_stop()
+
+        threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True).start()
+
+
+Run = Callable[[socket.socket, Lifeline], int]
+
+
+@dataclass
+class _Slot:
+    """One worker position: its live process, and how soon a replacement may start."""
+
+    index: int
+    pid: int = 0
+    started: float = 0.0
+    backoff: float = 0.0
+    restart_at: float = 0.0
+
+
+@dataclass
+class Supervisor:
+    """Starts, watches, replaces and stops the workers; everything runs on the one thread that forks."""
+
+    listener: socket.socket
+    count: int
+    run: Run
+    stop_timeout: float  # after the stop, how long workers may take to drain before SIGKILL
+    slots: list[_Slot] = field(default_factory=list)
+    stopping: bool = False
+    failed: int = 0
+    _wake_r: int = -1
+    _wake_w: int = -1
+    _life_r: int = -1
+    _life_w: int = -1
+
+    def serve(self) -> int:
+        """Run the workers until SIGTERM or SIGINT; 0 when every worker then drained and exited 0."""
+        if threading.active_count() != 1:
+            # fork() copies only the calling thread: a lock another thread held would stay held forever.
+            raise RuntimeError("the worker supervisor must fork before any thread starts")
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._life_r, self._life_w = os.pipe()
+        previous = {sig: signal.getsignal(sig) for sig in (*STOP_SIGNALS, signal.SIGCHLD)}
+        old_wakeup = signal.set_wakeup_fd(self._wake_w)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_stop)
+        signal.signal(signal.SIGCHLD, _wake_only)
+        try:
+            self.slots = [_Slot(i) for i in range(self.count)]
+            for slot in self.slots:
+                self._start(slot)
+            log.info("%d workers started (pids %s)", self.count, ", ".join(str(s.pid) for s in self.slots))
+            self._loop()
+        finally:
+            signal.set_wakeup_fd(old_wakeup)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for fd in (self._wake_r, self._wake_w, self._life_r, self._life_w):
+                _close_fd(fd)
+        return 1 if self.failed else 0
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _loop(self) -> None:
+        deadline = 0.0
+        while True:
+            self._reap()
+            now = time.monotonic()
+            if self.stopping and not deadline:
+                deadline = now + self.stop_timeout
+                self._stop_all()
+            alive = [s for s in self.slots if s.pid]
+            if self.stopping:
+                if not alive:
+                    return
+                if now >= deadline:
+                    for slot in alive:
+                        late = (slot.index, slot.pid, self.stop_timeout)
+                        log.warning("worker %d (pid %d) still running after %.0f s: killed", *late)
+                        _kill(slot.pid, signal.SIGKILL)
+                    deadline = now + 3600  # the kills are reaped on the next turns
+                    self.failed += len(alive)
+                    continue
+                wait = deadline - now
+            else:
+                for slot in self.slots:
+                    if not slot.pid and slot.restart_at <= now:
+                        self._start(slot)
+                pending = [s.restart_at for s in self.slots if not s.pid]
+                wait = max(0.0, min(pending) - now) if pending else 3600.0
+            try:
+                ready, _, _ = select.select([self._wake_r], [], [], wait)
+            except InterruptedError:
+                continue
+            if ready:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+
+    def _stop_all(self) -> None:
+        log.info("stopping: %d workers drain, then exit", sum(1 for s in self.slots if s.pid))
+        _close_fd(self._life_w)  # every worker reads EOF: the instance is stopping
+        self._life_w = -1
+        # The workers hold the socket open while they take in what is queued; ours is no longer needed.
+        self.listener.close()
+
+    def _start(self, slot: _Slot) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the supervisor's loop
+            code = 1
+            try:
+                code = self._worker()
+            except BaseException:
+                log.exception("worker %d failed", slot.index)
+            finally:
+                _flush()
+                os._exit(code)
+        slot.pid, slot.started = pid, time.monotonic()
+
+    def _worker(self) -> int:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until the worker's own server sets its handler
+        # Ctrl-C reaches the whole process group; the supervisor alone decides what it means.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for fd in (self._wake_r, self._wake_w, self._life_w):
+            _close_fd(fd)
+        return self.run(self.listener, Lifeline(self._life_r))
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = next((s for s in self.slots if s.pid == pid), None)
+            if slot is None:
+                continue
+            slot.pid = 0
+            how = _describe(status)
+            if self.stopping:
+                if os.waitstatus_to_exitcode(status) != 0:
+                    self.failed += 1
+                    log.warning("worker %d (pid %d) %s while draining", slot.index, pid, how)
+                else:
+                    log.info("worker %d (pid %d) drained and exited", slot.index, pid)
+                continue
+            lived = time.monotonic() - slot.started
+            # A worker that was asked to leave (SIGTERM to it alone) and drained is no crash.
+            clean = os.waitstatus_to_exitcode(status) == 0
+            slot.backoff = 0.0 if clean else next_backoff(slot.backoff, lived)
+            slot.restart_at = time.monotonic() + slot.backoff
+            log.warning(
+                "worker %d (pid %d) %s after %.1f s; a replacement starts %s",
+                slot.index,
+                pid,
+                how,
+                lived,
+                f"in {slot.backoff:.1f} s" if slot.backoff else "now",
+            )
+
+
+def next_backoff(previous: float, lived: float) -> float:
+    """Seconds before a dead worker's replacement starts: none after a long life, doubling in a crash loop."""
+    if lived >= QUICK_DEATH:
+        return 0.0
+    return min(MAX_BACKOFF, max(FIRST_BACKOFF, previous * 2))
+
+
+def _wake_only(signum: int, frame: object) -> None:
+    return None  # the wake-up fd already woke the loop
+
+
+def _describe(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _close_fd(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _flush() -> None:
+    for handler in logging.getLogger("fairwins_mcp").handlers:
+        handler.flush()  # a log writer thread's queue too: os._exit runs no atexit
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def supervise(listener: socket.socket, count: int, run: Run, *, stop_timeout: float) -> int:
+    """Serve with `count` workers, each running `run(listener, lifeline)`, until SIGTERM or SIGINT; the exit code."""
+    return Supervisor(listener, count, run, stop_timeout).serve()

@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     """Streamable HTTP: this process alone, or a supervisor and its workers on the one listening socket."""
+    import shutil
+    import tempfile
+
     from . import listener, workers
     from .http.admission import SLOT_WAIT
     from .http.drain import Timings
@@ -81,6 +84,11 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     # The request limit covers the gateway deadline, a wait for a slot, and writing the answer.
     grace = config.timeout + SLOT_WAIT + 5
     timings = Timings(config.idle_timeout, config.drain_idle, config.prestop_delay, grace)
+
+    # With workers, each publishes its figures here, so that whichever one a scrape reaches answers for all.
+    metrics_dir = (
+        tempfile.mkdtemp(prefix="fairwins-mcp-metrics-") if config.metrics and config.http_workers is not None else None
+    )
 
     def run(inherited: socket.socket, lifeline: workers.Lifeline | None) -> int:
         try:
@@ -99,6 +107,7 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
                 lifeline=lifeline,
                 timings=timings,
                 metrics=config.metrics,
+                metrics_dir=metrics_dir,
             )
         finally:
             logs.flush()  # a worker leaves by os._exit: no atexit writes what is still queued
@@ -121,5 +130,11 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
         "" if count == 1 else "s",
         " (auto: the CPUs this process may use)" if not config.http_workers else "",
     )
+    if metrics_dir is not None:
+        log.info("metrics: %s (every worker's, summed)", url.replace("/mcp", "/metrics"))
     logs.write_in_place()  # the supervisor forks, so it runs no thread: not even a log writer
-    return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+    try:
+        return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -9,8 +9,11 @@ counts; every label value it takes comes from a fixed set (never a member, a tok
 from __future__ import annotations
 
 import bisect
+import json
 import math
+import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -34,6 +37,7 @@ class Family:
     buckets: tuple[float, ...] = ()
     # histograms: per label set, (count in each bucket, not cumulative, +Inf last; sum)
     histograms: dict[Labels, tuple[list[int], float]] = field(default_factory=dict)
+    summed: bool = True  # across processes: summed (counts, requests in flight), else the largest (build info)
 
 
 class _Metric:
@@ -71,9 +75,10 @@ class Counter(_Metric):
 class Gauge(_Metric):
     kind = "gauge"
 
-    def __init__(self, name: str, help: str, label_names: Labels = ()) -> None:
+    def __init__(self, name: str, help: str, label_names: Labels = (), *, summed: bool = True) -> None:
         super().__init__(name, help, label_names)
         self._function: Callable[[], float] | None = None
+        self.summed = summed
 
     def set(self, value: float, *labels: str) -> None:
         with self._lock:
@@ -85,6 +90,7 @@ class Gauge(_Metric):
 
     def collect(self) -> Family:
         family = super().collect()
+        family.summed = self.summed
         if self._function is not None:
             family.samples[()] = float(self._function())
         return family
@@ -132,8 +138,8 @@ class Registry:
         self._add(metric)
         return metric
 
-    def gauge(self, name: str, help: str, label_names: Labels = ()) -> Gauge:
-        metric = Gauge(name, help, label_names)
+    def gauge(self, name: str, help: str, label_names: Labels = (), *, summed: bool = True) -> Gauge:
+        metric = Gauge(name, help, label_names, summed=summed)
         self._add(metric)
         return metric
 
@@ -163,6 +169,7 @@ def _escape_value(text: str) -> str:
 
 
 def _number(value: float) -> str:
+    value = float(value)  # a gauge may have been set to an int
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     if math.isnan(value):
@@ -185,12 +192,21 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
             into = merged.get(family.name)
             if into is None:
                 into = merged[family.name] = Family(
-                    family.name, family.kind, family.help, family.label_names, buckets=family.buckets
+                    family.name,
+                    family.kind,
+                    family.help,
+                    family.label_names,
+                    buckets=family.buckets,
+                    summed=family.summed,
                 )
             if into.kind != family.kind or into.buckets != family.buckets:
                 raise ValueError(f"metric {family.name} differs between snapshots")
             for labels, value in family.samples.items():
-                into.samples[labels] = into.samples.get(labels, 0.0) + value
+                seen = into.samples.get(labels)
+                if seen is None:
+                    into.samples[labels] = value
+                else:
+                    into.samples[labels] = seen + value if into.summed else max(seen, value)
             for labels, (counts, total) in family.histograms.items():
                 have = into.histograms.get(labels)
                 if have is None:
@@ -198,6 +214,46 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
                 else:
                     into.histograms[labels] = ([a + b for a, b in zip(have[0], counts, strict=True)], have[1] + total)
     return list(merged.values())
+
+
+def dump(families: list[Family]) -> str:
+    """A snapshot as JSON text (what one worker process leaves for the others to read)."""
+    return json.dumps(
+        [
+            {
+                "name": f.name,
+                "kind": f.kind,
+                "help": f.help,
+                "labels": list(f.label_names),
+                "buckets": list(f.buckets),
+                "summed": f.summed,
+                "samples": [[list(k), v] for k, v in f.samples.items()],
+                "histograms": [[list(k), counts, total] for k, (counts, total) in f.histograms.items()],
+            }
+            for f in families
+        ],
+        separators=(",", ":"),
+    )
+
+
+def load(text: str) -> list[Family]:
+    """dump's text back as families; ValueError when it is not what dump writes."""
+    try:
+        return [
+            Family(
+                str(f["name"]),
+                str(f["kind"]),
+                str(f["help"]),
+                tuple(f["labels"]),
+                {tuple(k): float(v) for k, v in f["samples"]},
+                tuple(float(b) for b in f["buckets"]),
+                {tuple(k): ([int(c) for c in counts], float(total)) for k, counts, total in f["histograms"]},
+                bool(f["summed"]),
+            )
+            for f in json.loads(text)
+        ]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a metrics snapshot: {exc}") from None
 
 
 def render(snapshots: Iterable[list[Family]]) -> str:
@@ -229,6 +285,42 @@ REQUEST_OUTCOMES: Final = ("result", "tool_error", "error", "cancelled")
 REFUSAL_REASONS: Final = ("busy", "gate", "size", "timeout", "malformed", "draining")
 PAYMENT_OUTCOMES: Final = ("accepted", "rejected", "failed", "unknown", "not_sent", "refused")
 STATUS_CLASSES: Final = ("1xx", "2xx", "3xx", "4xx", "5xx")
+
+
+PUBLISH_EVERY: Final = 1.0  # seconds between a worker's snapshots: how stale another worker's figures can be
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_shared(directory: str) -> list[list[Family]]:
+    """Every worker's last snapshot. A worker that is gone keeps its counts (the totals never go
+    back when it is replaced) but not its gauges (it has nothing in flight any more)."""
+    snapshots: list[list[Family]] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return snapshots
+    for name in names:
+        stem, _, ext = name.partition(".")
+        if ext != "json" or not stem.isdigit():
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                families = load(fh.read())
+        except (OSError, ValueError):
+            continue
+        if not _alive(int(stem)):
+            families = [f for f in families if f.kind != "gauge"]
+        snapshots.append(families)
+    return snapshots
 
 
 def bounded(value: str | None, allowed: frozenset[str] | tuple[str, ...], other: str = "other") -> str:
@@ -279,7 +371,9 @@ class ServerMetrics:
     def __init__(self, tools: Iterable[str] = (), version: str = "") -> None:
         self.registry = r = Registry()
         self.tools = frozenset(tools)
-        self.build_info = r.gauge("fairwins_mcp_build_info", "The running server's version (always 1)", ("version",))
+        self.build_info = r.gauge(
+            "fairwins_mcp_build_info", "The running server's version (always 1)", ("version",), summed=False
+        )
         self.build_info.set(1, version)
         self.requests = r.counter(
             "fairwins_mcp_requests_total",
@@ -335,8 +429,39 @@ class ServerMetrics:
         for tool in sorted(self.tools):
             self.tool_calls.init(tool, "result")
 
+        self.shared: str | None = None
+
     def tool_label(self, name: str | None) -> str:
         return bounded(name, self.tools, "unknown")
 
+    # ---- several worker processes, one answer -------------------------------------------------
+
+    def share(self, directory: str) -> None:
+        """Publish this process's figures into `directory` (every PUBLISH_EVERY seconds, at each
+        scrape, and at exit), and answer scrapes with every worker's figures there, summed."""
+        self.shared = directory
+        self._publish_and_schedule()
+
+    def publish(self) -> None:
+        if self.shared is None:
+            return
+        path = os.path.join(self.shared, f"{os.getpid()}.json")
+        partial = f"{path}.{threading.get_ident()}.partial"
+        try:
+            with open(partial, "w", encoding="utf-8") as fh:
+                fh.write(dump(self.registry.collect()))
+            os.replace(partial, path)  # readers see the old snapshot or the new one, never half of one
+        except OSError:
+            pass  # the directory went away (the supervisor is stopping): the next scrape says so
+
+    def _publish_and_schedule(self) -> None:
+        from .watchdog import WATCHDOG
+
+        self.publish()
+        WATCHDOG.schedule(time.monotonic() + PUBLISH_EVERY, self._publish_and_schedule)
+
     def render(self) -> str:
-        return self.registry.render()
+        if self.shared is None:
+            return self.registry.render()
+        self.publish()
+        return render(_read_shared(self.shared))

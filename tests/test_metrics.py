@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
@@ -20,6 +21,8 @@ from mcp_server.metrics import (
     STATUS_CLASSES,
     Registry,
     ServerMetrics,
+    dump,
+    load,
     merge,
     refusal_reason,
     render,
@@ -267,3 +270,42 @@ def test_every_cause_the_gateway_seam_names_is_a_label_of_its_own() -> None:
     source = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "gateway.py").read_text(encoding="utf-8")
     named = set(re.findall(r'(?:TransportError|GatewayFailure)\(\s*"([a-z_]+)"', source))
     assert named and named - {"not_configured"} <= set(GATEWAY_CAUSES)
+
+
+def test_a_snapshot_survives_its_trip_through_a_file() -> None:
+    metrics = ServerMetrics(TOOLS, "1.2.3")
+    metrics.requests.inc("tools/call", "result", amount=3)
+    metrics.request_seconds.observe(0.2, "tools/call")
+    families = metrics.registry.collect()
+    assert render([load(dump(families))]) == render([families])
+    with pytest.raises(ValueError):
+        load('[{"name": "x"}]')
+
+
+def dead_pid() -> int:
+    probe = subprocess.Popen(["true"])
+    probe.wait(timeout=10)
+    return probe.pid
+
+
+def test_workers_figures_are_summed_a_gone_workers_counts_kept_and_its_gauges_dropped(tmp_path: pathlib.Path) -> None:
+    def worker(calls: int, in_flight: int) -> str:
+        metrics = ServerMetrics(TOOLS, "1.2.3")
+        metrics.tool_calls.inc("get_wagers", "result", amount=calls)
+        metrics.in_flight.set_function(lambda: in_flight)
+        return dump(metrics.registry.collect())
+
+    (tmp_path / f"{dead_pid()}.json").write_text(worker(5, 9), encoding="utf-8")  # a worker that has gone
+    (tmp_path / "not-a-snapshot.json").write_text("{", encoding="utf-8")
+    (tmp_path / f"{os.getppid()}.json").write_text(worker(7, 2), encoding="utf-8")  # alive: pytest's parent
+    here = ServerMetrics(TOOLS, "1.2.3")
+    here.tool_calls.inc("get_wagers", "result")
+    here.in_flight.set_function(lambda: 1)
+    here.shared = str(tmp_path)  # as share() leaves it, without the timer
+    text = here.render()
+    assert 'fairwins_mcp_tool_calls_total{tool="get_wagers",outcome="result"} 13\n' in text  # 5 + 7 + 1
+    assert "fairwins_mcp_requests_in_flight 3\n" in text  # 2 + 1: the gone worker's 9 is not counted
+    assert 'fairwins_mcp_build_info{version="1.2.3"} 1\n' in text  # the same in every worker, not summed
+    assert (tmp_path / f"{os.getpid()}.json").exists()  # a scrape publishes this worker's own figures first
+    checked = promtool_check(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -13,6 +13,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -604,3 +605,39 @@ def test_a_record_nobody_logs_is_never_formatted(monkeypatch: pytest.MonkeyPatch
     finally:
         logger.setLevel(level)
     assert formatted == []
+
+
+def test_with_workers_any_scrape_answers_for_every_worker(sandbox: SandboxGateway) -> None:
+    proc = run_cli(["--http", "0", "--workers", "2", "--metrics"], {"FAIRWINS_API_URL": sandbox.url})
+    lines: list[str] = []
+    calls = 12
+    try:
+        port = int(wait_for_url(proc, lines).rsplit(":", 1)[1].split("/")[0])
+        for n in range(calls):  # a connection each: either worker may take it
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            conn.request("POST", "/mcp", json.dumps(tool_call(n, "get_perps_pairs")), JSON_HEADERS)
+            assert conn.getresponse().read()
+            conn.close()
+        counted = 'fairwins_mcp_tool_calls_total{tool="get_perps_pairs",outcome="result"} '
+        seen: list[int] = []
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:  # another worker's figures are at most a second old
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+            conn.close()
+            seen.append(int(re.search(re.escape(counted) + r"(\d+)", text)[1]))  # type: ignore[index]
+            if seen[-1] == calls and len(seen) >= 3:
+                break
+            time.sleep(0.2)
+        assert seen[-1] == calls, seen
+        assert seen == sorted(seen)  # a counter never goes back, whichever worker answered
+        assert re.search(r'^fairwins_mcp_build_info\{version="[^"]+"\} 1$', text, re.M)  # one version, not summed
+        proc.terminate()
+        _, err = proc.communicate(timeout=WAIT * 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=WAIT)
+    record_output("records: http workers stderr", "".join(lines) + err)
+    assert proc.returncode == 0

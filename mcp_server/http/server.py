@@ -308,6 +308,7 @@ def serve(
     max_peer_connections: int | None = None,
     max_peer_heads: int = 8,
     metrics: bool = False,
+    metrics_dir: str | None = None,
     listener: socket.socket | None = None,
     lifeline: Lifeline | None = None,
     timings: Timings | None = None,
@@ -324,6 +325,8 @@ def serve(
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
     policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics)
     registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if metrics else None
+    if registry is not None and metrics_dir is not None:
+        registry.share(metrics_dir)  # one of several workers: each scrape answers for all of them
     server = McpHTTPServer(
         (host, port),
         dispatcher,
@@ -355,7 +358,7 @@ def serve(
         log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
     else:
         log.info("worker %d serving", os.getpid())
-    if registry is not None:
+    if registry is not None and lifeline is None:
         log.info("metrics: %s", server.url.replace("/mcp", "/metrics"))
     while not stop.wait(3600):
         pass
@@ -371,6 +374,8 @@ def serve(
     )
     drained = server.drain(last=last)
     thread.join(timeout=5)
+    if registry is not None:
+        registry.publish()  # a worker's last figures stay in the sum after it has gone
     if not drained:
         return 1
     log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)

@@ -18,6 +18,7 @@ _lock = threading.Lock()
 # a system call per message, on the thread that has just answered it.
 FLUSH_AFTER: Final = 0.1
 MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is not read; beyond, dropped
+RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
 
 # Python level → Cloud Logging's LogSeverity names.
 SEVERITY: Final = {
@@ -142,7 +143,7 @@ class StderrHandler(logging.Handler):
         self.fd = fd
         self.interactive = interactive
         self._cond = threading.Condition(threading.Lock())
-        self._lines: list[str] = []
+        self._lines: list[str | logging.LogRecord] = []
         self._size = 0
         self._dropped = 0
         self._urgent = False
@@ -181,6 +182,19 @@ class StderrHandler(logging.Handler):
             self._closed = False
             self._thread = None
 
+    def handle(self, record: logging.LogRecord) -> bool:
+        """A per-message record (records.py) is queued as it is and formatted by the writer thread.
+
+        It is finished (nothing in it changes any more) and made after its request was handled
+        (no request's credentials are bound to the thread then), so its filters and formatter may
+        run later, on the writer, in one batch: the thread that answered goes straight back to
+        serving. Any other record is filtered and formatted here, at once, as logging does.
+        """
+        if "mcp_record" in record.__dict__ and not self.in_place and record.levelno < logging.WARNING:
+            self._queue(record, RECORD_SIZE, urgent=False)
+            return True
+        return bool(super().handle(record))
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record) + "\n"
@@ -194,15 +208,28 @@ class StderrHandler(logging.Handler):
                 if not self._broken:
                     self._write(line.encode("utf-8", "backslashreplace"))
             return
+        self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
+
+    def _line(self, item: str | logging.LogRecord) -> str:
+        """A queued item as the text to write: a line already made, or a deferred record, filtered and formatted."""
+        if isinstance(item, str):
+            return item
+        try:
+            return self.format(item) + "\n" if self.filter(item) else ""
+        except Exception:
+            self.handleError(item)
+            return ""
+
+    def _queue(self, item: str | logging.LogRecord, size: int, *, urgent: bool) -> None:
         with self._cond:
             if self._broken:
                 return
-            if self._size + len(line) > MAX_WAITING:
+            if self._size + size > MAX_WAITING:
                 self._dropped += 1
                 return
-            self._lines.append(line)
-            self._size += len(line)
-            urgent = self.interactive or record.levelno >= logging.WARNING
+            self._lines.append(item)
+            self._size += size
+            urgent = urgent or self.interactive
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
                 self._thread.start()
@@ -240,7 +267,7 @@ class StderrHandler(logging.Handler):
                     None,
                 )
                 lines.insert(0, self.format(note) + "\n")
-            self._write("".join(lines).encode("utf-8", "backslashreplace"))
+            self._write("".join(map(self._line, lines)).encode("utf-8", "backslashreplace"))
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()

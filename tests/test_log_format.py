@@ -208,3 +208,25 @@ def test_written_in_place_no_writer_thread_runs_and_each_line_is_written_at_once
         data = os.read(fd, 65536)
     rows = data.splitlines()
     assert len(rows) == 2 and rows[0].endswith(b": queued") and rows[1].endswith(b": in place")
+
+
+def test_a_message_record_is_formatted_by_the_writer_thread_not_the_one_that_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    formatted_on: list[str] = []
+    real = Record._render
+    monkeypatch.setattr(
+        Record, "_render", lambda self: formatted_on.append(threading.current_thread().name) or real(self)
+    )
+    with pipe_handler() as (handler, fd):
+        log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, a_record(), (), None)
+        log_record.mcp_record = log_record.msg
+        handler.handle(log_record)
+        assert formatted_on == []  # queued as it is
+        row = read_within(fd, logs.FLUSH_AFTER + WAIT)
+    assert formatted_on == ["fairwins-mcp-log"]
+    assert row.endswith(
+        b"tools/call tool=get_wagers outcome=result ms="
+        + row.split(b"ms=")[1].split(b" ")[0]
+        + b" rev=2025-11-25 id=7\n"
+    )

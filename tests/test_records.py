@@ -26,6 +26,7 @@ from mcp_server import logs
 from mcp_server.config import Config, ConfigError, from_env, parse_args
 from mcp_server.context import RequestContext
 from mcp_server.http import gate
+from mcp_server.http.admission import SLOT_WAIT
 from mcp_server.http.server import McpHTTPServer
 from mcp_server.jsonrpc import Request
 from mcp_server.metrics import CONTENT_TYPE, ServerMetrics
@@ -301,9 +302,9 @@ class Collected(logging.Handler):
 
 @contextmanager
 def http_server(
-    sandbox: SandboxGateway, *, metrics: bool = True, **options: Any
+    sandbox: SandboxGateway, *, metrics: bool = True, timeout: float = 2.0, **options: Any
 ) -> Iterator[tuple[McpHTTPServer, Collected]]:
-    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=2.0))
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=timeout))
     registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), "0.1.0") if metrics else None
     policy = gate.Policy(loopback_bind=True, max_body=64 * 1024, metrics=metrics)
     collected = Collected()
@@ -410,8 +411,10 @@ def test_a_batch_logs_each_message_then_the_request(sandbox: SandboxGateway) -> 
 
 
 def test_refusals_are_logged_and_counted_busy_gate_size_and_timeout(sandbox: SandboxGateway) -> None:
-    sandbox.fault("/status", "delay", seconds=2.0, times=1)
-    with http_server(sandbox, max_concurrency=1, read_timeout=1.0) as (server, collected):
+    # Over the bound, a request waits SLOT_WAIT for a slot before it is refused: the call holding
+    # the one slot must outlast that wait.
+    sandbox.fault("/status", "delay", seconds=SLOT_WAIT + 3, times=1)
+    with http_server(sandbox, max_concurrency=1, read_timeout=1.0, timeout=SLOT_WAIT + 5) as (server, collected):
         assert post(server, {}, {"Content-Type": "text/plain"})[0] == 415  # gate
         assert post(server, {}, {"Origin": "https://evil.example"})[0] == 403  # gate
         assert post(server, None, raw=b"x" * (65 * 1024))[0] == 413  # size

@@ -36,9 +36,12 @@ test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
-# needs it never skips): nginx in front of the server (tests/test_proxy.py).
+# needs it never skips): nginx in front of the server (tests/test_proxy.py); promtool, which checks
+# /metrics, and a Prometheus server that scrapes it (tests/test_metrics.py, tests/test_prometheus.py).
 test-tools:
 	bash tests/tools/apt.sh nginx nginx-light
+	bash tests/tools/apt.sh promtool prometheus
+	bash tests/tools/apt.sh prometheus prometheus
 
 # mypy --strict on the packages and their scripts; ruff on everything written in Python here.
 lint: $(VPY)

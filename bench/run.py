@@ -1024,6 +1024,7 @@ class Row:
     fmt: str
     floor: str = ""  # the direct-to-stub metric shown beside it
     target: str = ""  # a Target.id
+    ts: bool = True  # show the TypeScript SDK figure, when there is one
     ratio: bool = True  # show ours/SDK and ours/TS
 
 

@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         from . import doctor  # deferred, like the transports: serving never loads it
 
-        logs.configure(config.log_level)
+        logs.configure(config.log_level, config.log_format, config.trace_project)
         if config.api_token:
             logs.register_secret(config.api_token)
         return doctor.run(config, sys.stdout)
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, config.log_format, config.trace_project)
     if config.api_token:
         logs.register_secret(config.api_token)
     from .server import build_dispatcher  # after logging, so snapshot problems are reported there
@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     """Streamable HTTP: this process alone, or a supervisor and its workers on the one listening socket."""
+    import shutil
+    import tempfile
+
     from . import listener, workers
     from .http.admission import SLOT_WAIT
     from .http.drain import Timings
@@ -82,22 +85,32 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     grace = config.timeout + SLOT_WAIT + 5
     timings = Timings(config.idle_timeout, config.drain_idle, config.prestop_delay, grace)
 
+    # With workers, each publishes its figures here, so that whichever one a scrape reaches answers for all.
+    metrics_dir = (
+        tempfile.mkdtemp(prefix="fairwins-mcp-metrics-") if config.metrics and config.http_workers is not None else None
+    )
+
     def run(inherited: socket.socket, lifeline: workers.Lifeline | None) -> int:
-        return serve(
-            dispatcher,
-            host=config.host,
-            port=config.http_port or 0,
-            allowed_origins=config.allowed_origins,
-            env_bearer=config.api_token,
-            max_concurrency=config.max_concurrency,
-            max_body=config.max_body_bytes,
-            grace=grace,
-            max_peer_connections=config.max_peer_connections,
-            max_peer_heads=config.max_peer_heads,
-            listener=inherited,
-            lifeline=lifeline,
-            timings=timings,
-        )
+        try:
+            return serve(
+                dispatcher,
+                host=config.host,
+                port=config.http_port or 0,
+                allowed_origins=config.allowed_origins,
+                env_bearer=config.api_token,
+                max_concurrency=config.max_concurrency,
+                max_body=config.max_body_bytes,
+                grace=grace,
+                max_peer_connections=config.max_peer_connections,
+                max_peer_heads=config.max_peer_heads,
+                listener=inherited,
+                lifeline=lifeline,
+                timings=timings,
+                metrics=config.metrics,
+                metrics_dir=metrics_dir,
+            )
+        finally:
+            logs.flush()  # a worker leaves by os._exit: no atexit writes what is still queued
 
     if config.http_workers is None:
         return run(sock, None)
@@ -117,4 +130,11 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
         "" if count == 1 else "s",
         " (auto: the CPUs this process may use)" if not config.http_workers else "",
     )
-    return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+    if metrics_dir is not None:
+        log.info("metrics: %s (every worker's, summed)", url.replace("/mcp", "/metrics"))
+    logs.write_in_place()  # the supervisor forks, so it runs no thread: not even a log writer
+    try:
+        return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)

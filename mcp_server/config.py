@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+LOG_FORMATS: Final = ("text", "json")
 
 
 class ConfigError(ValueError):
@@ -22,6 +23,8 @@ class Config:
     timeout: float = 10.0
     max_response_bytes: int = 4 * 1024 * 1024
     log_level: str = "info"
+    log_format: str = "text"
+    trace_project: str | None = None  # names traces as Cloud Trace does in JSON records
     workers: int = 16
     send_token_in_clear: bool = False  # an http:// gateway that is not on this machine
     # HTTP mode only
@@ -38,6 +41,7 @@ class Config:
     idle_timeout: float = 30.0  # an idle keep-alive connection is closed after this long
     drain_idle: float = 10.0  # while draining, once idle this long (the balancer's keep-alive must be shorter)
     cloud_run: bool = False
+    metrics: bool = False
 
 
 def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
@@ -100,7 +104,15 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
     origins = [o.strip() for o in env.get("FAIRWINS_MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
     cloud_run = bool(env.get("K_SERVICE"))
+    # Cloud Run reads JSON lines as structured entries; a terminal gets text.
+    log_format = getattr(args, "log_format", None) or env.get("FAIRWINS_MCP_LOG_FORMAT", "").strip().lower()
+    log_format = log_format or ("json" if cloud_run else "text")
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"FAIRWINS_MCP_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
     http_port = getattr(args, "http", None)
+    metrics = bool(getattr(args, "metrics", False))
+    if metrics and http_port is None:
+        raise ConfigError("--metrics needs --http: the metrics are served at GET /metrics on the HTTP port")
     host = getattr(args, "host", None) or ("0.0.0.0" if cloud_run else "127.0.0.1")
     origins += list(getattr(args, "allowed_origin", None) or [])
     for origin in origins:
@@ -112,6 +124,8 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         timeout=_number(env, "FAIRWINS_MCP_TIMEOUT", 10.0, 0.1, 300.0),
         max_response_bytes=int(_number(env, "FAIRWINS_MCP_MAX_RESPONSE_BYTES", 4 * 1024 * 1024, 1024, 1 << 30)),
         log_level=level,
+        log_format=log_format,
+        trace_project=env.get("GOOGLE_CLOUD_PROJECT", "").strip() or None,
         http_port=http_port,
         host=host,
         allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
@@ -125,6 +139,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         prestop_delay=_number(env, "FAIRWINS_MCP_PRESTOP_DELAY", 0.0, 0.0, 300.0),
         idle_timeout=idle_timeout,
         drain_idle=drain_idle,
+        metrics=metrics,
     )
 
 
@@ -212,6 +227,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="accept an http:// FAIRWINS_API_URL that is not on this machine: member tokens and payments "
         "then cross the network unencrypted (without it, http:// is for loopback gateways only)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="stderr log lines: text (the default) or one JSON object per line (Cloud Logging's fields)",
+    )
+    parser.add_argument("--metrics", action="store_true", help="serve Prometheus metrics at GET /metrics (HTTP mode)")
     return parser
 
 
@@ -226,6 +247,8 @@ NO_ARGUMENTS: Final = {
     "max_peer_heads": None,
     "workers": None,
     "send_token_in_clear": False,
+    "log_format": None,
+    "metrics": False,
 }
 
 

@@ -1,4 +1,4 @@
-"""What travels with one request: its credential, payment, cancellation and notification sink.
+"""What travels with one request: its credential, payment, cancellation, notification sink and record.
 
 Transports create a `RequestContext` per request (nothing about a member outlives it); the
 dispatcher fills in the protocol facts; features read it and report progress and logs through it.
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
+from .records import Record
 
 if TYPE_CHECKING:
     from .redaction import Redactor
@@ -117,6 +118,7 @@ class RequestContext:
     cancellation: Cancellation = field(default_factory=Cancellation)
     http_headers: Mapping[str, str] | None = None  # lower-cased names; None on stdio
     response_headers: dict[str, str] = field(default_factory=dict)  # extra HTTP headers (receipts)
+    record: Record = field(default_factory=Record)  # the log record and metrics of this message
 
     request_id: Id | None = None
     era: str = "legacy"

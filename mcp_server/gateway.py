@@ -15,11 +15,12 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from . import __version__, http1
 from .context import Cancellation, Payment
 from .retry_after import retry_after_seconds
+from .tracecontext import Trace
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -129,17 +130,41 @@ class GatewayFailure:
 Outcome = GatewayResponse | GatewayFailure
 
 
+class Attempt(NamedTuple):
+    """One upstream exchange as the request's record sees it: status or failure cause, time, span."""
+
+    status: int | None  # the gateway's HTTP status; None when no answer was had
+    cause: str | None  # the GatewayFailure cause when there was no answer
+    seconds: float
+    span_id: str  # the parent-id the gateway received in `traceparent`
+    number: int  # 1, then 2, 3… for retries
+    paid: bool
+    sent: bool  # whether the request may have reached the gateway
+
+
 class TransportError(Exception):
     def __init__(self, cause: str, detail: str, sent: bool) -> None:
         super().__init__(detail)
         self.cause, self.detail, self.sent = cause, detail, sent
 
 
+Headers = tuple[tuple[str, str], ...]
+
+
 class Transport(Protocol):
-    """Sends one request and reads one whole answer; raises TransportError for network failures."""
+    """Sends one request and reads one whole answer; raises TransportError for network failures.
+
+    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
+    """
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
     ) -> GatewayResponse: ...
 
 
@@ -193,7 +218,13 @@ class HttpTransport:
             raise
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
     ) -> GatewayResponse:
         key = (target.scheme, target.host, target.port)
         pool = self._pool()
@@ -223,7 +254,7 @@ class HttpTransport:
         keep = False
         try:
             try:
-                data = _encode(target, request)
+                data = _encode(target, request, trace)
             except (UnicodeError, ValueError):
                 # Never "could not be reached": nothing left this process. The callers refuse such
                 # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
@@ -273,7 +304,7 @@ class HttpTransport:
                     conn.close()
 
 
-def _encode(target: Target, request: GatewayRequest) -> bytes:
+def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
     path = target.prefix + request.path
     if request.query:
         path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
@@ -282,6 +313,7 @@ def _encode(target: Target, request: GatewayRequest) -> bytes:
         ("Accept", "application/json"),
         ("User-Agent", USER_AGENT),
     ]
+    fields += trace
     if request.payment is not None:
         fields.append((request.payment.header, request.payment.value))
     elif request.bearer is not None:
@@ -386,21 +418,38 @@ class Gateway:
         request: GatewayRequest,
         cancellation: Cancellation | None = None,
         on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
+        """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
+        with a span id of its own, and `observe` hears of each attempt once it has ended."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
         cancellation = cancellation or Cancellation()
+        trace = trace or Trace.start()
         deadline = time.monotonic() + self.timeout
         attempts = self.attempts if request.retriable else 1
         attempt = 0
         while True:
             attempt += 1
+            traceparent, span = trace.outbound()
+            state = trace.tracestate
+            headers = (
+                (("traceparent", traceparent),)
+                if state is None
+                else (("traceparent", traceparent), ("tracestate", state))
+            )
+            began = time.perf_counter()
             try:
                 # A request that must not be retried gets a fresh connection: a stale keep-alive
                 # socket would make "did it arrive?" unanswerable.
-                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable)
+                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable, headers)
             except TransportError as exc:
+                if observe is not None:
+                    took = time.perf_counter() - began
+                    observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
                 if exc.cause in RETRY_CAUSES and attempt < attempts:
                     delay = self.backoff(attempt)
                     if time.monotonic() + delay < deadline:
@@ -410,6 +459,9 @@ class Gateway:
                             return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
                         continue
                 return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
+            if observe is not None:
+                took = time.perf_counter() - began
+                observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
             if resp.status in RETRY_STATUSES and attempt < attempts:
                 wait = retry_after_seconds(resp.header("Retry-After"))
                 delay = self.backoff(attempt) if wait is None else wait

@@ -8,6 +8,7 @@ through a proxy. HTTP status is data; a broken exchange is an exception naming w
 
 from __future__ import annotations
 
+import re
 import socket
 from typing import Final, Protocol
 
@@ -66,17 +67,22 @@ def host_header(host: str, port: int, default_port: int) -> str:
     return shown if port == default_port else f"{shown}:{port}"
 
 
+_UNSAFE_TARGET: Final = re.compile(r"[\x00- \x7f]")
+_UNSAFE_VALUE: Final = re.compile(r"[\r\n\x00]")
+_UNSAFE_NAME: Final = re.compile(r"[\r\n\x00: ]")
+
+
 def encode_request(method: str, target: str, fields: list[tuple[str, str]], body: bytes | None) -> bytes:
     """The request head (and body) as one bytes value. ValueError for anything that could split it.
 
     A CR, LF or NUL inside a field would let a value start a header (or a request) of its own,
     and a space or control character in the target would end the request line early.
     """
-    if not method.isalpha() or not target or any(c <= " " or c == "\x7f" for c in target):
+    if not method.isalpha() or not target or _UNSAFE_TARGET.search(target):
         raise ValueError("the request line would not be a single well-formed line")
     lines = [f"{method} {target} HTTP/1.1"]
     for name, value in fields:
-        if not name or any(c in value or c in name for c in "\r\n\x00") or ":" in name or " " in name:
+        if not name or _UNSAFE_VALUE.search(value) or _UNSAFE_NAME.search(name):
             raise ValueError(f"the {name!r} header would not be a single well-formed field")
         lines.append(f"{name}: {value}")
     if body is not None:

@@ -7,7 +7,7 @@ from typing import Any, Final
 from .context import RequestContext
 from .gateway import Gateway, GatewayRequest, GatewayResponse
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, McpError
-from .outcomes import Wording, describe_failure, read_json
+from .outcomes import Failure, Wording, classify, read_json
 
 HONESTY: Final = (
     "For every chain the tools report as unreadable or not-configured, name the chain and say it "
@@ -101,15 +101,20 @@ class WagerReview:
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]:
         if argument != "chainId":
             return []
-        outcome = self.gateway.call(GatewayRequest("GET", "/status"), ctx.cancellation)
+        record = ctx.record
+        outcome = self.gateway.call(
+            GatewayRequest("GET", "/status"), ctx.cancellation, trace=record.trace, observe=record.attempt
+        )
         what = "the chains that are on (gateway status)"
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
             status, problem = read_json(outcome)
             if problem is None:
                 return [c for c in chain_ids_from_status(status) if c.startswith(value)]
-            message = self.wording.failure("unreadable_answer", what, detail=problem)
+            failure = Failure("unreadable_answer", detail=problem)
         else:
-            message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
+            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
+        record.fail(failure.kind)
+        message = self.wording.say(failure, what)
         raise McpError(INTERNAL_ERROR, message)
 
 

@@ -48,6 +48,7 @@ from .versions import (
     LATEST_LEGACY,
     LEGACY_VERSIONS,
     META_CAPABILITIES,
+    META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_SERVER_INFO,
     META_VERSION,
@@ -199,7 +200,17 @@ class Dispatcher:
         return isinstance(message, Request) and message.method in BLOCKING_METHODS
 
     def handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
-        """One message → its reply. Never raises: this is the exception-to-wire boundary."""
+        """One message → its reply. Never raises: this is the exception-to-wire boundary.
+
+        The message's record (ctx.record) is filled in on the way: what was asked, and how it ended.
+        """
+        ctx.record.begin(message)
+        reply = self._handle(message, session, ctx)
+        if isinstance(message, Request):
+            ctx.record.reply(reply.message, cancelled=ctx.cancellation.is_set)
+        return reply
+
+    def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
         if isinstance(message, Invalid):
             return Reply(error_response(message.id, message.error), 400)
         if isinstance(message, ClientResponse):
@@ -287,7 +298,8 @@ class Dispatcher:
         return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
 
     def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
-        ctx.version = session.legacy_version()
+        ctx.version = ctx.record.version = session.legacy_version()
+        ctx.record.era = "legacy"
         ctx.client_capabilities = session.client_capabilities
         ctx.log_level = session.legacy_log_level()
         ctx.progress_token = _progress_token(req.params)
@@ -298,7 +310,11 @@ class Dispatcher:
 
     def _modern(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
         meta = self._ladder(req, ctx)
-        ctx.version = meta[META_VERSION]
+        ctx.version = ctx.record.version = meta[META_VERSION]
+        ctx.record.era = "modern"
+        client = meta.get(META_CLIENT_INFO)
+        if isinstance(client, dict):
+            ctx.record.client = client
         ctx.client_capabilities = meta[META_CAPABILITIES]
         level = meta.get(META_LOG_LEVEL)
         if level is not None and level not in LOG_LEVELS:
@@ -371,6 +387,10 @@ class Dispatcher:
         # "If the server supports the requested protocol version, it MUST respond with the same
         # version. Otherwise, the server MUST respond with another protocol version it supports."
         version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
+        ctx.record.version = version
+        client = params.get("clientInfo")
+        if isinstance(client, dict):
+            ctx.record.client = client
         if not session.http:
             session.pinned_legacy = True
             session.version = version
@@ -411,6 +431,7 @@ class Dispatcher:
         if not isinstance(name, str):
             raise McpError(INVALID_PARAMS, "Invalid params: name must be a string")
         tool = self._tools.get(name)
+        ctx.record.target("tool", name if tool is not None else None)
         if tool is None:
             raise McpError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments")
@@ -430,6 +451,9 @@ class Dispatcher:
         ctx.progress_token = None
         ctx.log_level = None
         ctx.send = lambda message: None
+        if ctx.payment_conflict is not None or getattr(tool, "priced", False) is not True:
+            ctx.record.payment = "refused"
+            ctx.record.fail("payment_refused")
         if ctx.payment_conflict is not None:
             return _refusal(payments.refused(ctx.payment_conflict), ctx)
         # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
@@ -456,11 +480,15 @@ class Dispatcher:
             raise McpError(INVALID_PARAMS, "Invalid params: uri must be a string")
         resource = self._resources.get(uri)
         if resource is not None:
+            ctx.record.target("resource", uri)
             return _read_result(resource.read(ctx), resource.ttl_ms, resource.cache_scope, ctx)
         for template in self.catalog.templates:
             contents = template.read(uri, ctx)
             if contents is not None:
+                # The template, not the URI: what fills it in is the client's.
+                ctx.record.target("resource", str(template.definition().get("uriTemplate")))
                 return _read_result(contents, template.ttl_ms, template.cache_scope, ctx)
+        ctx.record.target("resource", None)
         # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
         code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
         raise McpError(code, f"Resource not found: {uri}", {"uri": uri})
@@ -472,6 +500,7 @@ class Dispatcher:
     def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         name = params.get("name")
         prompt = self._prompts.get(name) if isinstance(name, str) else None
+        ctx.record.target("prompt", prompt.name if prompt is not None else None)
         if prompt is None:
             raise McpError(INVALID_PARAMS, f"Unknown prompt: {name}")
         arguments = params.get("arguments") or {}

@@ -8,7 +8,7 @@ from typing import Final
 from .context import RequestContext
 from .gateway import Gateway, GatewayRequest, GatewayResponse
 from .jsonrpc import INTERNAL_ERROR, JSONObject, McpError
-from .outcomes import Wording, describe_failure, read_json
+from .outcomes import Failure, Wording, classify, read_json
 
 GUIDE_URI: Final = "fairwins://guide"
 
@@ -61,15 +61,20 @@ class GatewayResource:
         }
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
-        outcome = self.gateway.call(GatewayRequest("GET", self.path), ctx.cancellation)
+        record = ctx.record
+        outcome = self.gateway.call(
+            GatewayRequest("GET", self.path), ctx.cancellation, trace=record.trace, observe=record.attempt
+        )
         what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
             _, problem = read_json(outcome)
             if problem is None:
                 return [{"uri": self.uri, "mimeType": "application/json", "text": outcome.body.decode("utf-8")}]
-            message = self.wording.failure("unreadable_answer", what, detail=problem)
+            failure = Failure("unreadable_answer", detail=problem)
         else:
-            message = describe_failure(outcome, what, self.wording, timeout=self.gateway.timeout)
+            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
+        record.fail(failure.kind)
+        message = self.wording.say(failure, what)
         raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
 
 

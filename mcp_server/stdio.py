@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import BinaryIO, Final
 
+from . import records
 from .context import RequestContext
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -23,6 +24,7 @@ from .jsonrpc import (
     Batch,
     Encoded,
     Id,
+    Invalid,
     JSONObject,
     Notification,
     Request,
@@ -68,6 +70,7 @@ class StdioServer:
         self._stopping = False
         self._input_fd: int | None = None
         self._wire_broken = False
+        self._client_logged = False
 
     # ---- output -------------------------------------------------------------------------
 
@@ -95,7 +98,20 @@ class StdioServer:
     # ---- input --------------------------------------------------------------------------
 
     def context(self) -> RequestContext:
-        return RequestContext(bearer=self.bearer, bearer_source="env" if self.bearer else "none", send=self.write)
+        return RequestContext(
+            bearer=self.bearer,
+            bearer_source="env" if self.bearer else "none",
+            send=self.write,
+            record=records.Record("stdio"),
+        )
+
+    def finish(self, record: records.Record) -> None:
+        """Log a message's record (stderr; stdout is the wire). The client is named once per session."""
+        if record.client is not None:
+            if self._client_logged and record.method != "initialize":
+                record.client = None
+            self._client_logged = True
+        records.finish(record)
 
     def cancel(self, params: JSONObject) -> None:
         request_id = params.get("requestId")
@@ -118,9 +134,18 @@ class StdioServer:
 
     def _run(self, work: Request | Batch, ctx: RequestContext | None, session: Session) -> None:
         if isinstance(work, Batch):
-            reply = self.dispatcher.handle_batch(work, session, self.context)
+            made: list[RequestContext] = []
+
+            def make_ctx() -> RequestContext:
+                made.append(self.context())
+                return made[-1]
+
+            reply = self.dispatcher.handle_batch(work, session, make_ctx)
             if reply.message is not None:
                 self.write(reply.message)
+            for item in made:
+                if item.record.outcome:  # the first context only lent its headers
+                    self.finish(item.record)
             return
         assert ctx is not None
         try:
@@ -131,11 +156,15 @@ class StdioServer:
                     del self._inflight[work.id]
         if reply.message is not None and not ctx.cancellation.is_set:
             self.write(reply.message)
+        self.finish(ctx.record)
 
     def receive(self, line: bytes) -> None:
         message = parse(line)
         if isinstance(message, Notification) and message.method == "notifications/cancelled":
             self.cancel(message.params)
+            record = records.Record("stdio")
+            record.begin(message)
+            self.finish(record)
             return
         if isinstance(message, Batch):
             for item in message.items:
@@ -149,9 +178,11 @@ class StdioServer:
                 self._inflight[message.id] = ctx
             self._submit(message, ctx)
             return
-        reply = self.dispatcher.handle(message, self.session, self.context())
+        ctx = self.context()
+        reply = self.dispatcher.handle(message, self.session, ctx)
         if reply.message is not None:
             self.write(reply.message)
+        self.finish(ctx.record)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         # Never raise here: an exception landing just after readline() returned would lose the
@@ -184,6 +215,9 @@ class StdioServer:
                     self._skip_rest(reader)
                     err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {MAX_LINE} bytes")
                     self.write(error_response(None, err))
+                    record = records.Record("stdio")
+                    record.begin(Invalid(None, err))
+                    self.finish(record)
                     continue
                 line = line.strip(b" \t\r\n")
                 if line:

@@ -170,10 +170,14 @@ class GatewayTool:
 
         if request.payment is not None:
             ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
-        outcome = self.gateway.call(request, ctx.cancellation, on_retry)
+        record = ctx.record
+        outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
         answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
         ctx.report_progress(requests, requests, answered)
-        return _without_credentials(self.render(outcome, request, ctx), outcome, request, ctx)
+        result = self.render(outcome, request, ctx)
+        if result.get("isError") is True:
+            self._note_failure(result, outcome, request, ctx)
+        return _without_credentials(result, outcome, request, ctx)
 
     def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
         if request.payment is not None:
@@ -229,7 +233,21 @@ class GatewayTool:
 
     @staticmethod
     def _error(text: str, failure: Failure, ctx: RequestContext | None) -> JSONObject:
+        if ctx is not None:
+            ctx.record.fail(failure.kind)
         return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None)
+
+    def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
+        """Why the call ended as an error, for its record, where no Failure went through _error."""
+        record = ctx.record
+        if record.failure is not None:
+            return
+        if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412):
+            record.fail("payment_rejected" if request.payment is not None else "price")
+        elif request.payment is not None:
+            record.fail(self._paid_failure(outcome, result).kind)
+        else:
+            record.fail(self._classify(outcome).kind)
 
 
 def _structured(ctx: RequestContext) -> bool:

@@ -258,6 +258,8 @@ def _close_fd(fd: int) -> None:
 
 
 def _flush() -> None:
+    for handler in logging.getLogger("fairwins_mcp").handlers:
+        handler.flush()  # a log writer thread's queue too: os._exit runs no atexit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -450,7 +450,13 @@ class CannedTransport:
         self.lock = threading.Lock()
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: tuple[tuple[str, str], ...] = (),
     ) -> GatewayResponse:
         with self.lock:
             self.n += 1

@@ -48,7 +48,13 @@ class ScriptedTransport:
         self.first_sent = threading.Event()
 
     def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: tuple[tuple[str, str], ...] = (),
     ) -> GatewayResponse:
         self.sent.append(Sent(request, fresh, time.monotonic(), deadline))
         self.first_sent.set()

@@ -419,8 +419,12 @@ def test_mcp_session_over_http_against_the_sandbox_gateway(container: Container,
 def test_no_credential_in_the_container(podman: Podman, container: Container) -> None:
     inspected = podman("container", "inspect", container.name).stdout
     assert "FAIRWINS_API_TOKEN" not in inspected
-    logs = container.logs()
-    assert "POST /mcp 200" in logs  # the session above was logged, and its token was not
+    # The session above was logged, and its token was not. Log lines reach stderr within 0.1 s
+    # of being made (a writer thread of their own), so they are waited for, not assumed.
+    deadline = time.monotonic() + 10
+    while "POST /mcp 200" not in (logs := container.logs()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "POST /mcp 200" in logs
     assert scan("podman container inspect", inspected) + scan("the container's logs", logs) == []
 
 

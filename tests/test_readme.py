@@ -75,7 +75,9 @@ def commands_starting(prefix: str, text: str) -> list[list[str]]:
 
 def env_names_the_server_reads() -> set[str]:
     return set(
-        re.findall(r'"((?:FAIRWINS_|K_)[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text(encoding="utf-8"))
+        re.findall(
+            r'"((?:FAIRWINS_|K_|GOOGLE_)[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text(encoding="utf-8")
+        )
     )
 
 
@@ -299,6 +301,7 @@ def test_the_configuration_table_lists_every_variable_and_flag_and_nothing_else(
             flags.add(action.option_strings[0])
         elif not action.option_strings:
             flags.update(c for c in (action.choices or []) if c != action.default)
-    listed_flags = {row.split()[0] for row in rows if not row.startswith(("FAIRWINS_", "K_"))}
+    variables = ("FAIRWINS_", "K_", "GOOGLE_")
+    listed_flags = {row.split()[0] for row in rows if not row.startswith(variables)}
     assert listed_flags == flags
-    assert {row for row in rows if row.startswith(("FAIRWINS_", "K_"))} == env_names_the_server_reads()
+    assert {row for row in rows if row.startswith(variables)} == env_names_the_server_reads()

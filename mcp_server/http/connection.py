@@ -19,7 +19,7 @@ from .admission import HEADS_FULL, Slot
 from .head import Head, Refusal
 from .reader import END, NEED_DATA, Data, RequestReader
 from .record import Exchange
-from .response import error_body, head
+from .response import error_body, error_code, head
 
 if TYPE_CHECKING:
     from .server import McpHTTPServer
@@ -89,6 +89,10 @@ class Connection:
             )
             return
         record.method, record.path = event.method, event.path
+        record.protocol = f"HTTP/1.{event.minor}"
+        record.user_agent = event.headers.get("user-agent")
+        # W3C Trace Context; a repeated traceparent, joined with ", ", is no longer valid.
+        record.record.inbound = (event.headers.get("traceparent"), event.headers.get("tracestate"))
         self.closing = not event.keep_alive or self.slot == "reserve"
         self.server.begin()
         try:
@@ -274,6 +278,9 @@ class Connection:
             self.closing = True
             # Refused, with part of the request possibly still on its way: close in stages.
             self.linger = self.linger or (status >= 400 if linger is None else linger)
+        self.record.response_size = len(body)
+        if status >= 400 and not self.record.record.outcome:
+            self.record.error = error_code(body)  # a refusal: counted under its reason
         data = head(status, len(body), content_type=content_type, extra=extra, close=close)
         if self.record.method != "HEAD" and body:
             if len(body) < 65536:
@@ -285,7 +292,7 @@ class Connection:
 
     def finish(self, status: int) -> None:
         self.record.status = status
-        self.record.log()
+        self.record.log(self.server.metrics)
         self.idle_since = time.monotonic()
 
     def _linger_close(self) -> None:

@@ -20,10 +20,14 @@ from .head import content_length
 
 MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"
+METRICS_PATH: Final = "/metrics"
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 # Paths besides /mcp: path → (route, the methods it answers). Read-only routes that take no body
-# and no Origin rules (a health check is not a browser API); a /metrics route would be a row here.
-PLAIN_ROUTES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {HEALTH_PATH: ("health", ("GET", "HEAD"))}
+# and no Origin rules (a health check is not a browser API). /metrics is served only with --metrics.
+PLAIN_ROUTES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    HEALTH_PATH: ("health", ("GET", "HEAD")),
+    METRICS_PATH: ("metrics", ("GET", "HEAD")),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +35,12 @@ class Policy:
     loopback_bind: bool  # bound to a loopback address: only loopback Host headers are served
     allowed_origins: frozenset[str] = frozenset()  # normalised "scheme://host[:port]"
     max_body: int = 1024 * 1024
+    metrics: bool = False  # serve GET /metrics (--metrics)
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Serve it. `route` is "mcp", "health" or "preflight"; `cors` the origin to echo, if any."""
+    """Serve it. `route` is "mcp", "health", "metrics" or "preflight"; `cors` the origin to echo, if any."""
 
     route: str
     cors: str | None = None
@@ -149,7 +154,7 @@ def check(
         if name is None or not _is_loopback_name(name):
             return Refuse(403, "host_not_allowed", "This server only answers requests addressed to localhost")
     plain = PLAIN_ROUTES.get(route_path)
-    if plain is not None:
+    if plain is not None and (plain[0] != "metrics" or policy.metrics):
         route, methods = plain
         if method in methods:
             return Admit(route)

@@ -54,3 +54,13 @@ def head(
 
 def error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode("utf-8")
+
+
+def error_code(body: bytes) -> str | None:
+    """The `error` of a body error_body made; None for any other body (a JSON-RPC error, say)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    code = value.get("error") if isinstance(value, dict) else None
+    return code if isinstance(code, str) else None

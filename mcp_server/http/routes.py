@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .. import __version__
+from .. import __version__, records
 from ..context import Cancellation, RequestContext
 from ..jsonrpc import Batch, Request, dumps, error_object, error_response, parse
+from ..metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..protocol import Session
 from ..versions import LEGACY_VERSIONS
 from . import gate
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from .connection import Connection
 
 CORS_ALLOW_HEADERS: Final = (
-    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE"
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE,"
+    " traceparent, tracestate"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
 HEALTH_BODY: Final = json.dumps(
@@ -54,6 +56,17 @@ def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
             conn.respond(503, STOPPING_BODY, extra={"Retry-After": "1"})
         else:
             conn.respond(200, HEALTH_BODY)
+
+
+def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    """GET /metrics: the Prometheus text exposition (--metrics)."""
+    registry = conn.server.metrics
+    if not conn.drop_body(head):
+        return
+    if registry is None:
+        conn.respond(404, error_body("not_found", "Not found: the MCP endpoint is POST /mcp"))
+        return
+    conn.respond(200, registry.render().encode("utf-8"), content_type=METRICS_CONTENT_TYPE)
 
 
 def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
@@ -147,6 +160,10 @@ def _serve_message(
     dispatcher = server.dispatcher
     headers = head.headers
     message = parse(body)
+    exchange = conn.record
+    exchange.request_size = len(body)
+    request_record = exchange.record
+    items: list[records.Record] = []
     header_version = headers.get("mcp-protocol-version")
     session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
     payment, conflict = None, None
@@ -155,7 +172,11 @@ def _serve_message(
 
         payment, conflict = from_http_headers(headers)
 
-    def make_ctx(cancellation: Cancellation | None = None) -> RequestContext:
+    def make_ctx(cancellation: Cancellation | None = None, record: records.Record | None = None) -> RequestContext:
+        if record is None:  # a batch item: a record of its own, logged before the request's
+            record = records.Record("http")
+            record.inbound = request_record.inbound
+            items.append(record)
         return RequestContext(
             bearer=credential[0],
             bearer_source=credential[1],
@@ -163,6 +184,7 @@ def _serve_message(
             payment_conflict=conflict,
             http_headers=headers,
             cancellation=cancellation or Cancellation(),
+            record=record,
         )
 
     cancellation = Cancellation()
@@ -174,8 +196,12 @@ def _serve_message(
     try:
         if isinstance(message, Batch):
             reply = dispatcher.handle_batch(message, session, make_ctx, cancellation)
+            for item in items:
+                if item.outcome:  # the first context only lent its headers
+                    records.finish(item, server.metrics)
+            exchange.batch = len(message.items)
         else:
-            ctx = make_ctx(cancellation)
+            ctx = make_ctx(cancellation, request_record)
             stream = None
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
                 stream = Stream(conn.write, extra, close=server.stopping)
@@ -206,6 +232,7 @@ def _nothing() -> None:
 
 ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], None]]] = {
     "health": health,
+    "metrics": metrics,
     "preflight": preflight,
     "mcp": mcp,
 }

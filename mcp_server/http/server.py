@@ -19,7 +19,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from .. import __version__
 from .. import listener as listening
+from ..metrics import ServerMetrics
 from ..protocol import Dispatcher
 from . import gate
 from .admission import Admission, Limits, Slot, Turned
@@ -60,10 +62,12 @@ class McpHTTPServer:
         idle_timeout: float | None = None,
         max_peer_connections: int | None = None,
         max_peer_heads: int = 8,
+        metrics: ServerMetrics | None = None,
         listener: socket.socket | None = None,
         timings: Timings | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.metrics = metrics
         self.policy = policy
         self.env_bearer = env_bearer
         self.read_timeout = read_timeout
@@ -82,6 +86,8 @@ class McpHTTPServer:
         self._cond = threading.Condition()
         self._inflight = 0
         self.inflight_at_stop = 0
+        if metrics is not None:
+            metrics.in_flight.set_function(lambda: self._inflight)
         self.socket = listener if listener is not None else listening.listen(address[0], address[1])
         self.socket.setblocking(False)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
@@ -145,6 +151,7 @@ class McpHTTPServer:
         slot = self.admission.connect(peer)
         if isinstance(slot, Turned):
             self._turn_away(sock, slot)
+            self._count_refusal(slot)
             return
         connection = Connection(self, sock, peer, slot)
         thread = threading.Thread(target=connection.run, name="fairwins-mcp-connection", daemon=True)
@@ -152,7 +159,19 @@ class McpHTTPServer:
             thread.start()
         except RuntimeError:  # no thread can be had: the connection is refused like any other
             self.admission.disconnect(peer, slot)
-            self._turn_away(sock, Turned(503, "busy", "Too many connections; retry shortly"))
+            turned = Turned(503, "busy", "Too many connections; retry shortly")
+            self._turn_away(sock, turned)
+            self._count_refusal(turned)
+
+    def _count_refusal(self, turned: Turned) -> None:
+        # Turned away before any request was read: no record is logged (a flood would be all the log
+        # said), but the metrics count it.
+        if self.metrics is not None:
+            from ..metrics import refusal_reason
+
+            reason = refusal_reason(turned.status, turned.error)
+            if reason is not None:
+                self.metrics.refusals.inc(reason)
 
     @staticmethod
     def _turn_away(sock: socket.socket, turned: Turned) -> None:
@@ -288,6 +307,8 @@ def serve(
     grace: float,
     max_peer_connections: int | None = None,
     max_peer_heads: int = 8,
+    metrics: bool = False,
+    metrics_dir: str | None = None,
     listener: socket.socket | None = None,
     lifeline: Lifeline | None = None,
     timings: Timings | None = None,
@@ -302,7 +323,10 @@ def serve(
     timings = dataclasses.replace(timings or Timings(), requests=grace)
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body)
+    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics)
+    registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if metrics else None
+    if registry is not None and metrics_dir is not None:
+        registry.share(metrics_dir)  # one of several workers: each scrape answers for all of them
     server = McpHTTPServer(
         (host, port),
         dispatcher,
@@ -311,6 +335,7 @@ def serve(
         max_concurrency=max_concurrency,
         max_peer_connections=max_peer_connections,
         max_peer_heads=max_peer_heads,
+        metrics=registry,
         listener=listener,
         timings=timings,
     )
@@ -333,6 +358,8 @@ def serve(
         log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
     else:
         log.info("worker %d serving", os.getpid())
+    if registry is not None and lifeline is None:
+        log.info("metrics: %s", server.url.replace("/mcp", "/metrics"))
     while not stop.wait(3600):
         pass
     last = not alone[0]
@@ -347,6 +374,8 @@ def serve(
     )
     drained = server.drain(last=last)
     thread.join(timeout=5)
+    if registry is not None:
+        registry.publish()  # a worker's last figures stay in the sum after it has gone
     if not drained:
         return 1
     log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)

@@ -1,0 +1,232 @@
+"""stderr logging: the text and JSON forms, the buffered stderr handler, and the short LogRecord of a record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from mcp_server import logs, records
+from mcp_server.jsonrpc import Request
+from mcp_server.records import Record
+from tests.secret_canaries import CANARY_TOKEN
+
+WAIT = 10.0
+
+
+def a_record() -> Record:
+    record = Record("stdio")
+    record.begin(Request(7, "tools/call", {"name": "get_wagers"}))
+    record.target("tool", "get_wagers")
+    record.version = "2025-11-25"
+    record.reply({"result": {"isError": False}})
+    return record
+
+
+def test_the_text_form_is_time_level_logger_and_message() -> None:
+    formatter = logs.TextFormatter()
+    line = formatter.format(logging.LogRecord("fairwins_mcp.x", logging.INFO, "", 0, "hello %s", ("you",), None))
+    stamp, (level, name, message) = line[:23], line[24:].split(" ", 2)
+    assert stamp[4] == "-" and stamp[10] == " " and stamp[19] == ","
+    assert (level, name, message) == ("INFO", "fairwins_mcp.x:", "hello you")
+
+
+def test_a_json_line_carries_cloud_loggings_fields_and_a_traceback_in_its_message() -> None:
+    formatter = logs.JsonFormatter("proj")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        exc = sys.exc_info()
+    entry = json.loads(
+        formatter.format(logging.LogRecord("fairwins_mcp.protocol", logging.ERROR, "", 0, "failed", (), exc))
+    )
+    assert entry["severity"] == "ERROR" and entry["logger"] == "fairwins_mcp.protocol"
+    assert entry["message"].startswith("failed\nTraceback") and "ValueError: boom" in entry["message"]
+    assert entry["time"].endswith("Z") and "T" in entry["time"]
+
+
+def test_a_registered_secret_is_scrubbed_from_every_json_field() -> None:
+    logs.register_secret(CANARY_TOKEN)
+    record = a_record()
+    record.client = {"name": CANARY_TOKEN, "version": "1"}  # nothing puts one there; the formatter still scrubs
+    formatter = logs.JsonFormatter()
+    log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, record, (), None)
+    log_record.mcp_record = record
+    line = formatter.format(log_record)
+    assert CANARY_TOKEN not in line and logs.redact(CANARY_TOKEN) in json.loads(line)["client"]["name"]
+
+
+@contextmanager
+def pipe_handler() -> Iterator[tuple[logs.StderrHandler, int]]:
+    read_fd, write_fd = os.pipe()
+    handler = logs.StderrHandler(write_fd)
+    handler.setFormatter(logs.TextFormatter())
+    try:
+        yield handler, read_fd
+    finally:
+        handler.close()  # closes write_fd
+        os.close(read_fd)
+
+
+def read_within(fd: int, timeout: float) -> bytes:
+    ready, _, _ = select.select([fd], [], [], timeout)
+    assert ready, f"nothing written within {timeout} s"
+    return os.read(fd, 65536)
+
+
+def line(level: int, text: str) -> logging.LogRecord:
+    return logging.LogRecord("fairwins_mcp.x", level, "", 0, text, (), None)
+
+
+def test_lines_are_written_in_order_within_the_flush_interval_a_warning_without_waiting_for_it() -> None:
+    with pipe_handler() as (handler, fd):
+        handler.handle(line(logging.INFO, "routine"))
+        assert read_within(fd, logs.FLUSH_AFTER + WAIT).endswith(b"INFO fairwins_mcp.x: routine\n")
+        handler.handle(line(logging.INFO, "before"))
+        handler.handle(line(logging.WARNING, "urgent"))
+        data = b""
+        while data.count(b"\n") < 2:
+            data += read_within(fd, WAIT)
+        assert [row.split(b": ", 1)[1] for row in data.splitlines()] == [b"before", b"urgent"]
+
+
+def test_a_stderr_nobody_reads_never_blocks_a_logging_thread_and_the_loss_is_counted() -> None:
+    with pipe_handler() as (handler, fd):
+        text = "x" * 1000
+        done = threading.Event()
+
+        def flood() -> None:
+            for _ in range(logs.MAX_WAITING // 1000 + 200):  # past the pipe's 64 KiB and the queue's bound
+                handler.handle(line(logging.INFO, text))
+            done.set()
+
+        threading.Thread(target=flood, daemon=True).start()
+        assert done.wait(WAIT), "a thread logging to a stderr nobody reads was blocked"
+        data = bytearray()
+        noted = threading.Event()
+
+        def read_all() -> None:  # reading again lets the writer go on, and it says what it lost
+            try:
+                while chunk := os.read(fd, 65536):
+                    data.extend(chunk)
+                    if b"were dropped" in data:
+                        noted.set()
+            except OSError:
+                return  # the test closed the pipe
+
+        threading.Thread(target=read_all, daemon=True).start()
+        assert noted.wait(WAIT), "no line said that lines were dropped"
+    note = next(row for row in bytes(data).splitlines() if b"were dropped" in row)
+    assert b"WARNING fairwins_mcp.logs: " in note and int(note.split(b": ")[1].split()[0]) > 0
+
+
+def test_flush_waits_until_everything_queued_is_written() -> None:
+    with pipe_handler() as (handler, fd):
+        for n in range(50):
+            handler.handle(line(logging.INFO, f"n{n}"))
+        handler.flush()
+        os.set_blocking(fd, False)
+        data = os.read(fd, 65536)
+    assert data.count(b"\n") == 50 and data.endswith(b"n49\n")
+
+
+def test_lines_from_many_threads_arrive_whole() -> None:
+    with pipe_handler() as (handler, fd):
+        start = threading.Barrier(4)
+
+        def write(n: int) -> None:
+            start.wait(timeout=WAIT)
+            for i in range(100):  # 400 lines in all: under a pipe's 64 KiB
+                handler.handle(line(logging.INFO, f"t{n}-{i}-" + "x" * 80))
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+        handler.flush()
+        data = b""
+        while data.count(b"\n") < 400:
+            data += read_within(fd, WAIT)
+    rows = data.decode().splitlines()
+    assert len(rows) == 400 and all(row.endswith("-" + "x" * 80) for row in rows)
+
+
+@pytest.mark.parametrize("formatter", [logs.TextFormatter(), logs.JsonFormatter()], ids=["text", "json"])
+def test_the_short_log_record_formats_exactly_as_logging_would(
+    monkeypatch: pytest.MonkeyPatch, formatter: logging.Formatter
+) -> None:
+    # As logs.configure leaves logging, and with no record factory of anybody else's.
+    monkeypatch.setattr(logging, "logThreads", False)
+    monkeypatch.setattr(logging, "logProcesses", False)
+    monkeypatch.setattr(logging, "logMultiprocessing", False)
+    monkeypatch.setattr(logging, "_srcfile", None)
+    previous = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(logging.LogRecord)
+    made: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, log_record: logging.LogRecord) -> None:
+            made.append(log_record)
+
+    keep = Keep()
+    records.access.addHandler(keep)
+    try:
+        record = a_record()
+        assert records._short_records()
+        records.finish(record)
+        records.access.log(logging.INFO, record, extra={"mcp_record": record})
+    finally:
+        records.access.removeHandler(keep)
+        logging.setLogRecordFactory(previous)
+    short, usual = made
+    assert type(short) is not logging.LogRecord and type(usual) is logging.LogRecord
+    moments = ("created", "msecs", "relativeCreated")
+    assert {k: getattr(short, k) for k in vars(usual) if k not in moments} == {
+        k: v for k, v in vars(usual).items() if k not in moments
+    }
+    short.created, short.msecs = usual.created, usual.msecs
+    assert formatter.format(short) == formatter.format(usual)
+
+
+def test_written_in_place_no_writer_thread_runs_and_each_line_is_written_at_once() -> None:
+    with pipe_handler() as (handler, fd):
+        handler.handle(line(logging.INFO, "queued"))  # starts the writer thread
+        before = threading.active_count()
+        handler.write_in_place()  # what the --workers supervisor asks before it forks
+        assert threading.active_count() == before - 1
+        handler.handle(line(logging.INFO, "in place"))
+        assert threading.active_count() == before - 1
+        os.set_blocking(fd, False)
+        data = os.read(fd, 65536)
+    rows = data.splitlines()
+    assert len(rows) == 2 and rows[0].endswith(b": queued") and rows[1].endswith(b": in place")
+
+
+def test_a_message_record_is_formatted_by_the_writer_thread_not_the_one_that_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    formatted_on: list[str] = []
+    real = Record._render
+    monkeypatch.setattr(
+        Record, "_render", lambda self: formatted_on.append(threading.current_thread().name) or real(self)
+    )
+    with pipe_handler() as (handler, fd):
+        log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, a_record(), (), None)
+        log_record.mcp_record = log_record.msg
+        handler.handle(log_record)
+        assert formatted_on == []  # queued as it is
+        row = read_within(fd, logs.FLUSH_AFTER + WAIT)
+    assert formatted_on == ["fairwins-mcp-log"]
+    assert row.endswith(
+        b"tools/call tool=get_wagers outcome=result ms="
+        + row.split(b"ms=")[1].split(b" ")[0]
+        + b" rev=2025-11-25 id=7\n"
+    )

@@ -14,8 +14,12 @@ RUN pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation --wheel-d
 FROM python:3.11-slim
 # Hosted mode: Streamable HTTP on 0.0.0.0:$PORT (8790 unless the platform sets PORT, as Cloud Run
 # does). The image holds no credential: every member's token arrives on their own request
-# (Authorization: Bearer), so no FAIRWINS_API_TOKEN is set.
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PORT=8790 PATH=/opt/fairwins-mcp/bin:$PATH
+# (Authorization: Bearer), so no FAIRWINS_API_TOKEN is set. Logs are JSON, one object per line
+# with Cloud Logging's field names: a hosted platform's log collector reads them as structured
+# entries, where text lines would each be one opaque string (`-e FAIRWINS_MCP_LOG_FORMAT=text`
+# for a terminal).
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PORT=8790 PATH=/opt/fairwins-mcp/bin:$PATH \
+    FAIRWINS_MCP_LOG_FORMAT=json
 COPY --from=build /opt/fairwins-mcp /opt/fairwins-mcp
 RUN useradd --system --uid 10001 --no-create-home fairwins
 USER fairwins

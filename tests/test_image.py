@@ -41,6 +41,12 @@ READY_TIMEOUT: Final = 60.0  # seconds from `podman run` to /healthz answering 2
 STOP_GRACE: Final = 30  # `podman stop -t`: longer than the server's own drain (gateway timeout + 5 s)
 IN_FLIGHT_DELAY: Final = 2.0  # seconds the sandbox gateway holds the call that is in flight at SIGTERM
 STOP_LINE: Final = re.compile(r"stopped: all (\d+) requests in flight at the signal were answered")
+STARTED_LINE: Final = re.compile(r"^(\d+) workers started \(pids ([\d, ]+)\)$")
+DRAINED_LINE: Final = re.compile(r"^worker (\d+) \(pid (\d+)\) drained and exited$")
+# `podman run --cpus`: the CFS quota `--workers auto` must follow (as it must Cloud Run's), where
+# the CPU count would say the host's. Two, so that "every worker" is more than one.
+CPUS: Final = 2
+TRACE_ID: Final = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 # python:3.11-slim as docker-library/python builds it (3.11/slim-trixie: the Debian variant the tag
 # points at), and where the stand-in differs, on purpose and by necessity: no registry reachable
@@ -167,6 +173,28 @@ class Container:
     def log_lines(self) -> list[str]:
         return [line for line in self.logs().splitlines() if line.strip()]
 
+    def log_entries(self) -> list[dict[str, Any]]:
+        """Every line the container logged, each parsed as the one JSON object it must be."""
+        entries = []
+        for line in self.log_lines():
+            entry = json.loads(line)  # the image logs JSON: a line that is not fails here
+            assert isinstance(entry, dict), line
+            entries.append(entry)
+        return entries
+
+    def messages(self) -> list[str]:
+        return [str(entry["message"]) for entry in self.log_entries()]
+
+    def wait_for_log(self, found: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The log entries once `found(entries)` is true. Lines reach stderr within 0.1 s of being
+        made (a writer thread of their own), so they are waited for, not assumed to be there."""
+        deadline = time.monotonic() + timeout
+        while not found(entries := self.log_entries()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not logged within {timeout:.0f} s; logs:\n{self.logs()}")
+            time.sleep(0.1)
+        return entries
+
     def exec(self, *argv: str) -> str:
         return self.podman("exec", self.name, *argv).stdout
 
@@ -227,6 +255,8 @@ def container(
                 "host",
                 "--log-driver",
                 "k8s-file",
+                "--cpus",
+                str(CPUS),
                 *ulimits(),
                 "--env",
                 f"PORT={running.port}",
@@ -416,15 +446,44 @@ def test_mcp_session_over_http_against_the_sandbox_gateway(container: Container,
     assert gateway.wait_for_requests(1, timeout=10)[0].header("Authorization") == f"Bearer {TOKEN_MEMBER_A}"
 
 
+def test_every_worker_is_up_and_logs_json(container: Container) -> None:
+    # --workers auto inside the container: as many workers as the container's CPU quota allows
+    # (what the server's own reading of its cgroup says, here, in the container), each serving.
+    expected = int(container.exec("python", "-c", "from mcp_server import cpus; print(cpus.available())").strip())
+    assert expected == min(CPUS, int(container.exec("nproc").strip()))
+    entries = container.wait_for_log(
+        lambda entries: sum(str(e["message"]).endswith(" serving") for e in entries) >= expected
+    )
+    started = [m for e in entries if (m := STARTED_LINE.match(str(e["message"])))]
+    assert len(started) == 1 and int(started[0].group(1)) == expected
+    pids = sorted(int(pid) for pid in started[0].group(2).split(", "))
+    serving = sorted(int(m.group(1)) for e in entries if (m := re.match(r"^worker (\d+) serving$", str(e["message"]))))
+    assert serving == pids
+    for entry in entries:  # Cloud Logging's fields on every line, the supervisor's and the workers'
+        assert entry["severity"] in ("INFO", "WARNING") and entry["time"].endswith("Z"), entry
+    # One call with a trace context: its record, from whichever worker took it, is a structured
+    # entry with the method, tool, outcome, the gateway's answer and the caller's trace id.
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "get_gateway_status"}}
+    headers = {"MCP-Protocol-Version": "2025-11-25", "traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"}
+    assert post(f"{container.url}/mcp", message, headers).status == 200
+    records = container.wait_for_log(lambda entries: any(e.get("traceId") == TRACE_ID for e in entries))
+    record = next(e for e in records if e.get("traceId") == TRACE_ID)
+    assert (record["method"], record["tool"], record["outcome"], record["rpcId"]) == (
+        "tools/call",
+        "get_gateway_status",
+        "result",
+        9,
+    )
+    assert [u["status"] for u in record["upstream"]] == [200]
+    assert record["httpRequest"]["status"] == 200 and record["httpRequest"]["requestMethod"] == "POST"
+
+
 def test_no_credential_in_the_container(podman: Podman, container: Container) -> None:
     inspected = podman("container", "inspect", container.name).stdout
     assert "FAIRWINS_API_TOKEN" not in inspected
-    # The session above was logged, and its token was not. Log lines reach stderr within 0.1 s
-    # of being made (a writer thread of their own), so they are waited for, not assumed.
-    deadline = time.monotonic() + 10
-    while "POST /mcp 200" not in (logs := container.logs()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert "POST /mcp 200" in logs
+    # The session above was logged, and its token was not.
+    container.wait_for_log(lambda entries: any(e.get("tool") == "get_profile" for e in entries))
+    logs = container.logs()
     assert scan("podman container inspect", inspected) + scan("the container's logs", logs) == []
 
 
@@ -454,5 +513,12 @@ def test_sigterm_drains_and_exits_0(podman: Podman, container: Container, gatewa
     assert elapsed < STOP_GRACE, f"podman stop took {elapsed:.1f} s: the grace period ran out"
     assert len(answers) == 1 and not isinstance(answers[0], Exception), answers
     assert answers[0].status == 200 and answers[0].result["isError"] is False
-    stopped = [m for line in container.log_lines() if (m := STOP_LINE.search(line))]
-    assert stopped and int(stopped[-1].group(1)) == 1, container.logs()
+    # Every worker drained (the one call was in flight in one of them), and the supervisor saw
+    # each one exit.
+    messages = container.messages()
+    started = [m for line in messages if (m := STARTED_LINE.match(line))]
+    pids = {int(pid) for pid in started[-1].group(2).split(", ")}
+    stopped = [int(m.group(1)) for line in messages if (m := STOP_LINE.search(line))]
+    assert len(stopped) == len(pids) and sum(stopped) == 1, container.logs()
+    drained = {int(m.group(2)) for line in messages if (m := DRAINED_LINE.match(line))}
+    assert drained == pids, container.logs()

@@ -1404,7 +1404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             except BenchError as exc:
                 errors.append(str(exc))  # it names the server already
-        if ours is not None and our_cmd is not None:
+        if ours is not None and our_cmd is not None and not args.http_only:  # https is a stdio run
             _progress(f"ours over https: {args.cold_starts} + 1 cold starts, {args.calls} calls per kind")
             tls_stub = StubProcess(args.delay_ms, deadline, tls=True)
             trust = tls_trust_file()

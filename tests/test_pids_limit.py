@@ -117,9 +117,9 @@ def test_a_connection_that_cannot_get_a_thread_is_answered_503_and_the_server_go
                 # watcher, log writer), then let that connection's thread go.
                 warm = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
                 assert initialize(warm) == 200 and call_status(warm) == 200
+                held = pids_current(group)
                 warm.close()
-                idle = pids_current(group)
-                wait_for(lambda: pids_current(group) < idle, "the warm-up connection's thread to end", 10)
+                wait_for(lambda: pids_current(group) < held, "the warm-up connection's thread to end", 10)
                 idle = pids_current(group)
                 (group / "pids.max").write_text(str(idle + 2))  # room for two connections' threads
 

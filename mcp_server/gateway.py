@@ -200,7 +200,11 @@ class HttpTransport:
 
     def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
         if target.scheme == "http":
-            return http1.Connection(http1.connect(target.host, target.port, timeout))
+            sock = http1.connect(target.host, target.port, timeout)
+            # Blocking from here on: the watchdog's shutdown ends a send or recv at the deadline.
+            # A timeout would poll before each of them, one more system call releasing the GIL.
+            sock.settimeout(None)
+            return http1.Connection(sock)
         proxy = None if target.is_loopback else _https_proxy(target.host)
         sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
         # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
@@ -265,8 +269,8 @@ class HttpTransport:
                 remaining = max(deadline - time.monotonic(), 0.001)
                 if conn is None:
                     conn = self._connect(target, remaining, watch)
-                else:
-                    conn.sock.settimeout(remaining)
+                elif target.scheme != "http":
+                    conn.sock.settimeout(remaining)  # TLS keeps its timeout, a second net for its records
                 live[:] = [conn.sock]
                 if aborted:
                     raise _classify(ConnectionResetError(), aborted, sent, deadline)

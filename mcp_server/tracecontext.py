@@ -9,7 +9,7 @@ invalid value is dropped, never forwarded. `baggage` is application data, so it 
 
 from __future__ import annotations
 
-import os
+import random
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,9 +42,16 @@ _ZERO_TRACE: Final = "0" * 32
 _ZERO_SPAN: Final = "0" * 16
 
 
+def _random_hex(nbytes: int) -> str:
+    # Pseudo-random is what the spec asks ("randomly (or pseudo-randomly) generated"), and it
+    # costs no system call: os.urandom's releases the GIL, a hand-off between threads under load.
+    # The module's generator is seeded again in a forked worker, so workers never share ids.
+    return f"{random.getrandbits(8 * nbytes):0{2 * nbytes}x}"
+
+
 def _random_id(nbytes: int) -> str:
     while True:
-        value = os.urandom(nbytes).hex()
+        value = _random_hex(nbytes)
         if value != "0" * (2 * nbytes):  # all zeros is invalid; one chance in 2**64 or more
             return value
 
@@ -175,7 +182,7 @@ class Trace:
         """A new trace. Its trace id is random throughout, so the random-trace-id flag is set; the
         sampled flag is not ("It should be set to 0 as the default option when the trace is initiated
         by this component")."""
-        raw = os.urandom(32).hex()  # one system call: trace id, our span, the first upstream span
+        raw = _random_hex(32)  # trace id, our span, the first upstream span
         trace_id, span_id, spare = raw[:32], raw[32:48], raw[48:]
         if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN or spare == _ZERO_SPAN:
             trace_id, span_id, spare = _random_id(16), new_span_id(), new_span_id()

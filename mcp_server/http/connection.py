@@ -49,12 +49,18 @@ class Connection:
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
         self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
-        self._timeout: float | None = None
+        self._timeout: float = server.read_timeout
         self._counted_head = False
+        # Non-blocking, waited on here: a socket with a timeout polls before every recv and send,
+        # and each of those system calls releases the GIL, a hand-off between threads under load.
+        # Waiting only when a call would block leaves one poll per request, before its first bytes.
+        sock.setblocking(False)
 
     # ---- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        watcher = self.server.watcher
+        watcher.attach(self.sock)
         try:
             while not self.closing:
                 event = self._read_head()
@@ -73,6 +79,7 @@ class Connection:
             log.error("unexpected failure serving a connection", exc_info=True)
         finally:
             self._uncount_head()
+            watcher.detach(self.sock)
             if self.linger:
                 self._linger_close()
             try:
@@ -112,17 +119,22 @@ class Connection:
     # ---- reading ------------------------------------------------------------------------------
 
     def _set_timeout(self, seconds: float) -> None:
-        if seconds != self._timeout:
-            self._timeout = seconds
-            self.sock.settimeout(seconds)
+        self._timeout = seconds
 
     def _recv(self) -> bytes:
-        try:
-            data = self.sock.recv(RECV)
-        except TimeoutError:
-            raise
-        except OSError as exc:
-            raise Gone from exc
+        """The next bytes from the client, waiting at most the timeout set; TimeoutError, or Gone."""
+        until = 0.0
+        while True:
+            try:
+                data = self.sock.recv(RECV)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                until = until or now + self._timeout
+                if now >= until or not _wait(self.sock.fileno(), False, until - now):
+                    raise TimeoutError from None
+            except OSError as exc:
+                raise Gone from exc
         if not data:
             raise Gone
         return data
@@ -250,8 +262,22 @@ class Connection:
     # ---- writing ------------------------------------------------------------------------------
 
     def write(self, data: bytes) -> bool:
+        """All of `data`, or False (and the connection closes) when the client is gone or stops reading.
+
+        A client that reads nothing for `read_timeout` holds a thread no longer than one that
+        sends nothing: the same limit bounds each write.
+        """
+        view = memoryview(data)
+        until = 0.0
         try:
-            self.sock.sendall(data)
+            while view:
+                try:
+                    view = view[self.sock.send(view) :]
+                except BlockingIOError:
+                    now = time.monotonic()
+                    until = until or now + self.server.read_timeout
+                    if now >= until or not _wait(self.sock.fileno(), True, until - now):
+                        raise TimeoutError from None
             return True
         except OSError:
             self.closing = True
@@ -317,6 +343,16 @@ class Connection:
                 dropped += len(chunk)
         except OSError:
             return
+
+
+def _wait(fd: int, writing: bool, timeout: float) -> bool:
+    """Whether `fd` becomes writable (or readable) within `timeout` seconds; an error or hang-up counts."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT if writing else select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
+    ready = select.select([], [fd], [fd], timeout) if writing else select.select([fd], [], [fd], timeout)
+    return any(ready)
 
 
 def _readable(fds: list[int], timeout: float) -> list[int]:

@@ -1,0 +1,144 @@
+"""The disconnect watcher on real loopback TCP sockets: a call is cancelled when its client leaves, never otherwise.
+
+A connection is attached once and its calls are watched without a system call each; these tests
+hold that cheaper path to the same promises as the per-call one: a client that closed before its
+call began, or while it runs, cancels it; a client that sent its next request and then closed its
+sending end is still waiting for answers, until nothing of it is left to read.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from mcp_server.http.disconnects import DisconnectWatcher
+
+WAIT = 3.0  # seconds a cancellation may take to be noticed, on a loaded machine
+QUIET = 0.3  # seconds in which a cancellation that must not come would have come
+
+
+@contextmanager
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """(server side, client side) of one real TCP connection on 127.0.0.1."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname(), timeout=5)
+        served, _ = listener.accept()
+    try:
+        yield served, client
+    finally:
+        served.close()
+        client.close()
+
+
+@pytest.fixture
+def watcher() -> Iterator[DisconnectWatcher]:
+    w = DisconnectWatcher()
+    yield w
+    w.close()
+
+
+@pytest.mark.parametrize("attached", [True, False], ids=["attached", "per-call"])
+def test_a_client_closing_during_a_call_cancels_it(watcher: DisconnectWatcher, attached: bool) -> None:
+    with pair() as (served, client):
+        if attached:
+            watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        assert not fired.wait(QUIET)
+        client.close()
+        assert fired.wait(WAIT)
+        unwatch()
+        watcher.detach(served)
+
+
+@pytest.mark.parametrize("attached", [True, False], ids=["attached", "per-call"])
+def test_a_reset_cancels_the_call(watcher: DisconnectWatcher, attached: bool) -> None:
+    with pair() as (served, client):
+        if attached:
+            watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST
+        client.close()
+        assert fired.wait(WAIT)
+        unwatch()
+
+
+def test_a_client_gone_before_its_call_began_cancels_it_at_once(watcher: DisconnectWatcher) -> None:
+    # Its end was reported (once: the registration is edge-triggered) while no call was watched.
+    with pair() as (served, client):
+        watcher.attach(served)
+        client.close()
+        time.sleep(QUIET)  # the watcher has seen the end with nothing to cancel
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        assert fired.is_set(), "the call of a client already gone must be cancelled before it starts"
+        unwatch()
+
+
+def test_requests_arriving_never_cancel_a_call(watcher: DisconnectWatcher) -> None:
+    with pair() as (served, client):
+        watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        client.sendall(b"POST /mcp HTTP/1.1\r\n")  # the next request, pipelined during the call
+        assert not fired.wait(QUIET)
+        unwatch()
+        assert served.recv(100) == b"POST /mcp HTTP/1.1\r\n"
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        client.sendall(b"Host: x\r\n\r\n")
+        assert not fired.wait(QUIET)
+        unwatch()
+
+
+def test_a_half_closed_client_with_a_request_pending_waits_for_its_answers(watcher: DisconnectWatcher) -> None:
+    # It sent its next request and closed its sending end: the call in flight goes on, and so does
+    # the pending request's, until nothing of the client is left to read.
+    with pair() as (served, client):
+        watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        client.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        client.shutdown(socket.SHUT_WR)
+        assert not fired.wait(QUIET)
+        unwatch()
+        assert served.recv(100) == b"GET /healthz HTTP/1.1\r\n\r\n"
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        assert fired.is_set(), "nothing more can come from it: its next call is cancelled at once"
+        unwatch()
+
+
+def test_an_unwatched_call_is_never_cancelled(watcher: DisconnectWatcher) -> None:
+    with pair() as (served, client):
+        watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        unwatch()
+        client.close()
+        assert not fired.wait(QUIET)
+        watcher.detach(served)
+
+
+def test_a_descriptor_reused_by_a_new_connection_starts_clean(watcher: DisconnectWatcher) -> None:
+    # The first connection's end was seen; the next one given the same descriptor must not inherit it.
+    with pair() as (served, client):
+        watcher.attach(served)
+        client.close()
+        time.sleep(QUIET)
+        fd = served.fileno()
+        watcher.detach(served)
+    with pair() as (served, client):
+        assert served.fileno() == fd  # the lowest free descriptor is given again
+        watcher.attach(served)
+        fired = threading.Event()
+        unwatch = watcher.watch(served, fired.set)
+        assert not fired.wait(QUIET)
+        unwatch()
+        watcher.detach(served)

@@ -4,13 +4,15 @@ Supported: type, properties, required, additionalProperties, enum, const, minimu
 exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems,
 anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
-`with_defaults` applies `default` for absent top-level properties.
+`with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
+schema's keywords once into a checker; `check` compiles and checks in one go.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -75,12 +77,18 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name in ("integer", "number") and isinstance(value, bool):
-        return False  # JSON's true is not 1
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPES.get(name, (object,)))
+Checker = Callable[[Any, str], str | None]  # (value, its path) -> the first complaint, or None
+
+
+def _type_test(name: str) -> Callable[[Any], bool]:
+    if name in ("integer", "number"):
+        floats_ok = name == "number"
+        # JSON's true is not 1; 2.0 is an integer.
+        return lambda v: (
+            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and (floats_ok or v.is_integer()))
+        )
+    types = _TYPES.get(name, (object,))
+    return lambda v: isinstance(v, types)
 
 
 def _where(path: str) -> str:
@@ -89,78 +97,191 @@ def _where(path: str) -> str:
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
     """None when `value` satisfies `schema`; otherwise one sentence naming the first bad field."""
-    problem = _check_own(value, schema, path)
+    return compile_schema(schema)(value, path)
+
+
+def compile_schema(schema: dict[str, Any]) -> Checker:
+    """`check` for one schema, its keywords read once: what a long-lived schema checks with on every call.
+
+    The schema must not change afterwards (the tool table's never do).
+    """
+    own = _compile_own(schema)
     branches = schema.get("anyOf")
-    if problem is None and isinstance(branches, list) and branches:
-        problems = [check(value, branch, path) for branch in branches]
-        if all(problems):
-            return problems[0]
-    return problem
+    if not (isinstance(branches, list) and branches):
+        return own
+    alternatives = [compile_schema(branch) for branch in branches]
+
+    def any_of(value: Any, path: str) -> str | None:
+        problem = own(value, path)
+        if problem is not None:
+            return problem
+        # The first branch that fits ends the search; when none does, the first one's complaint.
+        first: str | None = None
+        for alternative in alternatives:
+            complaint = alternative(value, path)
+            if complaint is None:
+                return None
+            first = first or complaint
+        return first
+
+    return any_of
 
 
-def _check_own(value: Any, schema: dict[str, Any], path: str) -> str | None:
-    where = _where(path)
+def _compile_own(schema: dict[str, Any]) -> Checker:
+    """Every keyword but anyOf, in the order their complaints take precedence."""
+    steps: list[Checker] = []
     wanted = schema.get("type")
     if wanted is not None:
         names = wanted if isinstance(wanted, list) else [wanted]
-        if not any(_is_type(value, n) for n in names):
-            return f"{where} must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
-    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
-        return f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}"
-    if "const" in schema and not _same(value, schema["const"]):
-        return f"{where} must be {schema['const']!r}"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{where} must be at least {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{where} must be at most {schema['maximum']}"
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            return f"{where} must be greater than {schema['exclusiveMinimum']}"
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            return f"{where} must be less than {schema['exclusiveMaximum']}"
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            return f"{where} must be at least {schema['minLength']} characters long"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{where} must be at most {schema['maxLength']} characters long"
-        if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
-            return f"{where} must match the pattern {schema['pattern']}"
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            return f"{where} must have at least {schema['minItems']} items"
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return f"{where} must have at most {schema['maxItems']} items"
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                problem = check(item, items, f"{path}[{i}]")
-                if problem:
-                    return problem
-    if isinstance(value, dict):
-        return _check_object(value, schema, path)
-    return None
+        tests = [_type_test(n) for n in names]
+        must = f"must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
 
+        def of_type(value: Any, path: str) -> str | None:
+            for test in tests:
+                if test(value):
+                    return None
+            return f"{_where(path)} {must}"
 
-def _check_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> str | None:
-    properties: dict[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", []):
-        if name not in value:
-            return f"`{_join(path, name)}` is required"
-    extra = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        sub = properties.get(name)
-        if sub is None:
-            if extra is False:
-                allowed = ", ".join(f"`{p}`" for p in properties) or "none"
-                return f"`{_join(path, name)}` is not an accepted argument (accepted: {allowed})"
-            if isinstance(extra, dict):
-                sub = extra
+        steps.append(of_type)
+    if "enum" in schema:
+        options = schema["enum"]
+        one_of = f"must be one of {', '.join(repr(v) for v in options)}"
+        texts = frozenset(options) if all(isinstance(o, str) for o in options) else None
+
+        def in_enum(value: Any, path: str) -> str | None:
+            if texts is not None:
+                ok = isinstance(value, str) and value in texts
             else:
-                continue
-        problem = check(item, sub, _join(path, name))
-        if problem:
-            return problem
+                ok = any(_same(value, option) for option in options)
+            return None if ok else f"{_where(path)} {one_of}"
+
+        steps.append(in_enum)
+    if "const" in schema:
+        constant = schema["const"]
+
+        def is_const(value: Any, path: str) -> str | None:
+            return None if _same(value, constant) else f"{_where(path)} must be {constant!r}"
+
+        steps.append(is_const)
+    bounds = [(schema[key], test, f"must be {words} {schema[key]}") for key, test, words in _BOUNDS if key in schema]
+    if bounds:
+
+        def in_bounds(value: Any, path: str) -> str | None:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                for limit, test, must in bounds:
+                    if not test(value, limit):
+                        return f"{_where(path)} {must}"
+            return None
+
+        steps.append(in_bounds)
+    text_steps = _compile_text(schema)
+    if text_steps is not None:
+        steps.append(text_steps)
+    list_steps = _compile_list(schema)
+    if list_steps is not None:
+        steps.append(list_steps)
+    object_steps = _compile_object(schema)
+    if object_steps is not None:
+        steps.append(object_steps)
+    if not steps:
+        return _anything
+    if len(steps) == 1:
+        return steps[0]
+
+    def own(value: Any, path: str) -> str | None:
+        for step in steps:
+            problem = step(value, path)
+            if problem is not None:
+                return problem
+        return None
+
+    return own
+
+
+def _anything(value: Any, path: str) -> str | None:
     return None
+
+
+_BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str]] = [
+    ("minimum", lambda v, limit: not v < limit, "at least"),
+    ("maximum", lambda v, limit: not v > limit, "at most"),
+    ("exclusiveMinimum", lambda v, limit: not v <= limit, "greater than"),
+    ("exclusiveMaximum", lambda v, limit: not v >= limit, "less than"),
+]
+
+
+def _compile_text(schema: dict[str, Any]) -> Checker | None:
+    low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
+    if low is None and high is None and source is None:
+        return None
+    pattern = _pattern(source) if source is not None else None
+
+    def text(value: Any, path: str) -> str | None:
+        if isinstance(value, str):
+            if low is not None and len(value) < low:
+                return f"{_where(path)} must be at least {low} characters long"
+            if high is not None and len(value) > high:
+                return f"{_where(path)} must be at most {high} characters long"
+            if pattern is not None and not pattern.search(value):
+                return f"{_where(path)} must match the pattern {source}"
+        return None
+
+    return text
+
+
+def _compile_list(schema: dict[str, Any]) -> Checker | None:
+    low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+    each = compile_schema(items) if isinstance(items, dict) else None
+    if low is None and high is None and each is None:
+        return None
+
+    def array(value: Any, path: str) -> str | None:
+        if isinstance(value, list):
+            if low is not None and len(value) < low:
+                return f"{_where(path)} must have at least {low} items"
+            if high is not None and len(value) > high:
+                return f"{_where(path)} must have at most {high} items"
+            if each is not None:
+                for i, item in enumerate(value):
+                    problem = each(item, f"{path}[{i}]")
+                    if problem:
+                        return problem
+        return None
+
+    return array
+
+
+def _compile_object(schema: dict[str, Any]) -> Checker | None:
+    properties: dict[str, Any] = schema.get("properties", {})
+    fields = {name: compile_schema(sub) for name, sub in properties.items()}
+    required: list[str] = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    others = compile_schema(extra) if isinstance(extra, dict) else None
+    closed = extra is False
+    if not (fields or required or closed or others):
+        return None  # any object will do
+    allowed = ", ".join(f"`{p}`" for p in properties) or "none"
+
+    def of_object(value: Any, path: str) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        for name in required:
+            if name not in value:
+                return f"`{_join(path, name)}` is required"
+        for name, item in value.items():
+            sub = fields.get(name)
+            if sub is None:
+                if closed:
+                    return f"`{_join(path, name)}` is not an accepted argument (accepted: {allowed})"
+                if others is None:
+                    continue
+                sub = others
+            problem = sub(item, _join(path, name))
+            if problem:
+                return problem
+        return None
+
+    return of_object
 
 
 def _join(path: str, name: str) -> str:

@@ -106,6 +106,9 @@ class GatewayTool:
         # The contract's outputSchema for what this tool executes: its route, or its public path.
         target = ex["route"] if ex["kind"] == "route" else ex["path"]
         self.output_schema: dict[str, Any] = snap.output_schemas[target]
+        # Read once: every call checks its arguments, and every answer its shape.
+        self._check_arguments = schema.compile_schema(self.schema)
+        self._check_answer = schema.compile_schema(self.output_schema)
         read = self.method == "GET"
         self._definition: JSONObject = {
             "name": self.name,
@@ -150,7 +153,7 @@ class GatewayTool:
         return GatewayRequest(self.method, path, query, body, bearer, payment)
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
-        problem = schema.check(arguments, self.schema)
+        problem = self._check_arguments(arguments, "")
         if problem:
             text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
             return self._error(text, Failure("invalid_arguments"), ctx)
@@ -204,7 +207,7 @@ class GatewayTool:
         if problem is None:
             # The outputSchema is a promise ("Servers MUST provide structured results that conform
             # to this schema"): an answer that breaks it is not passed on as one.
-            shape = schema.check(value, self.output_schema, "")
+            shape = self._check_answer(value, "")
             if shape is not None:
                 problem = f": it is not the shape the FairWins contract describes ({_answer_path(shape)})"
         if problem is not None:

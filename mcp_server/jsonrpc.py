@@ -121,10 +121,19 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+# Made once: json.loads with any option builds a new decoder (and its scanner) on every call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def loads(data: bytes | str) -> Any:
     """Strict JSON: UTF-8 only, no NaN/Infinity; raises ValueError (depth included) on anything else."""
     try:
-        return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+        if isinstance(data, str):
+            if data.startswith("\ufeff"):  # as json.loads: a text that kept its BOM was decoded wrongly
+                raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
+        else:
+            data = data.decode(json.detect_encoding(data), "surrogatepass")
+        return _DECODER.decode(data)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
     except ValueError as exc:

@@ -37,7 +37,10 @@ def clean(text: object, limit: int = MAX_QUOTED) -> str:
     """
     # What the cut keeps, plus room for a credential across it, each character escaped as six at most.
     raw = str(text)[: (limit + 64) * 6]
-    flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in raw).strip()
+    if raw.isprintable():  # no character of category C (nor a line or paragraph separator)
+        flat = raw.strip()
+    else:
+        flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in raw).strip()
     flat = redaction.scrub(flat)
     flat = _TOKEN_TEXT.sub(lambda m: redact(m.group(0)), flat)
     flat = _BASE64_JSON.sub("(an encoded credential, not shown)", flat)

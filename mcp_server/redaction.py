@@ -137,9 +137,19 @@ class Redactor:
                 self._anchors.append((index, offset, needle.folded[offset : offset + size]))
         # A text holding none of these, as they are or escaped, holds no needle: most texts stop here.
         self._probes = {piece for _, _, piece in self._anchors}
-        self._escaped_probes = {form for piece in self._probes for form in _written(piece)} - self._probes
         self._byte_probes = tuple(probe.encode() for probe in self._probes)
-        self._escaped_byte_probes = tuple(probe.encode() for probe in self._escaped_probes)
+        self._escaped: tuple[set[str], tuple[bytes, ...]] | None = None
+
+    def _escaped_probes(self) -> tuple[set[str], tuple[bytes, ...]]:
+        """The pieces as an escaping writer spells them, as text and as bytes.
+
+        Every such spelling holds a `%` or a `\\`, so only a text holding one needs them: they are
+        worked out for the first such text of the request, not for every request.
+        """
+        if self._escaped is None:
+            forms = {form for piece in self._probes for form in _written(piece)} - self._probes
+            self._escaped = (forms, tuple(form.encode() for form in forms))
+        return self._escaped
 
     def __bool__(self) -> bool:
         return bool(self._needles)
@@ -193,13 +203,13 @@ class Redactor:
         if b"\\u" in folded or any(probe in folded for probe in self._byte_probes):
             return True
         escaped = b"%" in folded or b"\\" in folded
-        return escaped and any(probe in folded for probe in self._escaped_byte_probes)
+        return escaped and any(probe in folded for probe in self._escaped_probes()[1])
 
     def _might_hold(self, folded: str) -> bool:
         if any(probe in folded for probe in self._probes):
             return True
         escaped = "%" in folded or "\\u" in folded or "\\/" in folded
-        return escaped and any(probe in folded for probe in self._escaped_probes)
+        return escaped and any(probe in folded for probe in self._escaped_probes()[0])
 
     def _walk(self, value: Any) -> Any:
         """A scrubbed copy, built without recursion: JSON may be nested as deep as the parser allows."""

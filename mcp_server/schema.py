@@ -210,18 +210,32 @@ _BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str]] = [
 ]
 
 
+def _sizes(low: int | None, high: int | None, fewer: str, more: str) -> Callable[[int], str | None]:
+    """Bounds on a length (minLength/maxLength, minItems/maxItems): the complaint a size earns, or None."""
+    too_few = fewer.format(low)
+    too_many = more.format(high)
+
+    def complaint(size: int) -> str | None:
+        if low is not None and size < low:
+            return too_few
+        if high is not None and size > high:
+            return too_many
+        return None
+
+    return complaint
+
+
 def _compile_text(schema: dict[str, Any]) -> Checker | None:
     low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
     if low is None and high is None and source is None:
         return None
     pattern = _pattern(source) if source is not None else None
+    sizes = _sizes(low, high, "must be at least {} characters long", "must be at most {} characters long")
 
     def text(value: Any, path: str) -> str | None:
         if isinstance(value, str):
-            if low is not None and len(value) < low:
-                return f"{_where(path)} must be at least {low} characters long"
-            if high is not None and len(value) > high:
-                return f"{_where(path)} must be at most {high} characters long"
+            if (size := sizes(len(value))) is not None:
+                return f"{_where(path)} {size}"
             if pattern is not None and not pattern.search(value):
                 return f"{_where(path)} must match the pattern {source}"
         return None
@@ -234,13 +248,12 @@ def _compile_list(schema: dict[str, Any]) -> Checker | None:
     each = compile_schema(items) if isinstance(items, dict) else None
     if low is None and high is None and each is None:
         return None
+    sizes = _sizes(low, high, "must have at least {} items", "must have at most {} items")
 
     def array(value: Any, path: str) -> str | None:
         if isinstance(value, list):
-            if low is not None and len(value) < low:
-                return f"{_where(path)} must have at least {low} items"
-            if high is not None and len(value) > high:
-                return f"{_where(path)} must have at most {high} items"
+            if (size := sizes(len(value))) is not None:
+                return f"{_where(path)} {size}"
             if each is not None:
                 for i, item in enumerate(value):
                     problem = each(item, f"{path}[{i}]")

@@ -49,7 +49,7 @@ class Connection:
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
         self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
-        self._timeout: float = server.read_timeout
+        self._timeout: float = server.read_timeout  # how long the next _recv may wait for bytes
         self._counted_head = False
         # Non-blocking, waited on here: a socket with a timeout polls before every recv and send,
         # and each of those system calls releases the GIL, a hand-off between threads under load.
@@ -118,9 +118,6 @@ class Connection:
 
     # ---- reading ------------------------------------------------------------------------------
 
-    def _set_timeout(self, seconds: float) -> None:
-        self._timeout = seconds
-
     def _recv(self) -> bytes:
         """The next bytes from the client, waiting at most the timeout set; TimeoutError, or Gone."""
         until = 0.0
@@ -131,7 +128,7 @@ class Connection:
             except BlockingIOError:
                 now = time.monotonic()
                 until = until or now + self._timeout
-                if now >= until or not _wait(self.sock.fileno(), False, until - now):
+                if now >= until or not _ready([self.sock.fileno()], until - now):
                     raise TimeoutError from None
             except OSError as exc:
                 raise Gone from exc
@@ -155,7 +152,7 @@ class Connection:
             if left <= 0:
                 return False
             try:
-                ready = _readable(watch, left)
+                ready = _ready(watch, left)
             except (OSError, ValueError):
                 return False  # a descriptor was closed under us: the server is closing
             if fd in ready:
@@ -193,11 +190,11 @@ class Connection:
                 if left <= 0:
                     self._uncount_head()
                     return TIMED_OUT
-                self._set_timeout(left)
+                self._timeout = left
             elif not self._await_request(reserve):
                 return None  # idle past its limit: closed quietly, as keep-alive clients expect
             else:
-                self._set_timeout(self.server.read_timeout)
+                self._timeout = self.server.read_timeout
             try:
                 data = self._recv()
             except TimeoutError:
@@ -230,7 +227,7 @@ class Connection:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 return TIMED_OUT
-            self._set_timeout(left)
+            self._timeout = left
             try:
                 reader.feed(self._recv())
             except TimeoutError:
@@ -276,7 +273,7 @@ class Connection:
                 except BlockingIOError:
                     now = time.monotonic()
                     until = until or now + self.server.read_timeout
-                    if now >= until or not _wait(self.sock.fileno(), True, until - now):
+                    if now >= until or not _ready([self.sock.fileno()], until - now, writing=True):
                         raise TimeoutError from None
             return True
         except OSError:
@@ -345,25 +342,18 @@ class Connection:
             return
 
 
-def _wait(fd: int, writing: bool, timeout: float) -> bool:
-    """Whether `fd` becomes writable (or readable) within `timeout` seconds; an error or hang-up counts."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT if writing else select.POLLIN)
-        return bool(poller.poll(timeout * 1000))
-    ready = select.select([], [fd], [fd], timeout) if writing else select.select([fd], [], [fd], timeout)
-    return any(ready)
+def _ready(fds: list[int], timeout: float, *, writing: bool = False) -> list[int]:
+    """Which of `fds` are readable (or writable) within `timeout` seconds; an error or hang-up counts.
 
-
-def _readable(fds: list[int], timeout: float) -> list[int]:
-    """Which of `fds` are readable within `timeout` seconds (poll: no limit on descriptor numbers)."""
+    poll, where there is one: no limit on descriptor numbers.
+    """
     if hasattr(select, "poll"):
         poller = select.poll()
         for fd in fds:
-            poller.register(fd, select.POLLIN)
+            poller.register(fd, select.POLLOUT if writing else select.POLLIN)
         try:
             return [fd for fd, _ in poller.poll(timeout * 1000)]
         except InterruptedError:
             return []
-    ready, _, _ = select.select(fds, [], [], timeout)
-    return ready
+    readable, writable, failed = select.select([] if writing else fds, fds if writing else [], fds, timeout)
+    return [*readable, *writable, *failed]

@@ -11,16 +11,15 @@ from typing import Final
 
 _EPOLL: Final = hasattr(select, "epoll")
 # epoll's registrations are thread-safe and seen by an epoll_wait already waiting (epoll(7)): a
-# connection thread registers its socket with one system call, no lock and no wake-up.
-# A connection is registered once, when it opens, for its peer's end only (RDHUP; HUP and ERR are
-# always reported), edge-triggered: its requests arriving never wake the watcher, and a call
-# costs no system call at all. Every system call releases the GIL, and under load each release
-# is a hand-off between threads: two per call were a tenth of the server's CPU at 8 clients.
+# connection thread registers its socket with one system call, no lock and no wake-up. It does so
+# once, when the connection opens, for its peer's end only (RDHUP; HUP and ERR are always
+# reported), edge-triggered: its requests arriving never wake the watcher, and a call costs no
+# system call at all. Every system call releases the GIL, and under load each release is a
+# hand-off between threads: two per call were a tenth of the server's CPU at 8 clients.
+# Elsewhere a selector (select or poll) sees a new socket only on its next call, so it is woken
+# for each call's socket, under a lock, and the socket reports once (level-triggered, it would
+# report again at once while a pipelined request waits).
 _PEER_END: Final = (select.EPOLLRDHUP | select.EPOLLET) if _EPOLL else 0
-# A socket watched for one call only (not attached): one-shot, so a pipelined request cannot
-# keep the watcher spinning while the call is in flight. Elsewhere a selector (select or poll)
-# sees a new socket only on its next call, so it is woken for each, under a lock.
-_ONE_SHOT: Final = (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT) if _EPOLL else 0
 
 
 def _nothing() -> None:
@@ -73,11 +72,13 @@ class DisconnectWatcher:
         """Watch a connection's peer for as long as it is open: its calls are then watched for free.
 
         The connection's own thread attaches it, and detaches it before closing the socket.
+        A socket that was not attached is attached by `watch` for the one call (epoll only).
         """
         fd = sock.fileno()
         if self._epoll is None or fd < 0 or self._closed:
             return
         try:
+            # Registered after its peer has closed, a socket is reported at once: never missed.
             self._epoll.register(fd, _PEER_END)
         except (ValueError, OSError):
             return
@@ -96,31 +97,33 @@ class DisconnectWatcher:
         if fd < 0 or self._closed:
             return _nothing
         self._watched[fd] = (sock, on_close)
-        if fd in self._attached:
+        if self._epoll is not None:
+            for_this_call = fd not in self._attached
+            if for_this_call:
+                self.attach(sock)
             # The peer may have closed its end before this call began (the edge is reported once):
             # checked after the entry is in place, so either this or the watcher thread sees it.
-            if fd in self._ended and _peer_gone(sock):
+            elif fd in self._ended and _peer_gone(sock):
                 on_close()
 
             def unwatch_attached() -> None:
+                # Only the connection thread unwatches, before it closes the socket: the descriptor
+                # cannot have been reused yet, so this entry and this registration are its own.
                 self._watched.pop(fd, None)
+                if for_this_call:
+                    self.detach(sock)
 
             return unwatch_attached
+        assert self._selector is not None
         try:
-            if self._epoll is not None:
-                self._epoll.register(fd, _ONE_SHOT)
-            else:
-                assert self._selector is not None
-                with self._lock:
-                    self._selector.register(fd, selectors.EVENT_READ)
-                self._wake()
+            with self._lock:
+                self._selector.register(fd, selectors.EVENT_READ)
+            self._wake()
         except (KeyError, ValueError, OSError):
             self._watched.pop(fd, None)
             return _nothing
 
         def unwatch() -> None:
-            # Only the connection thread unwatches, before it closes the socket: the descriptor
-            # cannot have been reused yet, so this entry and this registration are its own.
             self._watched.pop(fd, None)
             self._unregister(fd)
 
@@ -156,32 +159,14 @@ class DisconnectWatcher:
                     except OSError:
                         pass
                     continue
-                if fd in self._attached:
+                if self._epoll is not None:
                     self._ended.add(fd)  # before the entry is read: see watch()
-                    attached = self._watched.get(fd)
-                    if attached is not None and _peer_gone(attached[0]):
-                        attached[1]()
-                    continue
-                entry = self._watched.get(fd)
-                if entry is None:
-                    continue  # unwatched meanwhile
-                sock, on_close = entry
-                try:
-                    peek = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    if self._epoll is not None and self._watched.get(fd) is entry:
-                        try:
-                            self._epoll.modify(fd, _ONE_SHOT)  # nothing to report after all: armed again
-                        except OSError:
-                            pass
-                    continue
-                except OSError:
-                    peek = b""
-                if self._selector is not None:
+                else:
                     self._unregister(fd)  # level-triggered: a socket with data would report again at once
-                if not peek:  # EOF: "the client closing the SSE response stream" is cancellation
-                    on_close()
-                # else: the client pipelined its next request; it is read after this answer
+                entry = self._watched.get(fd)
+                if entry is not None and _peer_gone(entry[0]):
+                    entry[1]()  # EOF: "the client closing the SSE response stream" is cancellation
+                # else: unwatched meanwhile, or the client pipelined its next request (read after this answer)
 
 
 def _peer_gone(sock: socket.socket) -> bool:

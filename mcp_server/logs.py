@@ -151,6 +151,7 @@ class StderrHandler(logging.Handler):
         self._closed = False
         self._broken = False
         self._thread: threading.Thread | None = None
+        self._owns_fd = True  # until close() closes it
         self.in_place = False  # written by the thread that logs (a process that must stay single-threaded)
         _HANDLERS.add(self)
 
@@ -299,10 +300,15 @@ class StderrHandler(logging.Handler):
             thread = self._thread
         if thread is not None:
             thread.join(timeout=5.0)
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        with self._cond:
+            # Once: logging.shutdown closes every handler again at exit, and by then the number
+            # may name another file this process opened since.
+            owned, self._owns_fd = self._owns_fd, False
+        if owned:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
         super().close()
 
 

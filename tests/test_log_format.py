@@ -121,8 +121,14 @@ def test_a_stderr_nobody_reads_never_blocks_a_logging_thread_and_the_loss_is_cou
             except OSError:
                 return  # the test closed the pipe
 
-        threading.Thread(target=read_all, daemon=True).start()
+        reader = threading.Thread(target=read_all, daemon=True)
+        reader.start()
         assert noted.wait(WAIT), "no line said that lines were dropped"
+        # The reader ends at the end of the stream, before the pipe is closed: a thread still
+        # reading that descriptor number afterwards would take the next test's pipe's bytes.
+        handler.close()
+        reader.join(WAIT)
+        assert not reader.is_alive()
     note = next(row for row in bytes(data).splitlines() if b"were dropped" in row)
     assert b"WARNING fairwins_mcp.logs: " in note and int(note.split(b": ")[1].split()[0]) > 0
 
@@ -230,3 +236,19 @@ def test_a_message_record_is_formatted_by_the_writer_thread_not_the_one_that_ans
         + row.split(b"ms=")[1].split(b" ")[0]
         + b" rev=2025-11-25 id=7\n"
     )
+
+
+def test_closing_twice_never_closes_a_descriptor_reused_since() -> None:
+    # logging.shutdown closes every handler again at exit: by then the number may name another file.
+    read_fd, write_fd = os.pipe()
+    handler = logs.StderrHandler(write_fd)
+    handler.close()
+    again_r, again_w = os.pipe()  # the lowest free numbers: the ones just closed
+    try:
+        assert write_fd in (again_r, again_w)
+        handler.close()
+        for fd in (again_r, again_w):
+            os.fstat(fd)  # still open
+    finally:
+        for fd in (read_fd, again_r, again_w):
+            os.close(fd)

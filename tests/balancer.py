@@ -12,23 +12,31 @@ import http.client
 import json
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tests.conftest import ROOT, server_env
 from tests.secret_canaries import record_output
+
+if TYPE_CHECKING:
+    from tests.nginx import Nginx
 
 TOKEN: Final = "fw1.sandbox-member-a-7f3k"  # the sandbox's member A
 START_TIMEOUT: Final = 30.0  # generous: CI machines are loaded
 STOP_TIMEOUT: Final = 60.0
 REQUEST_TIMEOUT: Final = 30.0
+RESTART_GAP: Final = 2.0  # seconds a replica stays down between its stop and its start
+BACK_IN_ROTATION: Final = (
+    60.0  # nginx keeps a replica that refused a connection out for fail_timeout (10 s); ample margin
+)
 
 
 def _ephemeral_low() -> int:
@@ -52,6 +60,16 @@ def pick_port() -> int:
                 continue
             return port
     raise AssertionError("no free port found below the ephemeral range")
+
+
+def distinct_ports(n: int) -> list[int]:
+    """`n` different ports from pick_port."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = pick_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def wait_for(probe: Callable[[], bool], what: str, timeout: float) -> None:
@@ -289,3 +307,42 @@ class Load:
 
 def summary(load: Load, **extra: Any) -> str:
     return json.dumps({"ok": load.ok, "failures": dict(load.failures), "samples": load.samples[:5], **extra}, indent=1)
+
+
+def restart_in_turn(
+    replicas: list[Replica], args: Sequence[tuple[str, ...]], gateway_url: str, lb: Nginx, progress: Callable[[], int]
+) -> list[str]:
+    """A deploy: each replica sent SIGTERM, down for a while, started again and back in nginx's rotation.
+
+    Each must exit 0; `progress` (calls completed so far) must move while each one is away.
+    Returns each stopped replica's log; `replicas` holds the new processes afterwards.
+    """
+    logs: list[str] = []
+    for i, replica in enumerate(list(replicas)):
+        before = progress()
+        replica.signal(signal.SIGTERM)
+        code = replica.wait(STOP_TIMEOUT)
+        replica.kill()
+        logs.append(replica.output)
+        assert code == 0, replica.output[-3000:]
+        # Down for a while, as in a real deploy: nginx meets refused connections, retries them
+        # elsewhere (nothing was sent) and keeps this replica out for fail_timeout.
+        time.sleep(RESTART_GAP)
+        restarted = time.time()
+        replicas[i] = start_replica(replica.port, gateway_url, args[i])
+        address = f"127.0.0.1:{replica.port}"
+
+        def back(address: str = address, since: float = restarted) -> bool:
+            return any(
+                e.at >= since and e.upstreams[-1] == address and e.upstream_statuses[-1] == "200"
+                for e in lb.access_log()
+            )
+
+        wait_for(back, f"nginx to route to the restarted {address} again", BACK_IN_ROTATION)
+        assert progress() > before, "the load stalled during the restart"
+    return logs
+
+
+def drained_counts(log: str) -> list[int]:
+    """Requests in flight at each SIGTERM a replica's log reports, all answered (one per process)."""
+    return [int(n) for n in re.findall(r"all (\d+) requests in flight at the signal were answered", log)]

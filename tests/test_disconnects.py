@@ -36,6 +36,17 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
         client.close()
 
 
+@contextmanager
+def call(watcher: DisconnectWatcher, served: socket.socket) -> Iterator[threading.Event]:
+    """A call in flight on `served`: the event is set if the watcher cancels it; unwatched at the end."""
+    cancelled = threading.Event()
+    unwatch = watcher.watch(served, cancelled.set)
+    try:
+        yield cancelled
+    finally:
+        unwatch()
+
+
 @pytest.fixture(params=["epoll", "selector"])
 def watcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[DisconnectWatcher]:
     """Both ways the watcher works: epoll (Linux), and a selector as on every other system."""
@@ -47,30 +58,18 @@ def watcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize("attached", [True, False], ids=["attached", "per-call"])
-def test_a_client_closing_during_a_call_cancels_it(watcher: DisconnectWatcher, attached: bool) -> None:
+@pytest.mark.parametrize("leaving", ["close", "reset"])
+def test_a_client_leaving_during_a_call_cancels_it(watcher: DisconnectWatcher, attached: bool, leaving: str) -> None:
     with pair() as (served, client):
         if attached:
             watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        assert not fired.wait(QUIET)
-        client.close()
-        assert fired.wait(WAIT)
-        unwatch()
+        with call(watcher, served) as fired:
+            assert not fired.wait(QUIET)
+            if leaving == "reset":
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            client.close()
+            assert fired.wait(WAIT)
         watcher.detach(served)
-
-
-@pytest.mark.parametrize("attached", [True, False], ids=["attached", "per-call"])
-def test_a_reset_cancels_the_call(watcher: DisconnectWatcher, attached: bool) -> None:
-    with pair() as (served, client):
-        if attached:
-            watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST
-        client.close()
-        assert fired.wait(WAIT)
-        unwatch()
 
 
 def test_a_client_gone_before_its_call_began_cancels_it(watcher: DisconnectWatcher) -> None:
@@ -79,26 +78,20 @@ def test_a_client_gone_before_its_call_began_cancels_it(watcher: DisconnectWatch
         watcher.attach(served)
         client.close()
         time.sleep(QUIET)  # the watcher has seen the end with nothing to cancel
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        assert fired.wait(WAIT), "the call of a client already gone must be cancelled"
-        unwatch()
+        with call(watcher, served) as fired:
+            assert fired.wait(WAIT), "the call of a client already gone must be cancelled"
 
 
 def test_requests_arriving_never_cancel_a_call(watcher: DisconnectWatcher) -> None:
     with pair() as (served, client):
         watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        client.sendall(b"POST /mcp HTTP/1.1\r\n")  # the next request, pipelined during the call
-        assert not fired.wait(QUIET)
-        unwatch()
+        with call(watcher, served) as fired:
+            client.sendall(b"POST /mcp HTTP/1.1\r\n")  # the next request, pipelined during the call
+            assert not fired.wait(QUIET)
         assert served.recv(100) == b"POST /mcp HTTP/1.1\r\n"
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        client.sendall(b"Host: x\r\n\r\n")
-        assert not fired.wait(QUIET)
-        unwatch()
+        with call(watcher, served) as fired:
+            client.sendall(b"Host: x\r\n\r\n")
+            assert not fired.wait(QUIET)
 
 
 def test_a_half_closed_client_with_a_request_pending_waits_for_its_answers(watcher: DisconnectWatcher) -> None:
@@ -106,25 +99,20 @@ def test_a_half_closed_client_with_a_request_pending_waits_for_its_answers(watch
     # the pending request's, until nothing of the client is left to read.
     with pair() as (served, client):
         watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        client.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
-        client.shutdown(socket.SHUT_WR)
-        assert not fired.wait(QUIET)
-        unwatch()
+        with call(watcher, served) as fired:
+            client.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+            client.shutdown(socket.SHUT_WR)
+            assert not fired.wait(QUIET)
         assert served.recv(100) == b"GET /healthz HTTP/1.1\r\n\r\n"
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        assert fired.wait(WAIT), "nothing more can come from it: its next call is cancelled"
-        unwatch()
+        with call(watcher, served) as fired:
+            assert fired.wait(WAIT), "nothing more can come from it: its next call is cancelled"
 
 
 def test_an_unwatched_call_is_never_cancelled(watcher: DisconnectWatcher) -> None:
     with pair() as (served, client):
         watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        unwatch()
+        with call(watcher, served) as fired:
+            pass  # the call ended before its client left
         client.close()
         assert not fired.wait(QUIET)
         watcher.detach(served)
@@ -141,8 +129,6 @@ def test_a_descriptor_reused_by_a_new_connection_starts_clean(watcher: Disconnec
     with pair() as (served, client):
         assert served.fileno() == fd  # the lowest free descriptor is given again
         watcher.attach(served)
-        fired = threading.Event()
-        unwatch = watcher.watch(served, fired.set)
-        assert not fired.wait(QUIET)
-        unwatch()
+        with call(watcher, served) as fired:
+            assert not fired.wait(QUIET)
         watcher.detach(served)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import re
-import signal
-import time
-
-from tests.balancer import STOP_TIMEOUT, Gateway, Load, Replica, pick_port, start_replica, summary, wait_for
+from tests.balancer import (
+    Gateway,
+    Load,
+    Replica,
+    distinct_ports,
+    drained_counts,
+    pick_port,
+    restart_in_turn,
+    start_replica,
+    summary,
+    wait_for,
+)
 from tests.nginx import Nginx
 
 REPLICAS = 3
@@ -14,17 +21,6 @@ REPLICAS = 3
 REPLICA_ARGS: tuple[tuple[str, ...], ...] = ((), ("--workers", "2"), ())
 MEMBERS = 16
 GATEWAY_DELAY = 0.05  # seconds: every call waits on the gateway, so a SIGTERM always finds calls in flight
-RESTART_GAP = 2.0  # seconds a replica stays down between its stop and its start
-BACK_IN_ROTATION = 60.0  # nginx keeps a replica that refused a connection out for fail_timeout (10 s); ample margin
-
-
-def distinct_ports(n: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < n:
-        port = pick_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
 
 
 def test_a_rolling_restart_behind_a_stock_nginx_fails_no_request() -> None:
@@ -33,7 +29,6 @@ def test_a_rolling_restart_behind_a_stock_nginx_fails_no_request() -> None:
     try:
         ports = distinct_ports(REPLICAS)
         replicas = [start_replica(port, gateway.url, REPLICA_ARGS[i]) for i, port in enumerate(ports)]
-        stops: list[str] = []
         # A stock reverse proxy (keepalive 32, proxy_http_version 1.1, Connection "", nginx's default
         # proxy_next_upstream and passive health), its upstream keep-alive shorter than the server's
         # drain grace, as the README says to set it.
@@ -41,38 +36,16 @@ def test_a_rolling_restart_behind_a_stock_nginx_fails_no_request() -> None:
             load = Load(lb.port, MEMBERS).start()
             try:
                 wait_for(lambda: load.total >= 300, "the load to get going", 60)
-                for i, port in enumerate(ports):
-                    before = load.total
-                    replicas[i].signal(signal.SIGTERM)
-                    code = replicas[i].wait(STOP_TIMEOUT)
-                    replicas[i].kill()
-                    log = replicas[i].output
-                    assert code == 0, log[-3000:]
-                    drained = re.findall(r"all (\d+) requests in flight at the signal were answered", log)
-                    # The stop met requests in flight: the drain was tested under load, not idle.
-                    assert sum(map(int, drained)) > 0, log[-3000:]
-                    stops.append(log[log.find("stopping:") :])
-                    # Down for a while, as in a real deploy: nginx meets refused connections, retries
-                    # them elsewhere (nothing was sent) and keeps this replica out for fail_timeout.
-                    time.sleep(RESTART_GAP)
-                    restarted = time.time()
-                    replicas[i] = start_replica(port, gateway.url, REPLICA_ARGS[i])
-                    address = f"127.0.0.1:{port}"
-
-                    def back(address: str = address, since: float = restarted) -> bool:
-                        return any(
-                            e.at >= since and e.upstreams[-1] == address and e.upstream_statuses[-1] == "200"
-                            for e in lb.access_log()
-                        )
-
-                    wait_for(back, f"nginx to route to the restarted {address} again", BACK_IN_ROTATION)
-                    assert load.total > before, "the load stalled during the restart"
+                logs = restart_in_turn(replicas, REPLICA_ARGS, gateway.url, lb, lambda: load.total)
                 settled = load.total
                 wait_for(lambda: load.total >= settled + 300, "the load to go on after the last restart", 60)
             finally:
                 load.stop()
+            for log in logs:
+                # Each stop met requests in flight: the drain was tested under load, not idle.
+                assert sum(drained_counts(log)) > 0, log[-3000:]
             assert not load.failures, summary(load, nginx_errors=lb.error_log()[-3000:])
-            print("\n".join(stops))
+            print("\n".join(log[log.find("stopping:") :] for log in logs))
             served_by = {entry.upstreams[-1] for entry in lb.access_log()}
             assert served_by == {f"127.0.0.1:{port}" for port in ports}
     finally:

@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import random
 import re
-import signal
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from tests.balancer import STOP_TIMEOUT, Gateway, Load, Replica, start_replica, summary, wait_for
+from tests.balancer import (
+    Gateway,
+    Load,
+    Replica,
+    distinct_ports,
+    drained_counts,
+    restart_in_turn,
+    start_replica,
+    summary,
+    wait_for,
+)
 from tests.nginx import Nginx
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B
-from tests.test_door import BACK_IN_ROTATION, RESTART_GAP, distinct_ports
 from tests.test_proxy import SHAPES, Seen, member
 
 REPLICA_ARGS: Final[tuple[tuple[str, ...], ...]] = ((), ("--workers", "2"), ())
@@ -154,32 +162,10 @@ def test_a_deploy_under_a_crowd_and_an_attacker_behind_nginx_loses_nothing() -> 
             for thread in callers:
                 thread.start()
             go.set()
-            drained: list[int] = []
             logs: list[str] = []
             try:
                 wait_for(lambda: crowd.total >= 200, "the crowd to get going", 60)
-                for i, port in enumerate(ports):
-                    before = crowd.total
-                    replicas[i].signal(signal.SIGTERM)
-                    code = replicas[i].wait(STOP_TIMEOUT)
-                    replicas[i].kill()
-                    log = replicas[i].output
-                    logs.append(log)
-                    assert code == 0, log[-3000:]
-                    drained += map(int, re.findall(r"all (\d+) requests in flight at the signal were answered", log))
-                    time.sleep(RESTART_GAP)
-                    restarted = time.time()
-                    replicas[i] = start_replica(port, gateway.url, REPLICA_ARGS[i])
-                    address = f"127.0.0.1:{port}"
-
-                    def back(address: str = address, since: float = restarted) -> bool:
-                        return any(
-                            e.at >= since and e.upstreams[-1] == address and e.upstream_statuses[-1] == "200"
-                            for e in lb.access_log()
-                        )
-
-                    wait_for(back, f"nginx to route to the restarted {address} again", BACK_IN_ROTATION)
-                    assert crowd.total > before, "the crowd stalled during the restart"
+                logs = restart_in_turn(replicas, REPLICA_ARGS, gateway.url, lb, lambda: crowd.total)
                 settled = crowd.total
                 wait_for(lambda: crowd.total >= settled + 200, "the crowd to go on after the deploy", 60)
             finally:
@@ -188,6 +174,7 @@ def test_a_deploy_under_a_crowd_and_an_attacker_behind_nginx_loses_nothing() -> 
                 for thread in callers:
                     thread.join(HOSTILE_TIMEOUT + 30)
             errors = lb.error_log()[-3000:]
+            drained = [n for log in logs for n in drained_counts(log)]
             print(
                 f"\ncrowd: {crowd.ok} calls answered, failures {dict(crowd.failures)}; members A and B: "
                 f"{len(seen.member.get(ACCOUNT_A, []))} and {len(seen.member.get(ACCOUNT_B, []))} calls, "

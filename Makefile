@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-PACKAGES := mcp_server contract/assistant_contract
+PACKAGES := mcp_server assistant_contract
 # The official MCP Bundle CLI (npm @anthropic-ai/mcpb) and Claude Code (npm @anthropic-ai/claude-code),
 # pinned in tests/tools/npm_tool.sh and installed by it (on Node 22) into .tools/ for the tests.
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
@@ -10,10 +10,10 @@ CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x6
 
 .PHONY: test test-tools lint snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
-$(VPY): pyproject.toml setup.py contract/pyproject.toml
+$(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]' -e ./contract
+	$(VPY) -m pip install --quiet -e '.[dev]' -e ./assistant_contract
 	touch $(VPY)
 
 # The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector
@@ -43,11 +43,13 @@ test-tools:
 	bash tests/tools/apt.sh promtool prometheus
 	bash tests/tools/apt.sh prometheus prometheus
 
-# mypy --strict on the packages and their scripts; ruff on everything written in Python here.
+# mypy --strict on the packages and their scripts; ruff on everything written in Python here; the
+# layers of docs/architecture.md with import-linter (pyproject.toml, [tool.importlinter]).
 lint: $(VPY)
 	$(VPY) -m mypy $(PACKAGES) demo scripts mcpb
-	$(VPY) -m ruff check mcp_server contract demo scripts tests bench mcpb
-	$(VPY) -m ruff format --check mcp_server contract demo scripts tests bench mcpb
+	$(VENV)/bin/lint-imports
+	$(VPY) -m ruff check mcp_server assistant_contract demo scripts tests bench mcpb
+	$(VPY) -m ruff format --check mcp_server assistant_contract demo scripts tests bench mcpb
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export

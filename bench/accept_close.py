@@ -2,13 +2,13 @@
 
     python3 -m bench.accept_close --rounds 20 --clients 32
 
-Each round: a listener (mcp_server.listener.listen) served by an accept loop; --clients threads
+Each round: a listener (mcp_server.ops.listener.listen) served by an accept loop; --clients threads
 each open a new connection, send a request at once and read the answer, over and over; after
 --run seconds the server stops accepting in one of three ways:
 
   close     stop the accept loop and close the listener (what socketserver's shutdown does)
   drain     accept until the queue is empty, then close
-  filter    drop new SYNs (mcp_server.listener.refuse_new), accept what is queued until quiet, then close
+  filter    drop new SYNs (mcp_server.ops.listener.refuse_new), accept what is queued until quiet, then close
 
 Every connection ends as `ok` (answered), `refused` (connect failed: nothing was sent, so a
 balancer retries it elsewhere) or `lost` (the request was sent and the connection was reset or
@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from mcp_server import listener as listening
+from mcp_server.ops import listener as listening
 
 REQUEST = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"

@@ -1,5 +1,5 @@
 """`python -m mcp_server`: the same entry point as the `fairwins-mcp` console script."""
 
-from .cli import main
+from mcp_server.setup.cli import main
 
 raise SystemExit(main())

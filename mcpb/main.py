@@ -24,6 +24,6 @@ if sys.version_info < REQUIRED:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from mcp_server.cli import main  # noqa: E402  (after the path is set: the bundled package)
+from mcp_server.setup.cli import main  # noqa: E402  (after the path is set: the bundled package)
 
 raise SystemExit(main(sys.argv[1:]))

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from mcp_server import __version__
-from mcp_server.context import RequestContext
-from mcp_server.gateway import Gateway
-from mcp_server.jsonrpc import Request
-from mcp_server.protocol import Dispatcher, Session
-from mcp_server.server import build_catalog
-from mcp_server.snapshot import NAME as SNAPSHOT
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.fairwins.snapshot import NAME as SNAPSHOT
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import Request
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE: Final = "mcp_server"

@@ -1,7 +1,7 @@
 """`python -m scripts.readme [--check]`: README.md's table of tools, resources and prompts, from what is served.
 
 The table between the catalog markers is generated from the vendored snapshot as the shipped
-server composes it (mcp_server.server.build_catalog), so the README cannot drift from what a
+server composes it (mcp_server.setup.server.build_catalog), so the README cannot drift from what a
 client sees in tools/list, resources/list and prompts/list. `--check` changes nothing: it prints
 the difference and the command that fixes it, and exits 1 when there is one.
 """
@@ -16,10 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
-from mcp_server.gateway import Gateway
-from mcp_server.server import build_catalog
-from mcp_server.snapshot import load
-from mcp_server.tools import GatewayTool
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import GatewayTool
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 README: Final = ROOT / "README.md"

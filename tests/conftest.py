@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server.context import RequestContext
-from mcp_server.gateway import Gateway
-from mcp_server.jsonrpc import Notification, Request
-from mcp_server.protocol import Dispatcher, Session
-from mcp_server.server import build_catalog
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import Notification, Request
 from tests import outputs
 from tests.sandbox_gateway import SandboxGateway
 

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.protocol import Dispatcher
-from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.wire.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 
 MODERN: Final = "2026-07-28"
 LEGACY: Final = "2025-11-25"

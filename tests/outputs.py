@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mcp_server import schema
-from mcp_server.gateway import Gateway
-from mcp_server.server import build_catalog
+from mcp_server.core import schema
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
 
 # Every shipped tool's outputSchema, as tools/list serves it.
 SHIPPED: Final[dict[str, dict[str, Any]]] = {

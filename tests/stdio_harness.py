@@ -12,8 +12,8 @@ import queue
 import threading
 from typing import Any
 
-from mcp_server.protocol import Dispatcher
-from mcp_server.stdio import StdioServer
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.transports.stdio import StdioServer
 
 TIMEOUT = 10.0
 Json = dict[str, Any]

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.context import PaymentAllowance, RequestContext
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.jsonrpc import Request
-from mcp_server.protocol import Session
-from mcp_server.server import build_dispatcher
+from mcp_server.core.context import PaymentAllowance, RequestContext
+from mcp_server.core.protocol import Session
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.wire.jsonrpc import Request
 from tests.mcp_http import Raw, post, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.stdio_harness import StdioHarness

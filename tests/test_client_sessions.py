@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.versions import META_SERVER_INFO, SUPPORTED_VERSIONS
+from mcp_server.wire.versions import META_SERVER_INFO, SUPPORTED_VERSIONS
 from tests.conftest import ROOT, WAIT, StdioProcess, server_env
 from tests.mcp_http import LEGACY, LegacyClient, ModernClient, modern_meta
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from mcp_server.gateway import Gateway
-from mcp_server.protocol import Dispatcher
-from mcp_server.server import build_catalog
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
 from tests.conformance.fixtures import (
     EMBEDDED_TEXT,
     ERROR_TEXT,

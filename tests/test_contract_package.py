@@ -12,20 +12,20 @@ import zipfile
 from collections.abc import Iterator
 
 import pytest
+
 from assistant_contract import __version__
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH, render
-
-from mcp_server import schema
+from mcp_server.core import schema
 from tests.conftest import ROOT
 from tests.test_packaging import run, wheel_and_venv
 
-CONTRACT = ROOT / "contract"
+CONTRACT = ROOT / "assistant_contract"
 SNAPSHOT = ROOT / "toolDefs.snapshot.json"
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, pathlib.Path]]:
-    """(the contract's wheel, a fresh venv it is installed in), built from contract/ alone, with no network."""
+    """(the contract's wheel, a fresh venv it is installed in), built from its own folder, with no network."""
     yield wheel_and_venv(CONTRACT, tmp_path_factory.mktemp("contract"))
 
 
@@ -55,7 +55,7 @@ def test_the_wheel_holds_the_package_typed_with_its_snapshot_schema_and_nothing_
         names = archive.namelist()
         assert archive.read("assistant_contract/snapshot.schema.json") == SNAPSHOT_SCHEMA_PATH.read_bytes()
     package = {n.removeprefix("assistant_contract/") for n in names if n.startswith("assistant_contract/")}
-    sources = {p.name for p in (CONTRACT / "assistant_contract").iterdir() if p.suffix == ".py"}
+    sources = {p.name for p in CONTRACT.iterdir() if p.suffix == ".py"}
     assert package == sources | {"py.typed", "snapshot.schema.json"}
     assert {n.split("/")[0] for n in names} == {
         "assistant_contract",

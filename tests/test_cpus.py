@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mcp_server import cpus
+from mcp_server.ops import cpus
 from tests.conftest import ROOT, WAIT
 
 # This sandbox's own layout: v1 controllers, the cpu controller among them, plus a v2 mount.

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from demo.demo import DemoError, Server, connect_lines, session
-from mcp_server.gateway import Gateway
-from mcp_server.server import build_catalog
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
 from tests.conftest import ROOT, WAIT, server_env
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from mcp_server.http import disconnects
-from mcp_server.http.disconnects import DisconnectWatcher
+from mcp_server.transports.http import disconnects
+from mcp_server.transports.http.disconnects import DisconnectWatcher
 
 WAIT = 3.0  # seconds a cancellation may take to be noticed, on a loaded machine
 QUIET = 0.3  # seconds in which a cancellation that must not come would have come

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from mcp_server import doctor
-from mcp_server.config import Config, parse_args
-from mcp_server.gateway import Gateway
+from mcp_server.setup import doctor
+from mcp_server.setup.config import Config, parse_args
+from mcp_server.upstream.gateway import Gateway
 from tests.conftest import ROOT, WAIT, server_env
 from tests.sandbox_gateway import (
     ACCOUNT_A,
@@ -229,7 +229,10 @@ def test_check_is_not_refused_for_an_env_token_the_way_http_serving_is(sandbox: 
 
 
 def test_neither_serving_path_imports_the_doctor() -> None:
-    probe = "import sys, mcp_server.cli, mcp_server.server; print(sorted(m for m in sys.modules if 'doctor' in m))"
+    probe = (
+        "import sys, mcp_server.setup.cli, mcp_server.setup.server; "
+        "print(sorted(m for m in sys.modules if 'doctor' in m))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=WAIT * 3
     )

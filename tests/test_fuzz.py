@@ -28,15 +28,16 @@ from typing import Any
 
 import pytest
 
-from mcp_server.context import Cancellation, RequestContext
-from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.jsonrpc import Batch, Encoded, Request, dumps, parse
-from mcp_server.protocol import Dispatcher, Session
-from mcp_server.server import build_catalog
-from mcp_server.stdio import MAX_LINE, StdioServer
-from mcp_server.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.setup.server import build_catalog
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.transports.stdio import MAX_LINE, StdioServer
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Target
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.jsonrpc import Batch, Encoded, Request, dumps, parse
+from mcp_server.wire.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
 from tests.conftest import ROOT, server_env
 from tests.samples import VALID_ARGUMENTS
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.http import gate
-from mcp_server.http.gate import Admit, Policy, Refuse
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.gate import Admit, Policy, Refuse
 
 LOCAL = Policy(loopback_bind=True, allowed_origins=frozenset({"https://app.fairwins.example"}), max_body=1024)
 HOSTED = Policy(loopback_bind=False, allowed_origins=frozenset(), max_body=1024)

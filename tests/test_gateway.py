@@ -14,16 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mcp_server import __version__
-from mcp_server.context import Cancellation, Payment
-from mcp_server.gateway import (
-    Gateway,
-    GatewayFailure,
-    GatewayRequest,
-    GatewayResponse,
-    Target,
-    TransportError,
-)
-from mcp_server.retry_after import retry_after_seconds
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target, TransportError
+from mcp_server.upstream.retry_after import retry_after_seconds
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.x402 import Payment
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 WAIT = 10.0

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from mcp_server.gateway import Gateway, GatewayRequest
-from mcp_server.watchdog import WATCHDOG
+from mcp_server.ops.watchdog import WATCHDOG
+from mcp_server.upstream.gateway import Gateway, GatewayRequest
 from tests.conftest import McpClient, client_for
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway

@@ -17,18 +17,20 @@ from typing import Any
 
 import pytest
 
-from mcp_server import payments
-from mcp_server.catalog import Catalog
-from mcp_server.config import Config, ConfigError, from_env, parse_args
-from mcp_server.context import Cancellation, RequestContext
-from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
-from mcp_server.jsonrpc import Invalid, JSONObject, loads, lone_surrogate, parse
-from mcp_server.outcomes import Wording, describe_failure
-from mcp_server.protocol import Dispatcher
-from mcp_server.retry_after import retry_after_seconds
-from mcp_server.server import build_catalog, build_dispatcher
-from mcp_server.snapshot import load
-from mcp_server.tools import GatewayTool
+from mcp_server.core.catalog import Catalog
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.fairwins import payments
+from mcp_server.fairwins.outcomes import Wording, describe_failure
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import GatewayTool
+from mcp_server.setup.config import Config, ConfigError, from_env, parse_args
+from mcp_server.setup.server import build_catalog, build_dispatcher
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
+from mcp_server.upstream.retry_after import retry_after_seconds
+from mcp_server.wire import x402
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.jsonrpc import Invalid, JSONObject, McpError, loads, lone_surrogate, parse
 from tests.conftest import WAIT, McpClient, client_for, run_stdio
 from tests.mcp_http import LegacyClient, ModernClient, modern_meta, serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -118,7 +120,7 @@ def answered(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def paid_call(mcp: McpClient, name: str = "get_wagers", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    meta = {payments.PAYMENT_META_KEY: canary_payment(1 if name == "get_wagers" else 2)}
+    meta = {x402.PAYMENT_META_KEY: canary_payment(1 if name == "get_wagers" else 2)}
     return mcp.request("tools/call", {"name": name, "arguments": arguments or {}, "_meta": meta})
 
 
@@ -286,7 +288,7 @@ def test_an_unexpected_exception_while_rendering_a_paid_answer_still_keeps_the_w
     assert isinstance(real, GatewayTool)
     buggy = BuggyRenderer(real.entry, load(), real.gateway, real.wording)
     tools = [buggy if t.name == "get_wagers" else t for t in catalog.tools]
-    result = answered(paid_call(McpClient(Dispatcher(Catalog(tools=tools)))))
+    result = answered(paid_call(McpClient(Dispatcher(Catalog(tools=tools, payments=payments)))))
     assert result["isError"] is True and DO_NOT_RESUBMIT in words(result)
     assert len(sandbox.seen) == 1
 
@@ -341,7 +343,7 @@ def test_a_lone_surrogate_in_a_meta_payment_is_invalid_params_and_the_payment_go
     else:
         payment["extensions"] = {"memo": "caf\udce9"}
     message = client_for(sandbox.url).request(
-        "tools/call", {"name": "get_fees", "arguments": {}, "_meta": {payments.PAYMENT_META_KEY: payment}}
+        "tools/call", {"name": "get_fees", "arguments": {}, "_meta": {x402.PAYMENT_META_KEY: payment}}
     )
     rejected_as_invalid_params(message, '_meta["x402/payment"]', "surrogate")
     assert sandbox.seen == []
@@ -349,8 +351,8 @@ def test_a_lone_surrogate_in_a_meta_payment_is_invalid_params_and_the_payment_go
 
 def test_a_lone_surrogate_in_a_meta_payment_is_refused_by_from_meta_itself() -> None:
     payment = {**canary_payment(1), "extensions": {"memo": "\ud800"}}
-    with pytest.raises(payments.McpError) as raised:
-        payments.from_meta(payment)
+    with pytest.raises(McpError) as raised:
+        x402.from_meta(payment)
     assert raised.value.code == -32602 and "surrogate" in raised.value.message
 
 

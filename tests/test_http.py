@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.http import gate
-from mcp_server.http.admission import SLOT_WAIT
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.admission import SLOT_WAIT
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -376,7 +376,7 @@ def test_dockerfile_matches_the_cli() -> None:
     assert port is not None
     argv = [port.group(1) if word == "$PORT" else word for word in shlex.split(script)]
     assert argv[:2] == ["exec", "fairwins-mcp"]
-    from mcp_server.config import argument_parser
+    from mcp_server.setup.config import argument_parser
 
     args = argument_parser().parse_args(argv[2:])
     assert args.http == 8790 and args.host == "0.0.0.0"

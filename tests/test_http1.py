@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_server import http1
-from mcp_server.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
+from mcp_server.upstream import http1
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
 from tests.sandbox_gateway import SandboxGateway
 
 MAX_HEAD = 64 * 1024

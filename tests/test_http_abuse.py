@@ -16,11 +16,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
-from mcp_server.watchdog import WATCHDOG
+from mcp_server.ops.watchdog import WATCHDOG
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import Raw, Response
 from tests.sandbox_gateway import SandboxGateway
 

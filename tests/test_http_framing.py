@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import Raw, Response, serving
 
 PING = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.http import gate
-from mcp_server.http.admission import SLOT_WAIT
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.admission import SLOT_WAIT
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import Raw, Response, serving
 from tests.sandbox_gateway import SandboxGateway
 

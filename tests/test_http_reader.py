@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from mcp_server.http.admission import BUSY, HEADS_FULL, PEER_FULL, Admission, Limits
-from mcp_server.http.head import MAX_HEAD_BYTES, TOO_LARGE, Head, Refusal, content_length, parse_head
-from mcp_server.http.reader import END, NEED_DATA, Data, Event, RequestReader
+from mcp_server.transports.http.admission import BUSY, HEADS_FULL, PEER_FULL, Admission, Limits
+from mcp_server.transports.http.head import MAX_HEAD_BYTES, TOO_LARGE, Head, Refusal, content_length, parse_head
+from mcp_server.transports.http.reader import END, NEED_DATA, Data, Event, RequestReader
 
 GET = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import ConfigError, from_env, parse_args
+from mcp_server.setup.config import ConfigError, from_env, parse_args
 from tests.balancer import CALL_HEADERS, Process, call_body, wait_for
 from tests.conftest import WAIT, server_env
 from tests.sandbox_gateway import SandboxGateway

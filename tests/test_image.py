@@ -302,7 +302,7 @@ def test_stand_in_base_matches_python_3_11_slim_where_it_can(
 
 # --- the build -----------------------------------------------------------------------------------
 
-CONTEXT_KEPT_OUT: Final = (".git", ".venv", ".tools", "tests", "bench", "demo", "contract", "dist", "build")
+CONTEXT_KEPT_OUT: Final = (".git", ".venv", ".tools", "tests", "bench", "demo", "assistant_contract", "dist", "build")
 
 
 def test_build_context_is_only_the_package_sources(podman: Podman, base: dict[str, Any], tmp_path: Any) -> None:
@@ -322,7 +322,7 @@ def test_build_context_is_only_the_package_sources(podman: Podman, base: dict[st
     assert top == {"pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "toolDefs.snapshot.json", "mcp_server"}
     assert not top & set(CONTEXT_KEPT_OUT)
     assert not [p for p in paths if "__pycache__" in p or p.endswith(".pyc") or ".egg-info" in p]
-    assert {"mcp_server/__init__.py", "mcp_server/cli.py", "mcp_server/guide.md"} <= paths
+    assert {"mcp_server/__init__.py", "mcp_server/setup/cli.py", "mcp_server/fairwins/guide.md"} <= paths
 
 
 def test_image_builds_from_the_dockerfile_and_reports_its_size(

@@ -26,9 +26,9 @@ from typing import Any, Final
 import pytest
 
 from demo.demo import connect_lines
-from mcp_server.gateway import Gateway
-from mcp_server.protocol import Dispatcher
-from mcp_server.server import build_catalog
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
 from tests.inspector import LAUNCHER, NODE, NPX, VERSION
 from tests.mcp_http import serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway

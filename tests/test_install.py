@@ -24,7 +24,7 @@ from typing import Any, Final
 import pytest
 
 from mcp_server import __version__
-from mcp_server.client_configs import InstallError, desktop_config_path, merge, server_entry
+from mcp_server.setup.client_configs import InstallError, desktop_config_path, merge, server_entry
 from tests.conftest import ROOT, StdioProcess
 from tests.hosts import hold_session, tool
 from tests.sandbox_gateway import TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
@@ -519,7 +519,7 @@ def test_without_claude_on_path_the_command_is_printed_with_the_token_left_to_th
 def test_the_serve_path_never_loads_the_installer() -> None:
     from tests.test_start_path import NEVER_ON_STDIO
 
-    assert {"mcp_server.install", "mcp_server.client_configs"} <= set(NEVER_ON_STDIO)
+    assert {"mcp_server.setup.install", "mcp_server.setup.client_configs"} <= set(NEVER_ON_STDIO)
 
 
 def test_a_config_path_that_cannot_be_written_is_reported_not_raised(home: pathlib.Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # package name → its directory
-PACKAGES = {"mcp_server": ROOT / "mcp_server", "assistant_contract": ROOT / "contract" / "assistant_contract"}
+PACKAGES = {"mcp_server": ROOT / "mcp_server", "assistant_contract": ROOT / "assistant_contract"}
 
 
 def modules(package: str) -> list[pathlib.Path]:

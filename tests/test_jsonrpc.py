@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mcp_server import jsonrpc
-from mcp_server.jsonrpc import (
+from mcp_server.wire import jsonrpc
+from mcp_server.wire.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from mcp_server import logs, records
-from mcp_server.jsonrpc import Request
-from mcp_server.records import Record
+from mcp_server.ops import logs, records
+from mcp_server.ops.records import Record
+from mcp_server.wire.jsonrpc import Request
 from tests.secret_canaries import CANARY_TOKEN
 
 WAIT = 10.0

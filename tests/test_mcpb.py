@@ -23,7 +23,7 @@ from typing import Any, Final
 import pytest
 
 from mcp_server import __version__
-from mcp_server.config import from_env
+from mcp_server.setup.config import from_env
 from scripts import icon, mcpb
 from tests.conftest import ROOT, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session, node, tool
@@ -133,7 +133,7 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
         "manifest.json",
         "icon.png",
         "server/main.py",
-        "server/mcp_server/guide.md",
+        "server/mcp_server/fairwins/guide.md",
         "server/mcp_server/toolDefs.snapshot.json",
         *modules,
     }

@@ -11,10 +11,8 @@ import threading
 
 import pytest
 
-from mcp_server import records
-from mcp_server.gateway import Attempt
-from mcp_server.jsonrpc import Invalid, Notification, Request, error_object
-from mcp_server.metrics import (
+from mcp_server.ops import records
+from mcp_server.ops.metrics import (
     PAYMENT_OUTCOMES,
     REFUSAL_REASONS,
     REQUEST_OUTCOMES,
@@ -27,7 +25,8 @@ from mcp_server.metrics import (
     refusal_reason,
     render,
 )
-from mcp_server.records import FAILURE_KINDS, GATEWAY_CAUSES, METHODS, Record
+from mcp_server.ops.records import FAILURE_KINDS, GATEWAY_CAUSES, METHODS, Attempt, Record
+from mcp_server.wire.jsonrpc import Invalid, Notification, Request, error_object
 
 TOOLS = ("get_wagers", "get_fees")
 
@@ -267,7 +266,9 @@ def test_promtool_accepts_the_full_set_and_refuses_a_broken_one() -> None:
 
 
 def test_every_cause_the_gateway_seam_names_is_a_label_of_its_own() -> None:
-    source = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "gateway.py").read_text(encoding="utf-8")
+    source = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "upstream" / "gateway.py").read_text(
+        encoding="utf-8"
+    )
     named = set(re.findall(r'(?:TransportError|GatewayFailure)\(\s*"([a-z_]+)"', source))
     assert named and named - {"not_configured"} <= set(GATEWAY_CAUSES)
 

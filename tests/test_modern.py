@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server.context import RequestContext
-from mcp_server.jsonrpc import Request
-from mcp_server.protocol import CACHEABLE, MODERN_HTTP_STATUS, REMOVED_IN_MODERN, Dispatcher, Session
-from mcp_server.versions import (
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import CACHEABLE, MODERN_HTTP_STATUS, REMOVED_IN_MODERN, Dispatcher, Session
+from mcp_server.wire.jsonrpc import Request
+from mcp_server.wire.versions import (
     META_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
@@ -540,8 +540,8 @@ def test_a_2025_03_26_batch_is_still_answered_with_an_array(url: str) -> None:
 
 
 def test_stdio_a_modern_call_waiting_on_the_gateway_stays_modern_when_initialize_follows() -> None:
-    from mcp_server.config import Config
-    from mcp_server.server import build_dispatcher
+    from mcp_server.setup.config import Config
+    from mcp_server.setup.server import build_dispatcher
     from tests.sandbox_gateway import SandboxGateway
 
     with SandboxGateway() as sandbox:

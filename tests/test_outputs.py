@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server.catalog import Catalog
-from mcp_server.context import RequestContext
-from mcp_server.jsonrpc import JSONObject
-from mcp_server.protocol import Dispatcher
-from mcp_server.snapshot import load
-from mcp_server.tools import BUILD_INTENT
+from mcp_server.core.catalog import Catalog
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import BUILD_INTENT
+from mcp_server.wire.jsonrpc import JSONObject
 from tests import conftest
 from tests.conftest import McpClient, client_for
 from tests.outputs import failure_facts, problem

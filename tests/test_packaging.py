@@ -83,9 +83,11 @@ def test_the_wheel_carries_the_snapshot_byte_for_byte_and_the_guide(built: tuple
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         assert archive.read("mcp_server/toolDefs.snapshot.json") == (ROOT / "toolDefs.snapshot.json").read_bytes()
-        assert archive.read("mcp_server/guide.md") == (ROOT / "mcp_server" / "guide.md").read_bytes()
+        assert (
+            archive.read("mcp_server/fairwins/guide.md") == (ROOT / "mcp_server" / "fairwins" / "guide.md").read_bytes()
+        )
         entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "fairwins-mcp = mcp_server.cli:main" in entry_points
+    assert "fairwins-mcp = mcp_server.setup.cli:main" in entry_points
     assert wheel.name == f"fairwins_mcp-{__version__}-py3-none-any.whl"
 
 
@@ -100,12 +102,14 @@ def test_the_wheel_holds_the_server_and_nothing_else_of_the_repository(
     shipped = {n.removeprefix("mcp_server/") for n in names if n.startswith("mcp_server/") and n.endswith(".py")}
     modules = {p.relative_to(ROOT / "mcp_server").as_posix() for p in (ROOT / "mcp_server").rglob("*.py")}
     assert shipped == {m for m in modules if "__pycache__" not in m}
-    assert "http/server.py" in shipped  # subpackages too: the HTTP server is one
+    assert "transports/http/server.py" in shipped  # subpackages too, to the deepest
 
 
 def test_the_installed_package_is_the_one_imported_not_the_checkout(built: tuple[pathlib.Path, pathlib.Path]) -> None:
     _, venv = built
-    probe = "import mcp_server, mcp_server.snapshot as s; print(mcp_server.__file__); print(len(s.load().tools))"
+    probe = (
+        "import mcp_server, mcp_server.fairwins.snapshot as s; print(mcp_server.__file__); print(len(s.load().tools))"
+    )
     done = run([str(venv / "bin" / "python"), "-I", "-c", probe], venv)
     where, count = done.stdout.split()
     assert pathlib.Path(where).is_relative_to(venv) and int(count) > 0
@@ -149,7 +153,7 @@ def test_a_stdio_session_against_the_installed_command(built: tuple[pathlib.Path
     assert wagers["isError"] is False and wagers["structuredContent"]["chains"][0]["state"] == "read"
     assert "Chain 8453 could not be read" in wagers["content"][-1]["text"]
     guide = answers[4]["result"]["contents"][0]["text"]
-    assert guide == (ROOT / "mcp_server" / "guide.md").read_text(encoding="utf-8")
+    assert guide == (ROOT / "mcp_server" / "fairwins" / "guide.md").read_text(encoding="utf-8")
     assert TOKEN_MEMBER_A not in done.stderr
 
 

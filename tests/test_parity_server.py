@@ -1,4 +1,4 @@
-"""The server's tables, as mcp_server.snapshot loads them, equal assistant_contract's, in both directions.
+"""The server's tables, as mcp_server.fairwins.snapshot loads them, equal assistant_contract's, in both directions.
 
 The only test module that imports both packages: the server itself never imports the contract.
 """
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from assistant_contract import ALL_SCOPES, DESCRIPTION_MAX, OUTPUT_SCHEMAS, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 
-from mcp_server.gateway import Gateway
-from mcp_server.outcomes import Failure, Wording, chain_notes
-from mcp_server.snapshot import load
-from mcp_server.tools import BUILD_INTENT, build_tools
+from mcp_server.fairwins.outcomes import Failure, Wording, chain_notes
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import BUILD_INTENT, build_tools
+from mcp_server.upstream.gateway import Gateway
 from tests import wording
 
 SNAP = load()

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server import payments
-from mcp_server.context import Payment, RequestContext
-from mcp_server.gateway import GatewayFailure, GatewayResponse, Outcome
-from mcp_server.jsonrpc import INVALID_PARAMS, JSONObject, McpError
+from mcp_server.core.context import RequestContext
+from mcp_server.fairwins import payments
+from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
+from mcp_server.wire import x402
+from mcp_server.wire.jsonrpc import INVALID_PARAMS, JSONObject, McpError
+from mcp_server.wire.x402 import Payment
 from tests.conftest import WAIT, McpClient, StdioProcess, client_for
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import (
@@ -105,7 +107,7 @@ def call(
     params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
     extra = dict(meta or {})
     if payment is not None:
-        extra[payments.PAYMENT_META_KEY] = payment
+        extra[x402.PAYMENT_META_KEY] = payment
     if extra:
         params["_meta"] = extra
     return mcp.request("tools/call", params, ctx=ctx)
@@ -162,7 +164,7 @@ def assert_no_secret(text: str, *secrets: str) -> None:
 
 
 def test_a_meta_payment_of_version_2_is_forwarded_as_base64_compact_json_under_payment_signature() -> None:
-    payment = payments.from_meta(v2_payment())
+    payment = x402.from_meta(v2_payment())
     assert payment.header == "PAYMENT-SIGNATURE"
     assert payment.value == b64(v2_payment())  # compact, UTF-8 kept (no \\u escapes), standard padded base64
     assert unb64(payment.value) == v2_payment()
@@ -170,7 +172,7 @@ def test_a_meta_payment_of_version_2_is_forwarded_as_base64_compact_json_under_p
 
 
 def test_a_meta_payment_of_version_1_is_forwarded_under_x_payment() -> None:
-    payment = payments.from_meta(v1_payment())
+    payment = x402.from_meta(v1_payment())
     assert (payment.header, payment.value) == ("X-PAYMENT", b64(v1_payment()))
 
 
@@ -190,7 +192,7 @@ def test_a_meta_payment_of_version_1_is_forwarded_under_x_payment() -> None:
 )
 def test_a_meta_payment_that_is_not_an_object_of_version_1_or_2_is_invalid_params_without_echo(value: Any) -> None:
     with pytest.raises(McpError) as caught:
-        payments.from_meta(value)
+        x402.from_meta(value)
     assert caught.value.code == INVALID_PARAMS
     assert "x402/payment" in caught.value.message
     assert_no_secret(json.dumps(caught.value.to_error()))
@@ -198,19 +200,19 @@ def test_a_meta_payment_that_is_not_an_object_of_version_1_or_2_is_invalid_param
 
 def test_a_meta_payment_with_a_number_json_cannot_carry_is_invalid_params() -> None:
     with pytest.raises(McpError) as caught:
-        payments.from_meta(v2_payment(extensions={"n": float("inf")}))
+        x402.from_meta(v2_payment(extensions={"n": float("inf")}))
     assert caught.value.code == INVALID_PARAMS
 
 
 def test_a_meta_payment_over_64_kib_once_encoded_is_refused_by_name() -> None:
     with pytest.raises(McpError) as caught:
-        payments.from_meta(v2_payment(extensions={"pad": "x" * 50_000}))
+        x402.from_meta(v2_payment(extensions={"pad": "x" * 50_000}))
     assert caught.value.code == INVALID_PARAMS
     assert "64 KiB" in caught.value.message
 
 
 def test_no_payment_header_is_no_payment() -> None:
-    assert payments.from_http_headers({"authorization": "Bearer x", "accept": "application/json"}) == (None, None)
+    assert x402.from_http_headers({"authorization": "Bearer x", "accept": "application/json"}) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -218,14 +220,14 @@ def test_no_payment_header_is_no_payment() -> None:
 )
 def test_a_payment_header_is_carried_byte_for_byte_under_its_own_name(name: str, forwarded: str) -> None:
     value = b64(v2_payment())
-    payment, problem = payments.from_http_headers({"host": "localhost", name: value})
+    payment, problem = x402.from_http_headers({"host": "localhost", name: value})
     assert problem is None and payment is not None
     assert (payment.header, payment.value, payment.source) == (forwarded, value, "header")
 
 
 def test_an_unpadded_payment_header_is_carried_unpadded() -> None:
     value = b64(v2_payment()).rstrip("=")
-    payment, _ = payments.from_http_headers({"x-payment": value})
+    payment, _ = x402.from_http_headers({"x-payment": value})
     assert payment is not None and payment.value == value  # never "fixed"
 
 
@@ -243,7 +245,7 @@ def test_an_unpadded_payment_header_is_carried_unpadded() -> None:
 def test_payment_headers_that_cannot_be_carried_are_refused_with_a_reason_that_quotes_no_value(
     headers: dict[str, str], reason: str
 ) -> None:
-    payment, problem = payments.from_http_headers(headers)
+    payment, problem = x402.from_http_headers(headers)
     assert payment is None
     assert problem is not None and reason in problem
     assert_no_secret(problem, *(value for value in headers.values() if value))
@@ -251,7 +253,7 @@ def test_payment_headers_that_cannot_be_carried_are_refused_with_a_reason_that_q
 
 def test_a_payment_header_just_under_64_kib_is_carried() -> None:
     value = "A" * (64 * 1024 - 4)
-    payment, problem = payments.from_http_headers({"x-payment": value})
+    payment, problem = x402.from_http_headers({"x-payment": value})
     assert problem is None and payment is not None and payment.value == value
 
 
@@ -259,20 +261,20 @@ def test_the_same_payment_in_a_header_and_in_meta_is_one_payment_and_the_header_
     # Different bytes (key order, spacing), same JSON: what a client sending both ways produces.
     loose = base64.b64encode(json.dumps(v2_payment(), sort_keys=True, indent=1).encode()).decode()
     header = Payment("PAYMENT-SIGNATURE", loose, "header")
-    merged, problem = payments.merge(header, payments.from_meta(v2_payment()))
+    merged, problem = x402.merge(header, x402.from_meta(v2_payment()))
     assert problem is None and merged == header
 
 
 def test_two_different_payments_are_refused_and_neither_is_kept() -> None:
     header = Payment("PAYMENT-SIGNATURE", b64(v2_payment(resource={"url": "elsewhere"})), "header")
-    merged, problem = payments.merge(header, payments.from_meta(v2_payment()))
+    merged, problem = x402.merge(header, x402.from_meta(v2_payment()))
     assert merged is None and problem is not None and "two different payments" in problem
     other_version = Payment("X-PAYMENT", b64(v1_payment()), "header")
-    assert payments.merge(other_version, payments.from_meta(v2_payment()))[0] is None
+    assert x402.merge(other_version, x402.from_meta(v2_payment()))[0] is None
 
 
 def test_a_payment_never_shows_its_value_in_its_repr() -> None:
-    payment = payments.from_meta(v2_payment())
+    payment = x402.from_meta(v2_payment())
     assert payment.value not in repr(payment) and CANARY not in repr(payment)
 
 
@@ -507,7 +509,7 @@ def test_a_header_payment_is_forwarded_byte_for_byte_under_the_same_name(
     # Unusual but valid bytes: key order and spacing a re-encoder would change.
     body = v1_payment() if name == "X-PAYMENT" else v2_payment()
     value = base64.b64encode(json.dumps(body, indent=2, sort_keys=True).encode()).decode()
-    payment, _ = payments.from_http_headers({name.lower(): value})
+    payment, _ = x402.from_http_headers({name.lower(): value})
     ctx = RequestContext(bearer=TOKEN_MEMBER_A, bearer_source="header", payment=payment)
     result = result_of(call(mcp, tool, INTENT if tool == "build_intent" else {}, ctx=ctx))
     assert result["isError"] is False
@@ -562,7 +564,7 @@ def test_a_payment_for_a_call_that_is_never_priced_is_refused_and_sent_nowhere(
 ) -> None:
     ctx = RequestContext(bearer=TOKEN_MEMBER_A, bearer_source="env")
     if carried == "header":
-        ctx.payment = payments.from_http_headers({"x-payment": b64(v1_payment())})[0]
+        ctx.payment = x402.from_http_headers({"x-payment": b64(v1_payment())})[0]
     result = result_of(call(mcp, tool, arguments, payment=v2_payment() if carried == "meta" else None, ctx=ctx))
     assert result["isError"] is True
     assert "sent nowhere" in words(result) and tool in words(result)
@@ -713,7 +715,7 @@ def test_a_payment_header_of_nearly_64_kib_reaches_the_gateway_intact(sandbox: S
     big = v2_payment(extensions={"pad": "z" * 44_000})
     value = b64(big)
     assert 58_000 < len(value) < 62_000
-    payment, problem = payments.from_http_headers({"payment-signature": value})
+    payment, problem = x402.from_http_headers({"payment-signature": value})
     assert problem is None
     result = result_of(call(mcp, "build_intent", INTENT, ctx=RequestContext(payment=payment)))
     assert result["isError"] is False
@@ -764,7 +766,7 @@ def stdio_call(
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     if payment is not None:
-        params["_meta"] = {payments.PAYMENT_META_KEY: payment}
+        params["_meta"] = {x402.PAYMENT_META_KEY: payment}
     process.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
     return result_of(process.response_to(request_id))
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server import payments
-from mcp_server.config import Config
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
+from mcp_server.fairwins import payments
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.wire import x402
 from tests.conftest import ROOT, WAIT, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway
@@ -175,7 +176,7 @@ def test_a_payment_header_is_forwarded_byte_for_byte_and_the_receipt_comes_back_
 def test_a_meta_payment_over_http_is_answered_as_json_with_its_receipt_header_even_when_progress_was_asked(
     sandbox: SandboxGateway, server: McpHTTPServer
 ) -> None:
-    meta = {"progressToken": "p-1", payments.PAYMENT_META_KEY: v2_payment()}
+    meta = {"progressToken": "p-1", x402.PAYMENT_META_KEY: v2_payment()}
     answer = post(server, tools_call("build_intent", INTENT, meta=meta))
     assert answer.status == 200 and answer.header("Content-Type") == "application/json"
     assert answer.result["isError"] is False
@@ -190,7 +191,7 @@ def test_a_paid_call_in_the_2026_era_keeps_the_receipt_beside_the_server_info(
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
-        payments.PAYMENT_META_KEY: v1_payment(),
+        x402.PAYMENT_META_KEY: v1_payment(),
     }
     headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "get_wagers")]
     answer = post(server, tools_call("get_wagers", meta=meta), headers)
@@ -217,9 +218,9 @@ def test_a_price_over_http_is_the_offer_verbatim(server: McpHTTPServer) -> None:
         ([("X-PAYMENT", b64(v1_payment())), ("PAYMENT-SIGNATURE", b64(v2_payment()))], None),
         (
             [("PAYMENT-SIGNATURE", b64(v2_payment(resource={"url": "elsewhere"})))],
-            {payments.PAYMENT_META_KEY: v2_payment()},
+            {x402.PAYMENT_META_KEY: v2_payment()},
         ),
-        ([("X-PAYMENT", b64(v1_payment()))], {payments.PAYMENT_META_KEY: v2_payment()}),
+        ([("X-PAYMENT", b64(v1_payment()))], {x402.PAYMENT_META_KEY: v2_payment()}),
     ],
     ids=["two-headers", "header-and-different-meta", "v1-header-and-v2-meta"],
 )
@@ -360,7 +361,7 @@ def test_no_payment_value_reaches_an_http_answer_or_a_log_line(
             sandbox.fault(BUILD, fault)
         for headers, meta in (
             ([("PAYMENT-SIGNATURE", b64(v2_payment()))], None),
-            ([], {payments.PAYMENT_META_KEY: v2_payment()}),
+            ([], {x402.PAYMENT_META_KEY: v2_payment()}),
         ):
             answer = post(server, tools_call("build_intent", INTENT, meta=meta), headers)
             bodies.append(answer.body.decode() + json.dumps(answer.raw_headers))
@@ -398,9 +399,7 @@ def test_the_http_server_process_writes_no_payment_to_stderr(sandbox: SandboxGat
         assert url_found.wait(WAIT), "".join(lines)
         answer = post(port[0], tools_call("get_wagers"), [("X-PAYMENT", b64(v1_payment()))])
         assert answer.result["isError"] is False and answer.header("X-PAYMENT-RESPONSE") is not None
-        answer = post(
-            port[0], tools_call("get_wagers", meta={payments.PAYMENT_META_KEY: {"x402Version": 5, "s": CANARY}})
-        )
+        answer = post(port[0], tools_call("get_wagers", meta={x402.PAYMENT_META_KEY: {"x402Version": 5, "s": CANARY}}))
         assert "error" in answer.message
     finally:
         proc.terminate()

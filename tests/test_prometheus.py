@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mcp_server.config import Config
-from mcp_server.http import gate
-from mcp_server.metrics import ServerMetrics
-from mcp_server.server import build_dispatcher
+from mcp_server.ops.metrics import ServerMetrics
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
 from tests.mcp_http import post
 from tests.mcp_http import serving as serving_mcp
 from tests.sandbox_gateway import SandboxGateway

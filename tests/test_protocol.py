@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server import logs
-from mcp_server.catalog import Catalog
-from mcp_server.context import RequestContext
-from mcp_server.jsonrpc import (
+from mcp_server.core.catalog import Catalog
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.ops import logs
+from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -27,7 +28,6 @@ from mcp_server.jsonrpc import (
     dumps,
     parse,
 )
-from mcp_server.protocol import Dispatcher, Session
 
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 SECRET_DETAIL = "detail-that-must-stay-off-the-wire-4711"

@@ -19,9 +19,9 @@ from typing import Final
 
 import pytest
 
-from mcp_server.config import Config
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.server import build_dispatcher
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import serving
 from tests.nginx import Nginx
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway

@@ -22,7 +22,7 @@ from typing import Any, Final
 import pytest
 
 from demo.demo import connect_lines
-from mcp_server.config import argument_parser
+from mcp_server.setup.config import argument_parser
 from scripts import readme as generator
 from tests.conftest import ROOT
 from tests.inspector import NPX as INSPECTOR_NPX
@@ -76,14 +76,15 @@ def commands_starting(prefix: str, text: str) -> list[list[str]]:
 def env_names_the_server_reads() -> set[str]:
     return set(
         re.findall(
-            r'"((?:FAIRWINS_|K_|GOOGLE_)[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text(encoding="utf-8")
+            r'"((?:FAIRWINS_|K_|GOOGLE_)[A-Z_]+)"',
+            (ROOT / "mcp_server" / "setup" / "config.py").read_text(encoding="utf-8"),
         )
     )
 
 
 def console_script() -> str:
     scripts: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    (name,) = (n for n, target in scripts.items() if target == "mcp_server.cli:main")
+    (name,) = (n for n, target in scripts.items() if target == "mcp_server.setup.cli:main")
     return name
 
 

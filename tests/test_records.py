@@ -22,18 +22,18 @@ from typing import Any
 import pytest
 from assistant_contract.answers import FAILURE_KINDS as CONTRACT_FAILURE_KINDS
 
-from mcp_server import logs
-from mcp_server.config import Config, ConfigError, from_env, parse_args
-from mcp_server.context import RequestContext
-from mcp_server.http import gate
-from mcp_server.http.admission import SLOT_WAIT
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.jsonrpc import Request
-from mcp_server.metrics import CONTENT_TYPE, ServerMetrics
-from mcp_server.records import FAILURE_KINDS, Record
-from mcp_server.server import build_dispatcher
-from mcp_server.tracecontext import parse_traceparent
-from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
+from mcp_server.core.context import RequestContext
+from mcp_server.ops import logs
+from mcp_server.ops.metrics import CONTENT_TYPE, ServerMetrics
+from mcp_server.ops.records import FAILURE_KINDS, Record
+from mcp_server.ops.tracecontext import parse_traceparent
+from mcp_server.setup.config import Config, ConfigError, from_env, parse_args
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.admission import SLOT_WAIT
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.wire.jsonrpc import Request
+from mcp_server.wire.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from tests.conftest import McpClient, StdioProcess, client_for, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway, SeenRequest
@@ -601,7 +601,7 @@ def test_a_record_nobody_logs_is_never_formatted(monkeypatch: pytest.MonkeyPatch
     level = logger.level
     logger.setLevel(logging.WARNING)
     try:
-        from mcp_server.records import finish
+        from mcp_server.ops.records import finish
 
         record = Record("stdio")
         finish(record)

@@ -23,11 +23,14 @@ from typing import Any, Final
 
 import pytest
 
-from mcp_server import logs, payments
-from mcp_server.config import Config
-from mcp_server.context import Payment, RequestContext
-from mcp_server.redaction import MAX_CANDIDATES, LogFilter, Redactor, bound
-from mcp_server.server import build_dispatcher
+from mcp_server.core.context import RequestContext
+from mcp_server.core.redaction import MAX_CANDIDATES, Redactor
+from mcp_server.ops import logs
+from mcp_server.ops.logs import RequestFilter, request_bound
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.wire import x402
+from mcp_server.wire.x402 import Payment
 from tests.conftest import WAIT, client_for, run_stdio
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ECHO_FORMS, ECHO_PLACES, SandboxGateway
@@ -148,7 +151,7 @@ def test_a_payment_echoed_in_any_form_into_any_place_never_comes_back(
         if as_header:
             ctx.payment = Payment("X-PAYMENT", header, "header")  # as the HTTP transport hands it over
         else:
-            params["_meta"] = {payments.PAYMENT_META_KEY: payload}
+            params["_meta"] = {x402.PAYMENT_META_KEY: payload}
         message = mcp.request("tools/call", params, ctx=ctx)
         assert "result" in message, message
         texts += said(message, sent, ctx.response_headers)
@@ -204,7 +207,7 @@ def test_a_stdio_process_never_writes_back_an_echoed_bearer_or_payment(sandbox: 
     paid_forms = ["decoded", "pretty", "pretty_base64", "signature", "exact", "upper"]
     for form in paid_forms:
         sandbox.fault(BUILD, "echo", form=form, into="receipt", times=1)
-        meta = {payments.PAYMENT_META_KEY: canary_payment(2)}
+        meta = {x402.PAYMENT_META_KEY: canary_payment(2)}
         lines.append(
             {
                 "jsonrpc": "2.0",
@@ -343,12 +346,12 @@ def test_a_log_record_made_while_a_request_is_handled_is_scrubbed_traceback_and_
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    handler.addFilter(LogFilter())
+    handler.addFilter(RequestFilter())
     logger = logging.getLogger("redaction-filter-test")  # not fairwins_mcp: the canary recorder stays out of it
     logger.addHandler(handler)
     logger.propagate = False
     try:
-        with bound(RequestContext(bearer=FRESH_TOKEN)):
+        with request_bound(RequestContext(bearer=FRESH_TOKEN)):
             try:
                 raise ValueError(f"a library that quotes its request: Authorization: Bearer {FRESH_TOKEN}")
             except ValueError:
@@ -367,7 +370,7 @@ def test_the_configured_stderr_handler_carries_the_filter() -> None:
     saved = (list(root.handlers), root.level, root.propagate)
     try:
         logs.configure("info")
-        assert any(isinstance(f, LogFilter) for f in root.handlers[0].filters)
+        assert any(isinstance(f, RequestFilter) for f in root.handlers[0].filters)
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])

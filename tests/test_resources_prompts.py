@@ -12,7 +12,9 @@ import pytest
 from tests.conftest import McpClient, client_for
 from tests.sandbox_gateway import SandboxGateway
 
-GUIDE = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "guide.md").read_text(encoding="utf-8")
+GUIDE = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "fairwins" / "guide.md").read_text(
+    encoding="utf-8"
+)
 LIVE = {"fairwins://openapi": "/v1/member/openapi.json", "fairwins://status": "/status"}
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from mcp_server import schema
-from mcp_server.snapshot import load
-from mcp_server.tools import BUILD_INTENT
+from mcp_server.core import schema
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import BUILD_INTENT
 from tests.outputs import keywords
 
 # What schema.check enforces, and what it may ignore because it only annotates.

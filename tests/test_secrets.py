@@ -23,15 +23,16 @@ from typing import Any
 
 import pytest
 
-from mcp_server import logs
-from mcp_server.config import Config
-from mcp_server.context import Payment, RequestContext
-from mcp_server.gateway import GatewayRequest
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.protocol import Dispatcher
-from mcp_server.server import build_dispatcher
-from mcp_server.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.ops import logs
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.upstream.gateway import GatewayRequest
+from mcp_server.wire.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
+from mcp_server.wire.x402 import Payment
 from tests.conftest import ROOT, McpClient, client_for, run_stdio, server_env
 from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import FAULT_KINDS, TOKEN_EXPIRED, TOKEN_MEMBER_A, TOKEN_PROFILE_ONLY, SandboxGateway

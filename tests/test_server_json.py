@@ -19,7 +19,7 @@ from typing import Any, Final
 import pytest
 
 from mcp_server import __version__
-from mcp_server.config import LOG_LEVELS, Config
+from mcp_server.setup.config import LOG_LEVELS, Config
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 SCHEMA_FILE: Final = ROOT / "tests" / "registry" / "server.schema.2025-12-11.json"
@@ -220,7 +220,9 @@ def test_the_package_is_this_projects_distribution_and_its_command() -> None:
 
 
 def test_environment_variables_are_the_ones_the_server_reads_with_its_defaults() -> None:
-    read = set(re.findall(r'"(FAIRWINS_[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text(encoding="utf-8")))
+    read = set(
+        re.findall(r'"(FAIRWINS_[A-Z_]+)"', (ROOT / "mcp_server" / "setup" / "config.py").read_text(encoding="utf-8"))
+    )
     described = {v["name"]: v for v in pypi_package(server_json())["environmentVariables"]}
     assert set(described) <= read, set(described) - read
     assert {"FAIRWINS_API_URL", "FAIRWINS_API_TOKEN"} <= set(described)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.config import argument_parser, parse_args
+from mcp_server.setup.config import argument_parser, parse_args
 from tests.conftest import ROOT
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.tls_fixtures import CA_FILE, server_context
@@ -19,14 +19,14 @@ from tests.tls_fixtures import CA_FILE, server_context
 REPORT_MODULES = (
     "import atexit, sys\n"
     "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
-    "from mcp_server.cli import main\n"
+    "from mcp_server.setup.cli import main\n"
     "raise SystemExit(main([]))\n"
 )
 # Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS, the installer.
 NEVER_ON_STDIO = (
-    "mcp_server.http",
-    "mcp_server.http.server",
-    "mcp_server.http.gate",
+    "mcp_server.transports.http",
+    "mcp_server.transports.http.server",
+    "mcp_server.transports.http.gate",
     "http.server",
     "socketserver",
     "http.client",
@@ -34,8 +34,8 @@ NEVER_ON_STDIO = (
     "ssl",
     "_ssl",
     "urllib.request",
-    "mcp_server.install",
-    "mcp_server.client_configs",
+    "mcp_server.setup.install",
+    "mcp_server.setup.client_configs",
 )
 
 
@@ -74,14 +74,14 @@ def test_stdio_answers_a_tool_call_without_loading_http_server_or_tls_code(sandb
     by_id = {a["id"]: a for a in answers}
     assert by_id[1]["result"]["serverInfo"]["name"] == "fairwins-mcp"
     assert by_id[2]["result"]["isError"] is False, by_id[2]
-    assert "mcp_server.http1" in modules  # the gateway was really called
+    assert "mcp_server.upstream.http1" in modules  # the gateway was really called
     assert not {m for m in modules if m.split(".")[0] in NEVER_ON_STDIO or m in NEVER_ON_STDIO}
 
 
 def test_an_https_gateway_loads_tls_only_once_it_connects() -> None:
     answers, modules = stdio_modules("https://relay.fairwins.invalid", [INITIALIZE])
     assert answers[0]["result"]["protocolVersion"] == "2025-06-18"
-    assert not {"ssl", "_ssl", "mcp_server.tls", "http.client", "email", "urllib.request"} & modules
+    assert not {"ssl", "_ssl", "mcp_server.upstream.tls", "http.client", "email", "urllib.request"} & modules
 
 
 def test_over_stdio_an_https_gateway_trusted_through_ssl_cert_file_answers_and_tls_loads_at_the_first_call() -> None:
@@ -91,10 +91,10 @@ def test_over_stdio_an_https_gateway_trusted_through_ssl_cert_file_answers_and_t
         answers, after_call = stdio_modules(gateway.url, [INITIALIZE, CALL], SSL_CERT_FILE=str(CA_FILE))
         handshakes = gateway.handshakes
     assert started[0]["result"]["serverInfo"]["name"] == "fairwins-mcp"
-    assert not {"ssl", "_ssl", "mcp_server.tls"} & at_start  # a start never pays for TLS
+    assert not {"ssl", "_ssl", "mcp_server.upstream.tls"} & at_start  # a start never pays for TLS
     by_id = {a["id"]: a for a in answers}
     assert by_id[2]["result"]["isError"] is False, by_id[2]
-    assert {"ssl", "mcp_server.tls"} <= after_call
+    assert {"ssl", "mcp_server.upstream.tls"} <= after_call
     assert not {"http.client", "email", "mcp_server.streamable_http"} & after_call
     assert handshakes == 1
 

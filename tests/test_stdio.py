@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server.catalog import Catalog
-from mcp_server.gateway import Gateway
-from mcp_server.protocol import Dispatcher
-from mcp_server.server import build_catalog
-from mcp_server.snapshot import load
-from mcp_server.stdio import MAX_LINE, StdioServer
+from mcp_server.core.catalog import Catalog
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.fairwins.snapshot import load
+from mcp_server.setup.server import build_catalog
+from mcp_server.transports.stdio import MAX_LINE, StdioServer
+from mcp_server.upstream.gateway import Gateway
 from tests.conftest import GATEWAY_TIMEOUT, WAIT, StdioProcess
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -416,9 +416,9 @@ def test_the_server_starts_without_a_gateway_configured_and_says_so_on_stderr(
 NOISY_SERVER = textwrap.dedent(
     """
     import os, sys
-    from mcp_server import stdio
-    from mcp_server.catalog import Catalog
-    from mcp_server.protocol import Dispatcher
+    from mcp_server.transports import stdio
+    from mcp_server.core.catalog import Catalog
+    from mcp_server.core.protocol import Dispatcher
 
     class Noisy:
         name = "noisy"

@@ -26,9 +26,12 @@ from typing import Any
 
 import pytest
 
-from mcp_server import doctor, payments, tls
-from mcp_server.config import Config, argument_parser, from_env, parse_args
-from mcp_server.gateway import (
+from mcp_server.fairwins import payments
+from mcp_server.ops.watchdog import WATCHDOG
+from mcp_server.setup import doctor
+from mcp_server.setup.config import Config, argument_parser, from_env, parse_args
+from mcp_server.upstream import tls
+from mcp_server.upstream.gateway import (
     Gateway,
     GatewayFailure,
     GatewayRequest,
@@ -36,7 +39,7 @@ from mcp_server.gateway import (
     HttpTransport,
     parse_base_url,
 )
-from mcp_server.watchdog import WATCHDOG
+from mcp_server.wire import x402
 from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -218,7 +221,7 @@ def test_a_trickle_past_the_deadline_ends_as_an_honest_timeout_over_tls(secure: 
 
 
 def paid_call(client: McpClient, payment: dict[str, Any]) -> dict[str, Any]:
-    params = {"name": "get_wagers", "arguments": {}, "_meta": {payments.PAYMENT_META_KEY: payment}}
+    params = {"name": "get_wagers", "arguments": {}, "_meta": {x402.PAYMENT_META_KEY: payment}}
     message = client.request("tools/call", params)
     assert "result" in message, message
     result: dict[str, Any] = message["result"]
@@ -634,7 +637,7 @@ def test_no_code_in_the_server_can_turn_verification_off() -> None:
 
 def test_no_flag_or_setting_is_about_tls_verification() -> None:
     options = [o for action in argument_parser()._actions for o in action.option_strings]
-    settings = re.findall(r'"(FAIRWINS_[A-Z_]+)"', (ROOT / "mcp_server" / "config.py").read_text())
+    settings = re.findall(r'"(FAIRWINS_[A-Z_]+)"', (ROOT / "mcp_server" / "setup" / "config.py").read_text())
     assert settings and options
     for name in [*options, *settings]:
         assert not re.search(r"verif|insecure|ssl|tls|cert", name, re.IGNORECASE), name
@@ -682,7 +685,7 @@ def test_send_token_in_clear_is_a_flag_that_reaches_the_gateway() -> None:
     assert from_env({}, parse_args([])).send_token_in_clear is False
     config = from_env({"FAIRWINS_API_URL": "http://10.0.0.5"}, parse_args(["--send-token-in-clear"]))
     assert config.send_token_in_clear is True
-    from mcp_server.server import build_gateway
+    from mcp_server.setup.server import build_gateway
 
     gateway = build_gateway(config)
     assert gateway.config_problem is None and gateway.target is not None and gateway.target.host == "10.0.0.5"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.snapshot import load
+from mcp_server.fairwins.snapshot import load
 from tests.conftest import McpClient, client_for
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.tracecontext import (
+from mcp_server.ops.tracecontext import (
     MAX_TRACESTATE,
     RANDOM,
     SAMPLED,

@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import pytest
 
-from mcp_server import listener as listening
-from mcp_server import workers
+from mcp_server.ops import listener as listening
+from mcp_server.ops import workers
 from tests.conftest import ROOT, WAIT, server_env
 
 T = TypeVar("T")

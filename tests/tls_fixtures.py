@@ -1,7 +1,7 @@
 """The TLS fixtures (tests/tls/, made by tests/tls/make_certs.sh): server contexts for the sandbox gateway.
 
 The client side is never built here: tests trust the test CA the way a member trusts a private
-one, through SSL_CERT_FILE, so the server's own context (mcp_server.tls) is what is tested.
+one, through SSL_CERT_FILE, so the server's own context (mcp_server.upstream.tls) is what is tested.
 """
 
 from __future__ import annotations

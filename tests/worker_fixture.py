@@ -1,4 +1,4 @@
-"""A toy HTTP worker under the real supervisor (mcp_server.workers), for tests of supervision alone.
+"""A toy HTTP worker under the real supervisor (mcp_server.ops.workers), for tests of supervision alone.
 
     python -m tests.worker_fixture --workers 3
 
@@ -23,8 +23,8 @@ import urllib.parse
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from mcp_server import listener as listening
-from mcp_server import workers
+from mcp_server.ops import listener as listening
+from mcp_server.ops import workers
 
 
 class _Handler(BaseHTTPRequestHandler):

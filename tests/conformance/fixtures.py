@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from mcp_server.catalog import (
+from mcp_server.core.catalog import (
     Catalog,
     audio_content,
     blob_contents,
@@ -26,8 +26,8 @@ from mcp_server.catalog import (
     text_content,
     text_contents,
 )
-from mcp_server.context import RequestContext
-from mcp_server.jsonrpc import INVALID_PARAMS, JSONObject, McpError
+from mcp_server.core.context import RequestContext
+from mcp_server.wire.jsonrpc import INVALID_PARAMS, JSONObject, McpError
 
 # ---- payloads -------------------------------------------------------------------------------
 

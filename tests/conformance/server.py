@@ -16,9 +16,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from mcp_server.http import gate
-from mcp_server.http.server import McpHTTPServer
-from mcp_server.protocol import Dispatcher
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
 from tests.conformance.fixtures import fixture_catalog
 
 HOST = "127.0.0.1"

@@ -1,0 +1,600 @@
+"""The MCP dispatcher: era and version selection, one method table, one exception-to-wire boundary.
+
+It knows nothing of sockets or pipes. A transport hands it a parsed message, the legacy session
+it belongs to and a fresh RequestContext; it returns the reply and the HTTP status that reply
+earns. Both eras are served (PROTOCOL.md): the handshake revisions and the stateless 2026-07-28.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mcp_server import __version__
+from mcp_server.core import batches
+from mcp_server.core.batches import DEFAULT_BATCH_LIMITS, BatchLimits
+from mcp_server.core.catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
+from mcp_server.core.context import LOG_LEVELS, PaymentAllowance, RequestContext
+from mcp_server.ops import logs
+from mcp_server.wire import x402
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
+    UNSUPPORTED_VERSION,
+    Batch,
+    ClientResponse,
+    Encoded,
+    Invalid,
+    JSONObject,
+    McpError,
+    Message,
+    Notification,
+    Request,
+    error_object,
+    error_response,
+    lone_surrogate,
+    response,
+)
+from mcp_server.wire.versions import (
+    BATCH_VERSION,
+    HTTP_DEFAULT_VERSION,
+    LATEST_LEGACY,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_VERSION,
+    MODERN_VERSIONS,
+    STRUCTURED_OUTPUT_VERSIONS,
+    SUPPORTED_VERSIONS,
+)
+
+log = logging.getLogger("fairwins_mcp.protocol")
+
+SERVER_NAME: Final = "fairwins-mcp"
+MODERN_META_PREFIX: Final = "io.modelcontextprotocol/"
+
+# JSON-RPC error code → HTTP status, for modern requests (research/mcp-spec.md §3c). Legacy
+# requests keep errors in-band (200) except for messages that could not be read at all.
+MODERN_HTTP_STATUS: Final[dict[int, int]] = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    METHOD_NOT_FOUND: 404,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_CAPABILITY: 400,
+    UNSUPPORTED_VERSION: 400,
+    INTERNAL_ERROR: 500,
+}
+LEGACY_HTTP_STATUS: Final[dict[int, int]] = {PARSE_ERROR: 400, INVALID_REQUEST: 400}
+
+# 2026-07-28 removed these; sent with modern `_meta` they are unknown methods.
+REMOVED_IN_MODERN: Final = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+# Results that carry caching hints under 2026-07-28.
+CACHEABLE: Final = frozenset(
+    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
+# `Mcp-Name` must repeat this parameter of these methods (2026-07-28 Streamable HTTP).
+NAME_PARAM: Final[dict[str, str]] = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+# Methods that may wait on the gateway; transports run them off the reading thread.
+BLOCKING_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
+MAX_COMPLETIONS: Final = 100
+
+
+@dataclass(slots=True)
+class Session:
+    """Legacy state: one per stdio process, or a fresh one per stateless HTTP POST."""
+
+    http: bool = False
+    pinned_legacy: bool = False  # stdio `initialize` pins the process to the legacy era
+    version: str = ""
+    log_level: str | None = None
+    client_capabilities: JSONObject = field(default_factory=dict)
+
+    def legacy_log_level(self) -> str:
+        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
+        # get info and above unless this session set a level ("The server MAY send log messages").
+        return self.log_level or "info"
+
+    def legacy_version(self) -> str:
+        return self.version or (HTTP_DEFAULT_VERSION if self.http else LATEST_LEGACY)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What to send back (None: nothing) and the HTTP status it earns on the HTTP transport."""
+
+    message: JSONObject | Encoded | None
+    status: int = 200
+
+
+Handler = Callable[[JSONObject, RequestContext, Session], JSONObject]
+
+
+def decode_header_value(value: str) -> str | None:
+    """`=?base64?…?=` values are decoded before comparing (2026-07-28 Streamable HTTP); None if undecodable."""
+    value = value.strip()
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+class Dispatcher:
+    """Serves one Catalog to both MCP eras."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        title: str = "FairWins",
+        version: str = __version__,
+        batch_limits: BatchLimits = DEFAULT_BATCH_LIMITS,
+    ) -> None:
+        self.catalog = catalog
+        self.batch_limits = batch_limits
+        self.server_info: JSONObject = {"name": SERVER_NAME, "title": title, "version": version}
+        self._tools: dict[str, Tool] = {t.name: t for t in catalog.tools}
+        self._resources: dict[str, Resource] = {r.uri: r for r in catalog.resources}
+        self._prompts: dict[str, Prompt] = {p.name: p for p in catalog.prompts}
+        # Definitions never change after start: build the list results once.
+        self._tool_list = [t.definition() for t in sorted(catalog.tools, key=lambda t: t.name)]
+        # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
+        self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
+        self._resource_list = [r.definition() for r in catalog.resources]
+        self._template_list = [t.definition() for t in catalog.templates]
+        self._prompt_list = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
+        self.capabilities = self._capabilities()
+        self._methods: dict[str, Handler] = {
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/read": self._resources_read,
+            "resources/templates/list": self._templates_list,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
+        }
+        self._legacy_only: dict[str, Handler] = {
+            "initialize": self._initialize,
+            "ping": lambda params, ctx, session: {},
+            "logging/setLevel": self._set_level,
+        }
+        self._modern_only: dict[str, Handler] = {"server/discover": self._discover}
+        gated = {"tools": "tools/", "resources": "resources/", "prompts": "prompts/", "completions": "completion/"}
+        for capability, prefix in gated.items():
+            if capability not in self.capabilities:  # unadvertised → unknown method (-32601)
+                self._methods = {m: h for m, h in self._methods.items() if not m.startswith(prefix)}
+
+    def _capabilities(self) -> JSONObject:
+        caps: JSONObject = {}
+        if self.catalog.tools:
+            caps["tools"] = {"listChanged": False}
+        if self.catalog.resources or self.catalog.templates:
+            caps["resources"] = {"subscribe": False, "listChanged": False}
+        if self.catalog.prompts:
+            caps["prompts"] = {"listChanged": False}
+        if self.catalog.prompts or self.catalog.templates:
+            caps["completions"] = {}
+        caps["logging"] = {}
+        return caps
+
+    # ---- entry points -------------------------------------------------------------------
+
+    def is_blocking(self, message: Message | Batch) -> bool:
+        """Whether handling may wait on the network (so a transport runs it off its reading thread)."""
+        if isinstance(message, Batch):
+            return any(self.is_blocking(item) for item in message.items)
+        return isinstance(message, Request) and message.method in BLOCKING_METHODS
+
+    def handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
+        """One message → its reply. Never raises: this is the exception-to-wire boundary.
+
+        The message's record (ctx.record) is filled in on the way: what was asked, and how it ended.
+        """
+        ctx.record.begin(message)
+        reply = self._handle(message, session, ctx)
+        if isinstance(message, Request):
+            ctx.record.reply(reply.message, cancelled=ctx.cancellation.is_set)
+        return reply
+
+    def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
+        if isinstance(message, Invalid):
+            return Reply(error_response(message.id, message.error), 400)
+        if isinstance(message, ClientResponse):
+            return Reply(None, 202)  # the server never asks, so any response is stale; drop it
+        if isinstance(message, Notification):
+            if message.method == "notifications/initialized":
+                pass  # accepted; requests are served whether or not it arrived
+            return Reply(None, 202)
+        return self._request(message, session, ctx)
+
+    def handle_batch(
+        self,
+        batch: Batch,
+        session: Session,
+        make_ctx: Callable[[], RequestContext],
+        cancellation: Cancellation | None = None,
+    ) -> Reply:
+        """A JSON array: an array of answers under 2025-03-26, within `batch_limits`; refused under any other revision.
+
+        `cancellation` is the batch's: thrown (the client left), it stops the item in flight and
+        every item after it, and the batch has no answer.
+        """
+        # A modern header or modern `_meta` on any item means 2026-07-28, where a body is one
+        # message: the legacy default (2025-03-26 over HTTP) must not let such a batch through.
+        headers = make_ctx().http_headers
+        items = [item for item in batch.items if isinstance(item, (Request, Notification))]
+        modern = not session.pinned_legacy and (
+            _modern_header(headers) or any(_carries_modern_meta(item.params) for item in items)
+        )
+        if modern or session.legacy_version() != BATCH_VERSION:
+            err = error_object(INVALID_REQUEST, f"Invalid Request: batches exist only in MCP {BATCH_VERSION}")
+            return Reply(error_response(None, err), 400)
+        limit = self.batch_limits.max_items
+        if len(batch.items) > limit:
+            err = error_object(
+                INVALID_REQUEST,
+                f"Invalid Request: a batch of {len(batch.items)} messages is over this server's limit of {limit} "
+                f"per batch; nothing in it was run: send at most {limit} at a time",
+            )
+            return Reply(error_response(None, err), 400)
+
+        def answer(item: Message, ctx: RequestContext) -> JSONObject | None:
+            if isinstance(item, Request) and item.method == "initialize":
+                err = error_object(INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch")
+                return error_response(item.id, err)
+            message = self.handle(item, session, ctx).message
+            return message if isinstance(message, dict) else None
+
+        encoded = batches.run(batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer)
+        return Reply(None, 202) if encoded is None else Reply(encoded, 200)
+
+    # ---- request routing ----------------------------------------------------------------
+
+    def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+        # The log filter and the sentences quoting gateway text find this request's credentials here.
+        token = logs.bind_request(ctx)
+        try:
+            return self._serve(req, session, ctx)
+        finally:
+            logs.unbind_request(token)
+
+    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+        ctx.request_id = req.id
+        modern = self._is_modern(req, session, ctx)
+        ctx.era = "modern" if modern else "legacy"
+        try:
+            _require_text(req.params)
+            if modern:
+                result = self._modern(req, ctx, session)
+            else:
+                result = self._legacy(req, ctx, session)
+        except McpError as exc:
+            table = MODERN_HTTP_STATUS if modern else LEGACY_HTTP_STATUS
+            return Reply(error_response(req.id, exc.to_error()), table.get(exc.code, 200))
+        except Exception:
+            # Unexpected: the detail goes to stderr, never to the wire.
+            log.exception("unexpected failure handling %s", req.method)
+            err = error_object(INTERNAL_ERROR, "Internal error")
+            return Reply(error_response(req.id, err), 500 if modern else 200)
+        return Reply(response(req.id, result), 200)
+
+    def _is_modern(self, req: Request, session: Session, ctx: RequestContext) -> bool:
+        if session.pinned_legacy:
+            return False
+        return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
+
+    def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
+        ctx.version = ctx.record.version = session.legacy_version()
+        ctx.record.era = "legacy"
+        ctx.client_capabilities = session.client_capabilities
+        ctx.log_level = session.legacy_log_level()
+        ctx.progress_token = _progress_token(req.params)
+        handler = self._legacy_only.get(req.method) or self._methods.get(req.method)
+        if handler is None:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+        return handler(req.params, ctx, session)
+
+    def _modern(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
+        meta = self._ladder(req, ctx)
+        ctx.version = ctx.record.version = meta[META_VERSION]
+        ctx.record.era = "modern"
+        client = meta.get(META_CLIENT_INFO)
+        if isinstance(client, dict):
+            ctx.record.client = client
+        ctx.client_capabilities = meta[META_CAPABILITIES]
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and level not in LOG_LEVELS:
+            raise McpError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+        ctx.log_level = level
+        ctx.progress_token = _progress_token(req.params)
+        if req.method in REMOVED_IN_MODERN:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method} does not exist in MCP {ctx.version}")
+        handler = self._modern_only.get(req.method) or self._methods.get(req.method)
+        if handler is None:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+        result = handler(req.params, ctx, session)
+        result["resultType"] = "complete"
+        if req.method in CACHEABLE:
+            result.setdefault("ttlMs", self.catalog.list_ttl_ms)
+            result.setdefault("cacheScope", "public")
+        result_meta = result.get("_meta")
+        result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: self.server_info}
+        return result
+
+    def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
+        """The modern ladder's error for a request the HTTP gate refused over its version header.
+
+        The gate refuses an unsupported MCP-Protocol-Version before the body is read; once the
+        drained body shows a modern request, its answer keeps the ladder's order (-32602 for
+        missing _meta, then -32020 for a header that differs from the body, then -32022).
+        """
+        if not isinstance(message, Request) or not _carries_modern_meta(message.params):
+            return None
+        try:
+            self._ladder(message, RequestContext(http_headers=headers))
+        except McpError as exc:
+            return exc.to_error()
+        return None
+
+    def _ladder(self, req: Request, ctx: RequestContext) -> dict[str, Any]:
+        """2026-07-28 validation, in the order the conformance suite pins: _meta → headers → version."""
+        meta = req.params.get("_meta")
+        if not isinstance(meta, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: _meta is required in MCP 2026-07-28")
+        version = meta.get(META_VERSION)
+        if not isinstance(version, str):
+            raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string")
+        if not isinstance(meta.get(META_CAPABILITIES), dict):
+            raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CAPABILITIES!r}] must be an object")
+        headers = ctx.http_headers
+        if headers is not None:
+            if headers.get("mcp-protocol-version") != version:
+                raise McpError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version differs from the body's version")
+            method_header = headers.get("mcp-method")
+            if method_header is None or decode_header_value(method_header) != req.method:
+                raise McpError(HEADER_MISMATCH, "Header mismatch: Mcp-Method is missing or differs from the method")
+            param = NAME_PARAM.get(req.method)
+            if param is not None:
+                name_header = headers.get("mcp-name")
+                if name_header is None or decode_header_value(name_header) != req.params.get(param):
+                    raise McpError(HEADER_MISMATCH, f"Header mismatch: Mcp-Name is missing or differs from {param}")
+        if version not in MODERN_VERSIONS:
+            raise McpError(
+                UNSUPPORTED_VERSION,
+                f"Unsupported protocol version: {version}",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+            )
+        return meta
+
+    # ---- methods --------------------------------------------------------------------------
+
+    def _initialize(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        requested = params.get("protocolVersion")
+        # "If the server supports the requested protocol version, it MUST respond with the same
+        # version. Otherwise, the server MUST respond with another protocol version it supports."
+        version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
+        ctx.record.version = version
+        client = params.get("clientInfo")
+        if isinstance(client, dict):
+            ctx.record.client = client
+        if not session.http:
+            session.pinned_legacy = True
+            session.version = version
+            caps = params.get("capabilities")
+            session.client_capabilities = caps if isinstance(caps, dict) else {}
+        result: JSONObject = {
+            "protocolVersion": version,
+            "capabilities": self.capabilities,
+            "serverInfo": self.server_info,
+        }
+        if self.catalog.instructions:
+            result["instructions"] = self.catalog.instructions
+        return result
+
+    def _discover(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        result: JSONObject = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": self.capabilities}
+        if self.catalog.instructions:
+            result["instructions"] = self.catalog.instructions
+        return result
+
+    def _set_level(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise McpError(INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
+        session.log_level = level
+        return {}
+
+    def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        _one_page(params, ctx)
+        if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+            return {"tools": list(self._tool_list)}
+        return {"tools": list(self._tool_list_unstructured)}
+
+    def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: name must be a string")
+        tool = self._tools.get(name)
+        ctx.record.target("tool", name if tool is not None else None)
+        if tool is None:
+            raise McpError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and x402.PAYMENT_META_KEY in meta:
+            supplied = x402.from_meta(meta[x402.PAYMENT_META_KEY])
+            if ctx.payment_conflict is None:
+                ctx.payment, ctx.payment_conflict = x402.merge(ctx.payment, supplied)
+        if ctx.payment is None and ctx.payment_conflict is None:
+            return tool.call(arguments, ctx)
+        # A paid call is answered as one JSON body, so its receipt can ride in that answer's
+        # headers: no progress or log notification may turn it into a stream.
+        ctx.progress_token = None
+        ctx.log_level = None
+        ctx.send = lambda message: None
+        if ctx.payment_conflict is not None or getattr(tool, "priced", False) is not True:
+            ctx.record.payment = "refused"
+            ctx.record.fail("payment_refused")
+        payments = self.catalog.payments
+        if payments is None:
+            return _refusal(_takes_no_payments(), ctx)
+        if ctx.payment_conflict is not None:
+            return _refusal(payments.refused(ctx.payment_conflict), ctx)
+        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
+        if getattr(tool, "priced", False) is not True:
+            return _refusal(payments.refused_unpriced(name), ctx)
+        if ctx.payment_allowance is None:
+            ctx.payment_allowance = PaymentAllowance()
+        refusal = ctx.payment_allowance.claim()  # at most once per inbound message, whatever carries it
+        if refusal is not None:
+            return _refusal(payments.refused(refusal), ctx)
+        return payments.guarded(lambda: tool.call(arguments, ctx), ctx)
+
+    def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        _one_page(params, ctx)
+        return {"resources": list(self._resource_list)}
+
+    def _templates_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        _one_page(params, ctx)
+        return {"resourceTemplates": list(self._template_list)}
+
+    def _resources_read(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: uri must be a string")
+        resource = self._resources.get(uri)
+        if resource is not None:
+            ctx.record.target("resource", uri)
+            return _read_result(resource.read(ctx), resource.ttl_ms, resource.cache_scope, ctx)
+        for template in self.catalog.templates:
+            contents = template.read(uri, ctx)
+            if contents is not None:
+                # The template, not the URI: what fills it in is the client's.
+                ctx.record.target("resource", str(template.definition().get("uriTemplate")))
+                return _read_result(contents, template.ttl_ms, template.cache_scope, ctx)
+        ctx.record.target("resource", None)
+        # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
+        code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
+        raise McpError(code, f"Resource not found: {uri}", {"uri": uri})
+
+    def _prompts_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        _one_page(params, ctx)
+        return {"prompts": list(self._prompt_list)}
+
+    def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        name = params.get("name")
+        prompt = self._prompts.get(name) if isinstance(name, str) else None
+        ctx.record.target("prompt", prompt.name if prompt is not None else None)
+        if prompt is None:
+            raise McpError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise McpError(INVALID_PARAMS, "Invalid params: prompt arguments must be an object of strings")
+        return prompt.get(arguments, ctx)
+
+    def _complete(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: ref and argument must be objects")
+        arg_name, value = argument.get("name"), argument.get("value", "")
+        if not isinstance(arg_name, str) or not isinstance(value, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: argument.name and argument.value must be strings")
+        target: Prompt | ResourceTemplate | None = None
+        ref_name, ref_uri = ref.get("name"), ref.get("uri")
+        if ref.get("type") == "ref/prompt" and isinstance(ref_name, str):
+            target = self._prompts.get(ref_name)
+        elif ref.get("type") == "ref/resource" and isinstance(ref_uri, str):
+            target = next((t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref_uri), None)
+        if target is None:
+            raise McpError(INVALID_PARAMS, "Invalid params: ref names no prompt or resource template of this server")
+        values = target.complete(arg_name, value, ctx)
+        return {
+            "completion": {
+                "values": values[:MAX_COMPLETIONS],
+                "total": len(values),
+                "hasMore": len(values) > MAX_COMPLETIONS,
+            }
+        }
+
+
+def _require_text(params: JSONObject) -> None:
+    """-32602 naming the first string in params that is not Unicode text, before any method runs."""
+    where = lone_surrogate(params)
+    if where is not None:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid params: {where} is not Unicode text: it holds a lone UTF-16 surrogate "
+            "(a \\ud800-\\udfff escape without its pair), which cannot be sent anywhere. Nothing was "
+            "sent to the gateway.",
+        )
+
+
+def _takes_no_payments() -> JSONObject:
+    """A catalogue built without payments (a test's, the conformance fixtures') forwards none."""
+    text = "This server takes no payments; the payment was not sent anywhere."
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:
+    """A refused payment, with the failure facts as structuredContent where the revision has it."""
+    if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
+        result["structuredContent"] = {"kind": "payment_refused"}
+    return result
+
+
+def _carries_modern_meta(params: JSONObject) -> bool:
+    # Any io.modelcontextprotocol/ key marks a modern request, even a malformed one: it must
+    # then be refused by the modern ladder, not served as legacy.
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and any(isinstance(k, str) and k.startswith(MODERN_META_PREFIX) for k in meta)
+
+
+def _modern_header(headers: Mapping[str, str] | None) -> bool:
+    """An HTTP `MCP-Protocol-Version` that is not a handshake revision selects the modern era."""
+    header = headers.get("mcp-protocol-version") if headers is not None else None
+    return header is not None and header not in LEGACY_VERSIONS
+
+
+def _read_result(contents: list[JSONObject], ttl_ms: int, cache_scope: str, ctx: RequestContext) -> JSONObject:
+    """A ReadResourceResult; the caching hints are 2026-07-28 fields, so legacy results go without."""
+    if ctx.era != "modern":
+        return {"contents": contents}
+    return {"contents": contents, "ttlMs": ttl_ms, "cacheScope": cache_scope}
+
+
+def _progress_token(params: JSONObject) -> str | int | None:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
+        return token
+    return None
+
+
+def _one_page(params: JSONObject, ctx: RequestContext) -> None:
+    """Every list fits one page, so the only cursor this server could have issued is none at all."""
+    cursor = params.get("cursor")
+    if cursor is None or (cursor == "" and ctx.era == "modern"):
+        return
+    raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor (every list here fits one page)")

@@ -1,0 +1,239 @@
+"""Gateway outcomes → honest MCP results: the gateway's JSON verbatim, or a sentence naming the failure.
+
+Every sentence is a template from the snapshot's `wording` (assistant_contract.results), so the
+model reads the same words here as in the app. A failure is never rendered as [], 0 or a gap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_server.core import redaction
+from mcp_server.ops.logs import redact
+from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
+from mcp_server.upstream.retry_after import retry_after_seconds
+from mcp_server.wire.jsonrpc import JSONObject, NumberTooLong, loads
+
+PUBLIC_NOTE = "This public read needed no token."
+MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
+
+
+# A credential the gateway (or a proxy before it) writes back into its own text is never quoted
+# on: a member token (GATEWAY.md: `fw1.<opaque>`) keeps only its redacted form, and base64 JSON
+# (an x402 payment header, a JWT) is left out whole.
+_TOKEN_TEXT = re.compile(r"fw1\.[A-Za-z0-9._~+/=-]{5,}")
+_BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
+
+
+def clean(text: object, limit: int = MAX_QUOTED) -> str:
+    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped.
+
+    The credentials of the request being handled are removed by value (redaction.py), before the
+    cut so that none is left half there; the pattern rules then remove any other credential.
+    """
+    # What the cut keeps, plus room for a credential across it, each character escaped as six at most.
+    raw = str(text)[: (limit + 64) * 6]
+    if raw.isprintable():  # no character of category C (nor a line or paragraph separator)
+        flat = raw.strip()
+    else:
+        flat = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in raw).strip()
+    flat = redaction.scrub(flat)
+    flat = _TOKEN_TEXT.sub(lambda m: redact(m.group(0)), flat)
+    flat = _BASE64_JSON.sub("(an encoded credential, not shown)", flat)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a call failed, as data: the failure sentence's kind and slots, and what the gateway answered."""
+
+    kind: str
+    status: int | None = None  # the gateway's HTTP status, when it answered
+    code: str | None = None  # the error code it wrote ({"error": "<code>"}), when it wrote one
+    detail: str = ""
+    scope: str = ""
+    wait: str = ""
+
+    def facts(self) -> JSONObject:
+        """The same facts as the sentence, for `structuredContent` (the contract's failure schema)."""
+        facts: JSONObject = {"kind": self.kind}
+        if self.status is not None:
+            facts["status"] = self.status
+        if self.code is not None:
+            facts["code"] = self.code
+        return facts
+
+
+@dataclass(frozen=True)
+class Wording:
+    unknown: str
+    state_phrases: dict[str, str]
+    chain_unknown: str
+    failures: dict[str, str]
+    http_facts: dict[str, str]
+    error_code: re.Pattern[str]
+
+    @classmethod
+    def from_snapshot(cls, wording: dict[str, Any]) -> Wording:
+        return cls(
+            wording["unknown"],
+            wording["statePhrases"],
+            wording["chainUnknown"],
+            wording["failures"],
+            wording["httpFacts"],
+            re.compile(wording["errorCodePattern"]),
+        )
+
+    def failure(
+        self,
+        cause: str,
+        what: str,
+        *,
+        detail: str = "",
+        scope: str = "",
+        wait: str = "",
+        status: int | None = None,
+        code: str | None = None,
+    ) -> str:
+        http = ""
+        if status is not None:
+            with_code = code is not None and self.error_code.fullmatch(code)
+            http = self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
+        sentence = self.failures[cause].format(what=what, detail=detail, scope=scope, wait=wait, http=http)
+        return f"{sentence} {self.unknown}"
+
+    def say(self, failure: Failure, what: str) -> str:
+        """The contract's sentence for `failure`, with the UNKNOWN sentence after it."""
+        f = failure
+        return self.failure(f.kind, what, detail=f.detail, scope=f.scope, wait=f.wait, status=f.status, code=f.code)
+
+
+def text_block(text: str) -> JSONObject:
+    return {"type": "text", "text": text}
+
+
+def error_result(text: str, facts: JSONObject | None = None) -> JSONObject:
+    """A tool error; `facts` (a Failure's) ride as structuredContent where the revision has it."""
+    result: JSONObject = {"content": [text_block(text)], "isError": True}
+    if facts is not None:
+        result["structuredContent"] = facts
+    return result
+
+
+def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
+    """(value, None) when the body is JSON; (None, why not) otherwise."""
+    if not resp.body.strip():
+        return None, ": it was empty"
+    try:
+        return loads(resp.body.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, ": it was not valid UTF-8"
+    except NumberTooLong as exc:
+        return None, f": it held {exc}"
+    except ValueError as exc:
+        if "deeply" in str(exc):
+            return None, ": it was nested too deeply to read"
+        kind = clean(resp.header("Content-Type") or "no content type", 60)
+        return None, f": it was not JSON ({kind})"
+
+
+def _seconds(value: float) -> str:
+    if value < 120:
+        return f"{round(value, 1):g} s"  # 0.5 s stays 0.5 s: a limit is never understated
+    if value < 7200:
+        return f"{int(value // 60)} min"
+    return f"{int(value // 3600)} h" if value < 240 * 3600 else f"{int(value // 86400)} d"
+
+
+def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: float = 0) -> Failure:
+    """What went wrong with an outcome that is not a readable 2xx JSON answer."""
+    if isinstance(outcome, GatewayFailure):
+        if outcome.cause == "not_configured":
+            if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
+                return Failure("gateway_not_configured")
+            return Failure("unreachable", detail=f": {outcome.detail}")
+        if outcome.cause == "unsendable":
+            return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
+        if outcome.cause in ("too_large", "unreadable"):
+            return Failure("unreadable_answer", detail=f": {outcome.detail}")
+        if outcome.cause == "timeout" and timeout:
+            return Failure("unreachable", detail=f": it did not answer within {_seconds(timeout)}")
+        return Failure("unreachable", detail=f": {outcome.detail}")
+    status = outcome.status
+    body, _ = read_json(outcome)
+    said = body.get("message") if isinstance(body, dict) else None
+    quoted = f": the gateway said “{clean(said)}”" if isinstance(said, str) and said.strip() else ""
+    written = body.get("error") if isinstance(body, dict) else None
+    code = written if isinstance(written, str) and wording.error_code.fullmatch(written) else None
+    if 300 <= status < 400:
+        return Failure("redirected", status, code)
+    if status == 401:
+        return Failure("token_refused", status, code)
+    if status == 403:
+        named = body.get("scope") if isinstance(body, dict) else None
+        return Failure("scope_missing", status, code, scope=clean(named, 40) if isinstance(named, str) else scope)
+    if status == 404:
+        return Failure("not_found", status, code, detail=quoted)
+    if status == 429:
+        wait = retry_after_seconds(outcome.header("Retry-After"))
+        return Failure("rate_limited", status, code, wait=f"; retry after {_seconds(wait)}" if wait is not None else "")
+    if status == 503:
+        return Failure("unavailable", status, code, detail=quoted)
+    if status == 402:
+        # A price is rendered by payments.price_result; reaching here means none could be read,
+        # and an invented one would be worse than none.
+        return Failure(
+            "refused_request", status, code, detail=": it asked for a payment but sent no price this server can show"
+        )
+    if status >= 500:
+        return Failure("gateway_error", status, code, detail=quoted)
+    if status >= 400:
+        return Failure("refused_request", status, code, detail=quoted)
+    return Failure("unreadable_answer", status, code)
+
+
+def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:
+    """The sentence for an outcome that is not a readable 2xx JSON answer."""
+    return wording.say(classify(outcome, wording, scope=scope, timeout=timeout), what)
+
+
+def chain_notes(value: Any, wording: Wording) -> list[str]:
+    """A sentence for every chain in a per-chain envelope that is not `read`, then the UNKNOWN rule."""
+    chains = value.get("chains") if isinstance(value, dict) else None
+    if not isinstance(chains, list):
+        return []
+    notes = []
+    for chain in chains:
+        # Only envelope entries carry a state; other lists of chains (/status) are not envelopes.
+        if not isinstance(chain, dict) or "state" not in chain or chain.get("state") == "read":
+            continue
+        state = chain.get("state")
+        phrase = wording.state_phrases.get(state) if isinstance(state, str) and state != "read" else None
+        if phrase is None:
+            phrase = f"is in a state this server does not recognise ({clean(state, 40)})"
+        reason = chain.get("reason")
+        notes.append(
+            wording.chain_unknown.format(
+                chain_id=clean(chain.get("chainId", "(unnamed)"), 24),
+                phrase=phrase,
+                reason=f" ({clean(reason)})" if isinstance(reason, str) and reason.strip() else "",
+            )
+        )
+    if notes:
+        notes.append(wording.unknown)
+    return notes
+
+
+def success_result(value: Any, notes: list[str]) -> JSONObject:
+    """The gateway's JSON verbatim as structuredContent and as text, plus the honest notes."""
+    content = [text_block(json.dumps(value, ensure_ascii=False, separators=(",", ":")))]
+    if notes:
+        content.append(text_block(" ".join(notes)))
+    result: JSONObject = {"content": content, "isError": False}
+    if isinstance(value, dict):
+        result["structuredContent"] = value
+    return result

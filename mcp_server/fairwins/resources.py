@@ -1,0 +1,105 @@
+"""Resources: fairwins://openapi and fairwins://status read live from the gateway, fairwins://guide embedded."""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from mcp_server.core.context import RequestContext
+from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse
+from mcp_server.wire.jsonrpc import INTERNAL_ERROR, JSONObject, McpError
+
+GUIDE_URI: Final = "fairwins://guide"
+
+
+class GuideResource:
+    """Embedded, so an agent can learn the custody model before it has a working token."""
+
+    uri = GUIDE_URI
+    ttl_ms = 3_600_000
+    cache_scope = "public"
+
+    def __init__(self) -> None:
+        # Beside this module, as the wheel installs it (importlib.resources is not worth its start-up cost).
+        with open(os.path.join(os.path.dirname(os.path.realpath(__file__)), "guide.md"), encoding="utf-8") as fh:
+            self.text = fh.read()
+
+    def definition(self) -> JSONObject:
+        return {
+            "uri": self.uri,
+            "name": "guide",
+            "title": "Keys, scopes and custody",
+            "description": "How members create tokens, what each scope allows, and what this server will never do.",
+            "mimeType": "text/markdown",
+            "size": len(self.text.encode("utf-8")),
+        }
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]:
+        return [{"uri": self.uri, "mimeType": "text/markdown", "text": self.text}]
+
+
+class GatewayResource:
+    """A public gateway document, read live on every request; unreadable is an error, never empty."""
+
+    ttl_ms = 0  # live: never serve a stale copy as if it were current
+    cache_scope = "public"
+
+    def __init__(
+        self, uri: str, path: str, name: str, title: str, description: str, gateway: Gateway, wording: Wording
+    ) -> None:
+        self.uri, self.path, self.name, self.title, self.description = uri, path, name, title, description
+        self.gateway, self.wording = gateway, wording
+
+    def definition(self) -> JSONObject:
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "mimeType": "application/json",
+        }
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]:
+        record = ctx.record
+        outcome = self.gateway.call(
+            GatewayRequest("GET", self.path), ctx.cancellation, trace=record.trace, observe=record.attempt
+        )
+        what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"
+        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+            _, problem = read_json(outcome)
+            if problem is None:
+                return [{"uri": self.uri, "mimeType": "application/json", "text": outcome.body.decode("utf-8")}]
+            failure = Failure("unreadable_answer", detail=problem)
+        else:
+            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
+        record.fail(failure.kind)
+        message = self.wording.say(failure, what)
+        raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
+
+
+def build_resources(
+    gateway: Gateway, wording: Wording, route_paths: dict[str, str]
+) -> list[GuideResource | GatewayResource]:
+    """`route_paths` is the snapshot's ROUTE_PATHS: the OpenAPI path comes from the one route table."""
+    return [
+        GatewayResource(
+            "fairwins://openapi",
+            route_paths["member.openapi"],
+            "openapi",
+            "Member API OpenAPI document",
+            "The gateway's OpenAPI description of the Member API, read live.",
+            gateway,
+            wording,
+        ),
+        GatewayResource(
+            "fairwins://status",
+            "/status",
+            "status",
+            "Gateway status",
+            "Health, version, chains and rails that are on, and x402 prices, read live.",
+            gateway,
+            wording,
+        ),
+        GuideResource(),
+    ]

@@ -1,0 +1,296 @@
+"""The served tools: each non-local snapshot entry bound to the gateway, plus the server's own build_intent.
+
+Binding is data-driven: an `exec.kind == "route"` entry calls its ROUTES path with the member's
+credential; a `"public"` entry fills its path parameters from the arguments (each one
+percent-encoded as a single segment) and sends no credential. Arguments not in the path travel
+as the query string (GET) or the JSON body (POST).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from typing import Any, Final
+
+from mcp_server.core import schema
+from mcp_server.core.context import RequestContext
+from mcp_server.fairwins import payments
+from mcp_server.fairwins.outcomes import (
+    PUBLIC_NOTE,
+    Failure,
+    Wording,
+    chain_notes,
+    classify,
+    error_result,
+    read_json,
+    success_result,
+)
+from mcp_server.fairwins.snapshot import Snapshot
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
+from mcp_server.wire.jsonrpc import JSONObject
+from mcp_server.wire.versions import STRUCTURED_OUTPUT_VERSIONS
+
+_PATH_PARAM = re.compile(r"{(\w+)}")
+
+BUILD_INTENT: Final[dict[str, Any]] = {
+    "name": "build_intent",
+    "title": "Prepare an unsigned transaction",
+    "description": (
+        "Prepare an unsigned FairWins transaction (EIP-712 typed data) to create, accept, cancel "
+        "or claim a wager, for the member to review and sign in their own wallet. This server "
+        "cannot and will not sign the typed data it returns, and cannot submit it: it holds no "
+        "key. Nothing has happened on chain when this returns; the member signs elsewhere and "
+        "submits it themselves (the result names the relay path). Never say the action was done. "
+        "When the call fails the result is an error naming what could not be built and why."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "intent": {"type": "string", "enum": ["create_wager", "accept_wager", "cancel_wager", "claim_wager"]},
+            "chainId": {"type": "integer", "minimum": 1, "maximum": 9007199254740991},
+            "params": {"type": "object", "description": "The intent's parameters, as the gateway's OpenAPI describes."},
+        },
+        "required": ["intent", "chainId", "params"],
+        "additionalProperties": False,
+    },
+    "auth": "grant",
+    "scope": "build:intents",
+    "exec": {"kind": "route", "route": "member.intents.build"},
+    "progress": "Building the unsigned transaction…",
+}
+UNSIGNED_NOTE = (
+    "Nothing was signed or submitted: this is typed data for the member to review and sign in "
+    "their own wallet, then submit themselves."
+)
+
+
+def _what(entry: dict[str, Any]) -> str:
+    """The thing a failure sentence says could not be read, from the progress label ("Reading X…")."""
+    label: str = entry["progress"].rstrip("…")
+    if label.startswith("Reading "):
+        return label.removeprefix("Reading ")
+    if entry["name"] == "build_intent":
+        return "the unsigned transaction"
+    return f"the answer to {entry['name']}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (dict, list, bool)) or value is None:
+        return json.dumps(value)
+    return str(value)
+
+
+class GatewayTool:
+    """One tool whose execution is a gateway call."""
+
+    def __init__(self, entry: dict[str, Any], snap: Snapshot, gateway: Gateway, wording: Wording) -> None:
+        self.name: str = entry["name"]
+        self.entry = entry
+        self.gateway = gateway
+        self.wording = wording
+        self.schema: dict[str, Any] = entry["inputSchema"]
+        self.what = _what(entry)
+        ex = entry["exec"]
+        if ex["kind"] == "route":
+            route = snap.routes[ex["route"]]
+            self.method: str = route["method"]
+            self.path_template: str = route["path"]
+            self.priced: bool = bool(route["priced"])
+            self.public = False
+        elif ex["kind"] == "public":
+            self.method, self.path_template, self.priced, self.public = "GET", ex["path"], False, True
+        else:
+            raise ValueError(f"{self.name} is executed locally and cannot be served here")
+        # The contract's outputSchema for what this tool executes: its route, or its public path.
+        target = ex["route"] if ex["kind"] == "route" else ex["path"]
+        self.output_schema: dict[str, Any] = snap.output_schemas[target]
+        # Read once: every call checks its arguments, and every answer its shape.
+        self._check_arguments = schema.compile_schema(self.schema)
+        self._check_answer = schema.compile_schema(self.output_schema)
+        read = self.method == "GET"
+        self._definition: JSONObject = {
+            "name": self.name,
+            "title": entry["title"],
+            "description": entry["description"],
+            "inputSchema": self.schema,
+            "outputSchema": self.output_schema,
+            "annotations": {
+                "title": entry["title"],
+                "readOnlyHint": True,  # nothing here changes anything: reads, and typed data to sign elsewhere
+                "destructiveHint": False,
+                "idempotentHint": read,
+                "openWorldHint": True,
+            },
+        }
+
+    def definition(self) -> JSONObject:
+        return self._definition
+
+    def build_request(self, arguments: dict[str, Any], ctx: RequestContext) -> GatewayRequest:
+        rest = dict(arguments)
+
+        def fill(match: re.Match[str]) -> str:
+            # One segment each: "/" and every other reserved character is encoded, so no
+            # argument can reach another route.
+            segment = urllib.parse.quote(_as_text(rest.pop(match.group(1))), safe="")
+            # quote() leaves dots alone, and a "." or ".." segment is resolved away by servers
+            # and proxies (RFC 3986 §5.2.4): encoded, it stays data.
+            return segment.replace(".", "%2E") if segment.strip(".") == "" else segment
+
+        path = _PATH_PARAM.sub(fill, self.path_template)
+        body = None
+        query: tuple[tuple[str, str], ...] = ()
+        if self.method == "GET":
+            query = tuple((k, _as_text(v)) for k, v in rest.items())
+        else:
+            body = json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # A payment travels only to a route that can be priced, and replaces the bearer there: the
+        # paid rail serves the payer, and a member's token alongside would ask two questions.
+        payment = ctx.payment if self.priced else None
+        bearer = None if self.public or payment is not None else ctx.bearer
+        return GatewayRequest(self.method, path, query, body, bearer, payment)
+
+    def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
+        problem = self._check_arguments(arguments, "")
+        if problem:
+            text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
+            return self._error(text, Failure("invalid_arguments"), ctx)
+        request = self.build_request(schema.with_defaults(arguments, self.schema), ctx)
+        if not self.public and request.bearer is None and not self.priced:
+            return self._error(self.wording.say(Failure("no_token"), self.what), Failure("no_token"), ctx)
+        # Progress counts gateway requests: done so far of those this call needs, as far as known.
+        # One, unless a retry adds another; the last notification says all of them are done.
+        requests = 1
+        ctx.report_progress(0, requests, self.entry["progress"])
+
+        def on_retry(attempt: int, why: str, delay: float) -> None:
+            nonlocal requests
+            ctx.log("warning", f"{self.name}: the gateway call failed ({why}); retrying in {delay:.1f} s")
+            requests = attempt + 1
+            ctx.report_progress(attempt, requests, f"Retrying in {delay:.1f} s: {why}…")
+
+        if request.payment is not None:
+            ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
+        record = ctx.record
+        outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
+        answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
+        ctx.report_progress(requests, requests, answered)
+        result = self.render(outcome, request, ctx)
+        if result.get("isError") is True:
+            self._note_failure(result, outcome, request, ctx)
+        return _without_credentials(result, outcome, request, ctx)
+
+    def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
+        if request.payment is not None:
+            paid = payments.paid_result(
+                outcome, self.name, ctx.response_headers, lambda resp: self._answer(resp, ctx), self._failure
+            )
+            if paid.get("isError") is True and "structuredContent" not in paid and _structured(ctx):
+                paid["structuredContent"] = self._paid_failure(outcome, paid).facts()
+            return paid
+        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+            return self._answer(outcome, ctx)
+        if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412) and self.priced:
+            price = payments.price_result(outcome, self.name)
+            if price is not None:
+                return price
+        failure = self._classify(outcome)
+        if failure.status == 401 and request.bearer is None:
+            failure = Failure("no_token", failure.status, failure.code)
+        return self._error(self.wording.say(failure, self.what), failure, ctx)
+
+    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None) -> JSONObject:
+        """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read."""
+        value, problem = read_json(resp)
+        if problem is None:
+            # The outputSchema is a promise ("Servers MUST provide structured results that conform
+            # to this schema"): an answer that breaks it is not passed on as one.
+            shape = self._check_answer(value, "")
+            if shape is not None:
+                problem = f": it is not the shape the FairWins contract describes ({_answer_path(shape)})"
+        if problem is not None:
+            failure = Failure("unreadable_answer", resp.status, detail=problem)
+            return self._error(self.wording.say(failure, self.what), failure, ctx)
+        notes = chain_notes(value, self.wording)
+        if self.public:
+            notes.append(PUBLIC_NOTE)
+        if self.method != "GET":
+            notes.append(UNSIGNED_NOTE)
+        return success_result(value, notes)
+
+    def _classify(self, outcome: Outcome) -> Failure:
+        scope = self.entry.get("scope", "")
+        return classify(outcome, self.wording, scope=scope, timeout=self.gateway.timeout)
+
+    def _failure(self, outcome: Outcome) -> str:
+        return self.wording.say(self._classify(outcome), self.what)
+
+    def _paid_failure(self, outcome: Outcome, result: JSONObject) -> Failure:
+        receipt = result.get("_meta", {}).get(payments.RESPONSE_META_KEY)
+        status = outcome.status if isinstance(outcome, GatewayResponse) else None
+        if isinstance(receipt, dict) and receipt.get("success") is False:
+            return Failure("settlement_failed", status)
+        return self._classify(outcome)
+
+    @staticmethod
+    def _error(text: str, failure: Failure, ctx: RequestContext | None) -> JSONObject:
+        if ctx is not None:
+            ctx.record.fail(failure.kind)
+        return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None)
+
+    def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
+        """Why the call ended as an error, for its record, where no Failure went through _error."""
+        record = ctx.record
+        if record.failure is not None:
+            return
+        if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412):
+            record.fail("payment_rejected" if request.payment is not None else "price")
+        elif request.payment is not None:
+            record.fail(self._paid_failure(outcome, result).kind)
+        else:
+            record.fail(self._classify(outcome).kind)
+
+
+def _structured(ctx: RequestContext) -> bool:
+    """Whether the request's revision has structuredContent (2025-06-18 and later)."""
+    return ctx.version in STRUCTURED_OUTPUT_VERSIONS
+
+
+def _answer_path(problem: str) -> str:
+    """schema.check speaks of "the arguments"; here the value checked is the gateway's answer."""
+    return problem.replace("the arguments", "the answer")
+
+
+def _without_credentials(
+    result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext
+) -> JSONObject:
+    """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
+
+    Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
+    receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
+    An answer whose bytes cannot spell the credential (the usual case) is let through at once:
+    everything in the result that is not ours comes from those bytes, or from the x402 headers
+    decoded, which always get the whole search.
+    """
+    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
+    if redactor is None or not isinstance(outcome, GatewayResponse):
+        return result  # no answer, so nothing the gateway wrote: the sentence is this server's own
+    decoded = any(outcome.header(name) is not None for name in payments.DECODED_HEADERS)
+    raw = [outcome.body, *(value.encode("latin-1") for _, value in outcome.headers)]
+    if not decoded and not any(redactor.might_be_in(part) for part in raw):
+        return result
+    for name, value in list(ctx.response_headers.items()):
+        if redactor.holds(value):
+            del ctx.response_headers[name]
+    scrubbed: JSONObject = redactor.scrub_value(result)
+    return scrubbed
+
+
+def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:
+    """Every non-local snapshot entry, served exactly as the snapshot defines it, plus build_intent."""
+    served = [GatewayTool(entry, snap, gateway, wording) for entry in snap.tools if entry["exec"]["kind"] != "local"]
+    served.append(GatewayTool(BUILD_INTENT, snap, gateway, wording))
+    return served

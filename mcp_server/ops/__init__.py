@@ -1,0 +1,1 @@
+"""Operations: records, logs, metrics, trace context, workers, CPUs, the listener, the watchdog."""

@@ -1,0 +1,434 @@
+"""Logging to stderr, configured once: text for a terminal or one JSON object per line, and token redaction."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any, Final, Protocol
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+
+# How long a log line may wait before it is written. One record per message would otherwise cost
+# a system call per message, on the thread that has just answered it.
+FLUSH_AFTER: Final = 0.1
+MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is not read; beyond, dropped
+RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
+
+# Python level → Cloud Logging's LogSeverity names.
+SEVERITY: Final = {
+    logging.DEBUG: "DEBUG",
+    logging.INFO: "INFO",
+    logging.WARNING: "WARNING",
+    logging.ERROR: "ERROR",
+    logging.CRITICAL: "CRITICAL",
+}
+
+
+def redact(token: str | None) -> str:
+    """`fw1.…abcd`: the most of a token that may ever appear in a log line or an error."""
+    if not token:
+        return "(none)"
+    prefix = "fw1." if token.startswith("fw1.") else ""
+    return f"{prefix}…{token[-4:]}" if len(token) > 8 else f"{prefix}…"
+
+
+def register_secret(value: str) -> None:
+    """A value the log filter scrubs wherever it would otherwise appear (belt and braces)."""
+    if len(value) >= 8:
+        with _lock:
+            _secrets.add(value)
+
+
+def scrub(text: str) -> str:
+    """`text` with every registered secret replaced by its redacted form."""
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, redact(secret))
+    return text
+
+
+class _ScrubSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _secrets:
+            message = record.getMessage()
+            scrubbed = message
+            for secret in _secrets:
+                scrubbed = scrubbed.replace(secret, redact(secret))
+            if scrubbed != message:
+                record.msg, record.args = scrubbed, None
+        return True
+
+
+# ---- the request this thread is handling ------------------------------------------------------
+
+
+class Scrubber(Protocol):
+    def scrub(self, text: str) -> str: ...
+
+
+class Credentials(Protocol):
+    """A request as the log filter sees it (core.context.RequestContext): its values, as a scrubber."""
+
+    def redactor(self) -> Scrubber | None: ...
+
+
+_request: contextvars.ContextVar[Credentials | None] = contextvars.ContextVar("fairwins_mcp_request", default=None)
+
+
+def bind_request(ctx: Credentials) -> contextvars.Token[Credentials | None]:
+    """From now until `unbind_request`, in this thread, records and quoted text are scrubbed of ctx's values."""
+    return _request.set(ctx)
+
+
+def unbind_request(token: contextvars.Token[Credentials | None]) -> None:
+    _request.reset(token)
+
+
+@contextlib.contextmanager
+def request_bound(ctx: Credentials) -> Iterator[None]:
+    """`bind_request` for the length of a with block."""
+    token = bind_request(ctx)
+    try:
+        yield
+    finally:
+        unbind_request(token)
+
+
+def request_scrubber() -> Scrubber | None:
+    """The scrubber of the request this thread is handling; None outside one, or when it carries nothing."""
+    ctx = _request.get()
+    return None if ctx is None else ctx.redactor()
+
+
+class RequestFilter(logging.Filter):
+    """Scrubs a record made while a request is handled: its message and any traceback it carries.
+
+    A record that changes gets its traceback folded into its message (and exc_info cleared), so
+    every formatter, text or JSON, writes the scrubbed text and none formats the original again.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactor = request_scrubber()
+        if redactor is None:
+            return True
+        message = record.getMessage()
+        extra = ""
+        if record.exc_info and record.exc_info[1] is not None:
+            extra += "\n" + logging.Formatter().formatException(record.exc_info)
+        if record.stack_info:
+            extra += "\n" + record.stack_info
+        original = message + extra
+        scrubbed = redactor.scrub(original)
+        if scrubbed is not original:
+            record.msg, record.args = scrubbed, None
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger: message`, the time formatted once per second, not once per line."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._second = -1
+        self._stamp = ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        # logging.Formatter.format, less its generality: one line is written per MCP message.
+        text = f"{self.formatTime(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            text = f"{text}\n{self.formatException(record.exc_info)}"
+        if record.stack_info:
+            text = f"{text}\n{self.formatStack(record.stack_info)}"
+        return text
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+            self._second = second
+        return f"{self._stamp},{int(record.msecs):03d}"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line with the field names Cloud Logging reads (`severity`, `message`, `time`,
+    `httpRequest`, `logging.googleapis.com/…`); a per-message record adds its own fields."""
+
+    def __init__(self, trace_project: str | None = None) -> None:
+        super().__init__()
+        self.trace_project = trace_project
+        self._second = -1
+        self._stamp = ""
+
+    def _time(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._stamp}.{int((created - second) * 1_000_000):06d}Z"
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:
+            # Error Reporting reads a stack trace from the message itself.
+            message = f"{message}\n{self.formatException(record.exc_info)}"
+        entry: dict[str, Any] = {
+            "time": self._time(record.created),
+            "severity": SEVERITY.get(record.levelno, "DEFAULT"),
+            "message": message,
+            "logger": record.name,
+        }
+        mcp_record = record.__dict__.get("mcp_record")
+        if mcp_record is not None:
+            entry.update(mcp_record.fields())
+            trace_id = entry.get("traceId")
+            if self.trace_project and trace_id:
+                entry["logging.googleapis.com/trace"] = f"projects/{self.trace_project}/traces/{trace_id}"
+        # The whole line is scrubbed, not only the message: no field may carry a secret either.
+        return scrub(json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=str))
+
+
+class StderrHandler(logging.Handler):
+    """Formatted lines handed to a writer thread of their own: no thread that serves ever waits on stderr.
+
+    A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
+    writes what is queued in one system call at most FLUSH_AFTER seconds later, at once for a
+    warning or worse or on a terminal. Should stderr stop being read (a client may ignore it),
+    lines beyond MAX_WAITING bytes are dropped and counted, and the count is written when stderr
+    moves again: serving never blocks on a log line. logging.shutdown (at exit) writes the rest.
+    """
+
+    def __init__(self, fd: int, *, interactive: bool = False) -> None:
+        super().__init__()
+        self.fd = fd
+        self.interactive = interactive
+        self._cond = threading.Condition(threading.Lock())
+        self._lines: list[str | logging.LogRecord] = []
+        self._size = 0
+        self._dropped = 0
+        self._urgent = False
+        self._writing = False
+        self._closed = False
+        self._broken = False
+        self._thread: threading.Thread | None = None
+        self._owns_fd = True  # until close() closes it
+        self.in_place = False  # written by the thread that logs (a process that must stay single-threaded)
+        _HANDLERS.add(self)
+
+    def _forked(self) -> None:
+        """In a child just forked (--workers): no writer thread came along, and its lock may be held.
+
+        Lines the parent had queued are the parent's to write; the child starts empty.
+        """
+        self._cond = threading.Condition(threading.Lock())
+        self._lines, self._size, self._dropped = [], 0, 0
+        self._urgent = self._writing = False
+        self._thread = None
+        self.in_place = False
+
+    def write_in_place(self) -> None:
+        """From now on, each line is written by the thread that logs it, and no writer thread runs.
+
+        For a process that must fork with no other thread alive (the --workers supervisor).
+        """
+        self.flush()
+        with self._cond:
+            self.in_place = True
+            self._closed = True  # the writer thread, if any, ends once nothing is left
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        with self._cond:
+            self._closed = False
+            self._thread = None
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """A per-message record (records.py) is queued as it is and formatted by the writer thread.
+
+        It is finished (nothing in it changes any more) and made after its request was handled
+        (no request's credentials are bound to the thread then), so its filters and formatter may
+        run later, on the writer, in one batch: the thread that answered goes straight back to
+        serving. Any other record is filtered and formatted here, at once, as logging does.
+        """
+        if "mcp_record" in record.__dict__ and not self.in_place and record.levelno < logging.WARNING:
+            self._queue(record, RECORD_SIZE, urgent=False)
+            return True
+        return bool(super().handle(record))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + "\n"
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return
+        if self.in_place:
+            with self._cond:
+                if not self._broken:
+                    self._write(line.encode("utf-8", "backslashreplace"))
+            return
+        self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
+
+    def _line(self, item: str | logging.LogRecord) -> str:
+        """A queued item as the text to write: a line already made, or a deferred record, filtered and formatted."""
+        if isinstance(item, str):
+            return item
+        try:
+            return self.format(item) + "\n" if self.filter(item) else ""
+        except Exception:
+            self.handleError(item)
+            return ""
+
+    def _queue(self, item: str | logging.LogRecord, size: int, *, urgent: bool) -> None:
+        with self._cond:
+            if self._broken:
+                return
+            if self._size + size > MAX_WAITING:
+                self._dropped += 1
+                return
+            self._lines.append(item)
+            self._size += size
+            urgent = urgent or self.interactive
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
+                self._thread.start()
+            if urgent and not self._urgent:
+                self._urgent = True
+                self._cond.notify_all()
+            elif len(self._lines) == 1:
+                self._cond.notify_all()  # the first line waiting: the writer starts its FLUSH_AFTER
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines and not self._dropped and not self._closed:
+                    self._cond.wait()
+                if not self._lines and not self._dropped:
+                    return  # closed, and nothing left
+                deadline = time.monotonic() + FLUSH_AFTER
+                while not (self._urgent or self._closed):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)  # more lines gather meanwhile: one write for all of them
+                lines, self._lines, self._size = self._lines, [], 0
+                dropped, self._dropped = self._dropped, 0
+                self._urgent = False
+                self._writing = True
+            if dropped:
+                note = logging.LogRecord(
+                    "fairwins_mcp.logs",
+                    logging.WARNING,
+                    "",
+                    0,
+                    "%d log lines were dropped: stderr was not being read",
+                    (dropped,),
+                    None,
+                )
+                lines.insert(0, self.format(note) + "\n")
+            self._write("".join(map(self._line, lines)).encode("utf-8", "backslashreplace"))
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            with self._cond:  # stderr is closed (the client went away): nothing more can be said there
+                self._broken = True
+                self._lines, self._size = [], 0
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait (up to `timeout` seconds) until every line queued so far is written."""
+        with self._cond:
+            if self._thread is None:
+                return
+            self._urgent = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._broken or not (self._lines or self._writing), timeout)
+
+    def close(self) -> None:
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        with self._cond:
+            # Once: logging.shutdown closes every handler again at exit, and by then the number
+            # may name another file this process opened since.
+            owned, self._owns_fd = self._owns_fd, False
+        if owned:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        super().close()
+
+
+_HANDLERS: weakref.WeakSet[StderrHandler] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for handler in list(_HANDLERS):
+        handler._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def flush() -> None:
+    """Write every log line queued so far (before a process leaves by os._exit, which runs no atexit)."""
+    for handler in list(_HANDLERS):
+        handler.flush()
+
+
+def write_in_place() -> None:
+    """No log writer thread in this process from now on (see StderrHandler.write_in_place)."""
+    for handler in list(_HANDLERS):
+        handler.write_in_place()
+
+
+def _stderr_handler() -> logging.Handler:
+    """The writer thread's handler on a descriptor of its own for fd 2; a plain one where stderr is no file."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return logging.StreamHandler(sys.stderr)  # a test's capture: written as it comes
+    return StderrHandler(os.dup(fd), interactive=sys.stderr.isatty())
+
+
+def configure(level: str = "info", fmt: str = "text", trace_project: str | None = None) -> None:
+    handler = _stderr_handler()
+    handler.setFormatter(JsonFormatter(trace_project) if fmt == "json" else TextFormatter())
+    handler.addFilter(_ScrubSecrets())
+    handler.addFilter(RequestFilter())  # the credentials of the request being handled, by value
+    root = logging.getLogger("fairwins_mcp")
+    for old in root.handlers:
+        old.close()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+    # No formatter here prints the thread, the process or the caller's source line: skipping them
+    # keeps a per-message record cheap ("Setting _srcfile to None will prevent findCaller() from
+    # being called", logging/__init__.py).
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None

@@ -1,0 +1,247 @@
+"""`fairwins-mcp check`: does the gateway answer, is the token good, and which tools will work, in plain lines.
+
+It reads the same Config as the server and asks the gateway through the same seam, two GETs
+only (`/status`, and `/v1/member/me` when a token is set): nothing priced, nothing that acts.
+Which tools will work follows from those two answers and the served tool table, so the check
+never spends a call on a tool. The token appears only redacted (`fw1.…abcd`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Final, TextIO
+
+from mcp_server import __version__
+from mcp_server.core.context import RequestContext
+from mcp_server.fairwins.outcomes import Wording, clean, read_json
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import GatewayTool, build_tools
+from mcp_server.ops import logs
+from mcp_server.setup.config import Config
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Outcome
+
+OK: Final = "ok"
+FAIL: Final = "FAIL"
+WARN: Final = "warn"
+SKIP: Final = "skip"
+NOTE: Final = "note"
+WHERE_TOKENS_COME_FROM: Final = "a member creates one in the FairWins app under Tools > Assistant > API access"
+SOON: Final = dt.timedelta(days=7)
+PROFILE_SCOPE: Final = "read:profile"
+
+
+@dataclass(frozen=True)
+class Line:
+    mark: str  # ok | FAIL | warn | skip | note
+    topic: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Report:
+    lines: tuple[Line, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Everything a member needs works: no line failed."""
+        return all(line.mark != FAIL for line in self.lines)
+
+    def render(self) -> str:
+        width = max(len(line.topic) for line in self.lines)
+        body = "".join(f"{line.mark:<5} {line.topic:<{width}}  {line.text}\n" for line in self.lines)
+        verdict = "Everything a member needs works." if self.ok else "Not everything works: see the FAIL lines above."
+        return f"fairwins-mcp check ({__version__})\n{body}{verdict}\n"
+
+
+@dataclass(frozen=True)
+class _Token:
+    state: str  # absent | valid | refused | no_profile_scope | unchecked | unknown
+    scopes: frozenset[str] = frozenset()
+
+
+def _why(outcome: Outcome, timeout: float) -> str:
+    """Why an answer is not the one we wanted, in a few words a person can act on."""
+    if isinstance(outcome, GatewayFailure):
+        if outcome.cause == "refused":
+            return "nothing answered there (connection refused)"
+        if outcome.cause == "timeout":
+            return f"it did not answer within {timeout:g} s"
+        return outcome.detail
+    status = outcome.status
+    if 300 <= status < 400:
+        where = outcome.header("Location")
+        to = f" to {clean(where, 80)}" if where else ""
+        return f"it answered {status}, a redirect{to}, which is not followed: check the URL's scheme, host and path"
+    body, problem = read_json(outcome)
+    if 200 <= status < 300 and problem is not None:
+        return f"it answered, but its answer could not be read{problem}: is this the gateway's base URL?"
+    said = body.get("message") if isinstance(body, dict) else None
+    quoted = f" (“{clean(said, 120)}”)" if isinstance(said, str) and said.strip() else ""
+    return f"it answered {status}{quoted}"
+
+
+def _when(expires_at: object, now: dt.datetime) -> tuple[str, str]:
+    """(mark, words) for a token's expiry as the gateway stated it."""
+    if not isinstance(expires_at, str):
+        return OK, "no expiry stated"
+    try:
+        when = dt.datetime.fromisoformat(expires_at)
+    except ValueError:
+        return WARN, f"expires {clean(expires_at, 40)} (not a date this check can read)"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    left = when - now
+    if left <= dt.timedelta(0):
+        return WARN, f"expired {expires_at} by this machine's clock, yet the gateway accepts it: check the clock"
+    days = left.days
+    span = f"in {days} days" if days >= 2 else "within a day" if days < 1 else "tomorrow"
+    if left <= SOON:
+        return WARN, f"expires {expires_at} ({span}): {WHERE_TOKENS_COME_FROM}"
+    return OK, f"expires {expires_at} ({span})"
+
+
+def _check_gateway(config: Config, gateway: Gateway) -> tuple[bool, Line]:
+    if gateway.target is None:
+        if gateway.config_problem:
+            return False, Line(FAIL, "gateway", gateway.config_problem)
+        return False, Line(
+            FAIL,
+            "gateway",
+            "FAIRWINS_API_URL is not set: set it to the gateway's base URL, e.g. https://relay.fairwins.app",
+        )
+    url = config.api_url or ""
+    outcome = gateway.call(GatewayRequest("GET", "/status"))
+    if not isinstance(outcome, GatewayResponse) or not 200 <= outcome.status < 300:
+        return False, Line(FAIL, "gateway", f"{url} does not answer /status: {_why(outcome, gateway.timeout)}")
+    body, problem = read_json(outcome)
+    if problem is not None or not isinstance(body, dict):
+        return False, Line(FAIL, "gateway", f"{url} /status: {_why(outcome, gateway.timeout)}")
+    status, version = body.get("status"), body.get("version")
+    said = ", ".join(
+        part
+        for part in (
+            f"status {clean(status, 40)}" if status is not None else "",
+            f"version {clean(version, 40)}" if version is not None else "",
+        )
+        if part
+    )
+    mark = OK if status in (None, "ok") else WARN
+    return True, Line(mark, "gateway", f"{url} answers /status" + (f" ({said})" if said else ""))
+
+
+def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.datetime) -> tuple[_Token, list[Line]]:
+    token = config.api_token
+    if not token:
+        return _Token("absent"), [
+            Line(
+                FAIL, "token", f"none: FAIRWINS_API_TOKEN is not set; member tools need one ({WHERE_TOKENS_COME_FROM})"
+            )
+        ]
+    named = f"{logs.redact(token)} (FAIRWINS_API_TOKEN)"
+    lines = []
+    if not token.startswith("fw1."):
+        lines.append(Line(WARN, "token", f"{named} does not start with fw1., as FairWins member tokens do"))
+    if not reachable:
+        return _Token("unchecked"), [*lines, Line(SKIP, "token", f"{named} not checked: no gateway to ask")]
+    # The token introspection route, from the snapshot's route table (the contract's one source).
+    outcome = gateway.call(GatewayRequest("GET", load().route_paths["member.me"], bearer=token))
+    if isinstance(outcome, GatewayResponse) and outcome.status == 401:
+        return _Token("refused"), [
+            *lines,
+            Line(
+                FAIL,
+                "token",
+                f"{named} was refused by the gateway (missing, expired or revoked); {WHERE_TOKENS_COME_FROM}",
+            ),
+        ]
+    if isinstance(outcome, GatewayResponse) and outcome.status == 403:
+        return _Token("no_profile_scope"), [
+            *lines,
+            Line(
+                WARN,
+                "token",
+                f"{named} is accepted but lacks {PROFILE_SCOPE}, so its other scopes cannot be listed",
+            ),
+        ]
+    body: Any = None
+    if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+        body, _ = read_json(outcome)
+    if not isinstance(body, dict):
+        return _Token("unknown"), [
+            *lines,
+            Line(FAIL, "token", f"{named} could not be checked: {_why(outcome, gateway.timeout)}"),
+        ]
+    raw_scopes = body.get("scopes")
+    scopes = frozenset(s for s in raw_scopes if isinstance(s, str)) if isinstance(raw_scopes, list) else frozenset()
+    account = body.get("account")
+    whose = f" for account {clean(account, 64)}" if isinstance(account, str) and account else ""
+    mark, expiry = _when(body.get("expiresAt"), now)
+    lines.append(Line(mark, "token", f"{named} is valid{whose}; {expiry}"))
+    listed = ", ".join(sorted(clean(s, 40) for s in scopes)) or "none"
+    lines.append(Line(OK if scopes else WARN, "scopes", listed))
+    return _Token("valid", scopes), lines
+
+
+def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> list[Line]:
+    working: list[str] = []
+    broken: dict[str, list[str]] = defaultdict(list)  # reason → tool names (or "name (scope)")
+    unknown: list[str] = []
+    for tool in sorted(tools, key=lambda t: t.name):
+        scope: str = tool.entry.get("scope") or ""
+        if not reachable:
+            broken["no gateway answers"].append(tool.name)
+        elif tool.public:
+            working.append(tool.name)
+        elif token.state == "valid":
+            if scope in token.scopes:
+                working.append(tool.name)
+            else:
+                broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
+        elif token.state == "absent":
+            broken["they need a member token"].append(tool.name)
+        elif token.state == "refused":
+            broken["the token was refused"].append(tool.name)
+        elif token.state == "no_profile_scope" and scope == PROFILE_SCOPE:
+            broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
+        else:
+            unknown.append(tool.name)
+    lines = []
+    if working:
+        every = "all " if len(working) == len(tools) else ""
+        lines.append(Line(OK, "tools", f"{every}{len(working)} will work: {', '.join(working)}"))
+    for reason, names in broken.items():
+        lines.append(Line(FAIL, "tools", f"{len(names)} will not work, {reason}: {', '.join(names)}"))
+    if unknown:
+        lines.append(
+            Line(WARN, "tools", f"{len(unknown)} cannot be judged without the token's scopes: {', '.join(unknown)}")
+        )
+    priced = sorted(t.name for t in tools if t.priced)
+    if reachable and token.state == "absent" and priced:
+        lines.append(Line(NOTE, "tools", f"without a token, {', '.join(priced)} can instead be paid per call (x402)"))
+    return lines
+
+
+def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -> Report:
+    """Ask the gateway the two questions and judge every served tool from the answers."""
+    now = now or dt.datetime.now(dt.UTC)
+    # Gateway text quoted in a line never carries the token back (redaction.py), whatever the gateway echoes.
+    with logs.request_bound(RequestContext(bearer=config.api_token)):
+        reachable, gateway_line = _check_gateway(config, gateway)
+        token, token_lines = _check_token(config, gateway, reachable, now)
+    snap = load()
+    tools = build_tools(snap, gateway, Wording.from_snapshot(snap.wording))
+    return Report((gateway_line, *token_lines, *_tool_lines(tools, reachable, token)))
+
+
+def run(config: Config, out: TextIO, *, gateway: Gateway | None = None, now: dt.datetime | None = None) -> int:
+    """Write the report to `out`; 0 when everything a member needs works, 1 otherwise."""
+    if gateway is None:
+        from mcp_server.setup.server import build_gateway
+
+        gateway = build_gateway(config)
+    report = diagnose(config, gateway, now)
+    out.write(report.render())
+    out.flush()
+    return 0 if report.ok else 1

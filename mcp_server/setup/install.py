@@ -1,0 +1,327 @@
+"""`fairwins-mcp install claude-desktop|claude-code`: put this server into a client's configuration, token never shown.
+
+claude-desktop merges an entry into Claude Desktop's claude_desktop_config.json (at the operating
+system's own path; mcp_server/setup/client_configs.py), keeping every other server and setting and a
+backup of the file, and refuses to replace a different entry of the same name without --force.
+claude-code runs `claude mcp add` when `claude` is on PATH, and prints the command otherwise.
+The entry launches this very interpreter with `-m mcp_server`, checked first the way the client
+will start it (another directory, no PYTHONPATH), so it runs from a virtual environment, pipx or
+a user install alike. The token is read from stdin (--token-stdin), FAIRWINS_API_TOKEN, or a
+prompt that does not echo; it is only ever shown redacted (`fw1.…abcd`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, TextIO
+from urllib.parse import urlsplit
+
+from mcp_server import __version__
+from mcp_server.ops.logs import redact
+from mcp_server.setup.client_configs import (
+    CLAUDE_CODE_SCOPES,
+    TOKEN_VARIABLE,
+    URL_VARIABLE,
+    InstallError,
+    claude_code_argv,
+    desktop_config_path,
+    merge,
+    server_entry,
+)
+from mcp_server.setup.config import ConfigError, from_env
+from mcp_server.upstream.gateway import parse_base_url
+
+PUBLIC_RELAY: Final = "https://relay.fairwins.app"
+DEFAULT_NAME: Final = "fairwins"
+PROBE_TIMEOUT: Final = 60.0
+CLAUDE_TIMEOUT: Final = 120.0
+# What the printed `claude mcp add` line holds instead of the token: the shell reads it from the
+# member's own environment when they paste the line.
+TOKEN_REFERENCE: Final = "${" + TOKEN_VARIABLE + "}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fairwins-mcp install",
+        description="Put this server into an MCP client's configuration. The token is never printed.",
+    )
+    clients = parser.add_subparsers(dest="client", required=True, metavar="CLIENT")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--name", default=DEFAULT_NAME, help=f"the server's name in the client (default {DEFAULT_NAME})"
+    )
+    common.add_argument(
+        "--url", help=f"gateway base URL (default: FAIRWINS_API_URL if set, else the public relay {PUBLIC_RELAY})"
+    )
+    token = common.add_mutually_exclusive_group()
+    token.add_argument("--token-stdin", action="store_true", help="read the member token from the first line of stdin")
+    token.add_argument("--no-token", action="store_true", help="no member token: the public tools only")
+    common.add_argument("--force", action="store_true", help="replace a different entry of the same name")
+    common.add_argument("--print", action="store_true", help="show the entry (token redacted) instead of installing")
+    desktop = clients.add_parser(
+        "claude-desktop",
+        parents=[common],
+        help="write the server into Claude Desktop's claude_desktop_config.json",
+        description="Merge the server into Claude Desktop's configuration file, keeping a backup.",
+    )
+    desktop.add_argument("--config", type=pathlib.Path, help="the configuration file (default: Claude Desktop's own)")
+    code = clients.add_parser(
+        "claude-code",
+        parents=[common],
+        help="add the server to Claude Code (claude mcp add)",
+        description="Run `claude mcp add` for the server, or print the command when claude is not on PATH.",
+    )
+    code.add_argument(
+        "--scope",
+        choices=CLAUDE_CODE_SCOPES,
+        default="local",
+        help="local: you, in this project (default); user: you, in every project; project: .mcp.json, shared "
+        "with the project (the token is then read from FAIRWINS_API_TOKEN, never written there)",
+    )
+    return parser
+
+
+class _Out:
+    """Aligned `topic  text` lines on stdout, as `check` prints them."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def line(self, topic: str, text: str) -> None:
+        self.stream.write(f"{topic:<8} {text}\n")
+
+
+def _token(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO) -> tuple[str | None, str]:
+    """(the token or None, where it came from), never echoing it."""
+    if args.no_token:
+        return None, "--no-token"
+    if args.token_stdin:
+        token = stdin.readline().strip()
+        if not token:
+            raise InstallError("--token-stdin read an empty line: pipe the token in, or use --no-token")
+        return token, "stdin"
+    if env.get(TOKEN_VARIABLE, "").strip():
+        return env[TOKEN_VARIABLE].strip(), TOKEN_VARIABLE
+    if stdin.isatty() and not args.print:  # --print shows no token, so it asks for none
+        token = getpass.getpass("Member token (fw1.…; press Enter for none, the public tools only): ").strip()
+        return (token or None), "the prompt"
+    return None, f"none given (no --token-stdin, no {TOKEN_VARIABLE}, no terminal to ask on)"
+
+
+def _settings(
+    args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, *, ask_token: bool = True
+) -> tuple[str, str | None, str]:
+    """(gateway URL, token or None, where the token came from), checked as the server will read them."""
+    url = (args.url or env.get(URL_VARIABLE, "") or PUBLIC_RELAY).strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InstallError(f"the gateway URL must be an http:// or https:// URL with a host, not {url!r}")
+    try:
+        parse_base_url(url)  # http:// to another machine: the server would refuse it at every call
+    except ValueError as exc:
+        raise InstallError(str(exc)) from None
+    token, source = _token(args, env, stdin) if ask_token else (None, "not asked")
+    try:
+        # The server's own reading of these settings, so anything it would refuse is refused here.
+        from_env({URL_VARIABLE: url, **({TOKEN_VARIABLE: token} if token else {})})
+    except ConfigError as exc:
+        raise InstallError(str(exc)) from None
+    return url, token, source
+
+
+def _launch() -> tuple[str, list[str]]:
+    """This interpreter with `-m mcp_server`, once it is seen to import this package the way a client starts it."""
+    command, args = sys.executable, ["-m", "mcp_server"]
+    if not command or not os.path.isabs(command):
+        raise InstallError("cannot tell which Python is running this; run fairwins-mcp from an installed package")
+    probe = "import mcp_server, sys; sys.stdout.write(mcp_server.__version__)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    # A client starts the server from its own directory with its own environment: no PYTHONPATH, no
+    # checkout in the working directory. The filesystem root stands in for that directory.
+    neutral = pathlib.Path(command).anchor or "/"
+    try:
+        done = subprocess.run(
+            [command, "-c", probe], cwd=neutral, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallError(f"{command} could not be started to check the package: {exc}") from None
+    if done.returncode != 0 or done.stdout != __version__:
+        raise InstallError(
+            f"{command} -m mcp_server would not start fairwins-mcp {__version__} outside this directory "
+            f"(it {'found version ' + done.stdout if done.returncode == 0 else 'cannot import mcp_server'}); "
+            "install the package first (pip install . or pipx install .), then run its fairwins-mcp install"
+        )
+    return command, args
+
+
+def _shown(entry: dict[str, Any], token: str | None) -> dict[str, Any]:
+    if not token:
+        return entry
+    return {**entry, "env": {**entry["env"], TOKEN_VARIABLE: redact(token)}}
+
+
+def _write(path: pathlib.Path, text: str, old: bytes | None) -> pathlib.Path | None:
+    """Atomically replace `path` with `text`, readable by its owner only; the old bytes go to a backup first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if old is not None:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        backup = path.with_name(f"{path.name}.bak-{stamp}")
+        n = 1
+        while backup.exists():
+            n += 1
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(old)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(temporary, 0o600)  # it now holds a token: the owner's alone
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+    return backup
+
+
+def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
+    url, token, source = _settings(args, os.environ, sys.stdin)
+    path = args.config or pathlib.Path(str(desktop_config_path(sys.platform, os.environ, pathlib.Path.home())))
+    command, launch_args = _launch()
+    entry = server_entry(command, launch_args, url, token)
+    if args.print:
+        out.stream.write(json.dumps({"mcpServers": {args.name: _shown(entry, token)}}, indent=2) + "\n")
+        err.write(
+            f"(not written; fairwins-mcp install claude-desktop writes it into {path}"
+            + (f"; {TOKEN_VARIABLE} is shown redacted: the real entry holds the whole token)\n" if token else ")\n")
+        )
+        return 0
+    try:
+        old = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    if old is not None:
+        try:
+            existing = old.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise InstallError(f"{path} is not UTF-8 text; fix it or move it aside, then run this again") from None
+    else:
+        existing = None
+    result = merge(existing, args.name, entry, force=args.force, where=str(path))
+    out.line("config", str(path) + ("" if old is not None else " (new file)"))
+    if result.outcome == "unchanged":
+        out.line("server", f'"{args.name}" is already installed exactly so: nothing changed')
+        return 0
+    backup = _write(path, result.text, old)
+    what = "replaced (--force; it differed in " + ", ".join(result.differences) + ")"
+    out.line(
+        "server",
+        f'"{args.name}" {"added" if result.outcome == "added" else what}: {shlex.join([command, *launch_args])}',
+    )
+    out.line("gateway", url)
+    if token:
+        out.line("token", f"{redact(token)} (from {source}), kept in plain text in that file, readable by you only")
+    else:
+        out.line("token", f"none ({source}): the public tools only")
+    if result.others:
+        out.line("kept", f"{len(result.others)} other server(s) ({', '.join(result.others)}) and every other setting")
+    if backup:
+        out.line("backup", str(backup))
+    out.stream.write("Restart Claude Desktop (quit it fully) to load the server.\n")
+    return 0
+
+
+def _printable(argv: list[str], *, expand: bool) -> str:
+    """The command line to paste. With `expand`, the member's shell puts their token in from their own
+    environment; without, the reference reaches Claude Code as written (it expands `${VAR}` itself)."""
+    sentinel = "FAIRWINS-TOKEN-REFERENCE"
+    marked = [a.replace(TOKEN_REFERENCE, sentinel) if expand else a for a in argv]
+    if os.name == "nt":
+        return subprocess.list2cmdline(marked).replace(sentinel, f"%{TOKEN_VARIABLE}%")
+    return shlex.join(marked).replace(f"{TOKEN_VARIABLE}={sentinel}", f'"{TOKEN_VARIABLE}=${TOKEN_VARIABLE}"')
+
+
+def _claude_code(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
+    url, token, source = _settings(args, os.environ, sys.stdin, ask_token=args.scope != "project")
+    if args.scope == "project":
+        # .mcp.json is shared with everyone who has the project: the portable command, and the token
+        # as a reference Claude Code fills from each member's own environment.
+        command, launch_args = "fairwins-mcp", list[str]()
+        entry = server_entry(command, launch_args, url, TOKEN_REFERENCE)
+    else:
+        command, launch_args = _launch()
+        entry = server_entry(command, launch_args, url, token)
+    claude = shutil.which("claude")
+    if args.print or not claude:
+        printed = claude_code_argv("claude", args.scope, args.name, entry, token_value=TOKEN_REFERENCE)
+        if not claude and not args.print:
+            out.stream.write("Claude Code (claude) is not on PATH; where it is, run:\n")
+        out.stream.write(_printable(printed, expand=bool(token) and args.scope != "project") + "\n")
+        if token and args.scope != "project":
+            out.stream.write(f"with your token in {TOKEN_VARIABLE} (it is not printed here: {redact(token)}).\n")
+        return 0
+    if args.force:
+        removed = _run([claude, "mcp", "remove", "--scope", args.scope, args.name], token)
+        if removed.returncode == 0:
+            out.line("removed", f'the previous "{args.name}" ({args.scope} scope), as --force asked')
+    done = _run(claude_code_argv(claude, args.scope, args.name, entry), token)
+    out.stream.write(done.stdout)
+    err.write(done.stderr)
+    if done.returncode != 0:
+        if "already exists" in done.stdout + done.stderr:
+            err.write(f'fairwins-mcp: "{args.name}" is already in Claude Code; --force replaces it\n')
+        return 1
+    out.line("server", f'"{args.name}" ({args.scope} scope): {shlex.join([command, *launch_args])}')
+    out.line("gateway", url)
+    if args.scope == "project":
+        out.line("token", f"read from {TOKEN_VARIABLE} in Claude Code's environment; never written into .mcp.json")
+    elif token:
+        out.line("token", f"{redact(token)} (from {source}), kept by Claude Code in its configuration (~/.claude.json)")
+    else:
+        out.line("token", f"none ({source}): the public tools only")
+    out.stream.write("`claude mcp list` shows whether it connects.\n")
+    return 0
+
+
+def _run(argv: list[str], token: str | None) -> subprocess.CompletedProcess[str]:
+    """`claude …`, its output with the token redacted should it ever repeat it."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=CLAUDE_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallError(f"{argv[0]} {argv[1]} {argv[2]} could not run: {exc}") from None
+    if token:
+        done.stdout = done.stdout.replace(token, redact(token))
+        done.stderr = done.stderr.replace(token, redact(token))
+    return done
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    out = _Out(sys.stdout)
+    try:
+        if args.client == "claude-desktop":
+            return _desktop(args, out, sys.stderr)
+        return _claude_code(args, out, sys.stderr)
+    except InstallError as exc:
+        sys.stderr.write(f"fairwins-mcp install: {exc}\n")
+        return 1
+    except OSError as exc:  # a configuration that cannot be read or written: say which, and why
+        sys.stderr.write(
+            f"fairwins-mcp install: {exc.filename or 'a file'}: {exc.strerror or exc}; nothing was changed\n"
+        )
+        return 1

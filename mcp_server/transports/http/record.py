@@ -1,0 +1,58 @@
+"""One request as the access log sees it: its HTTP facts around the MCP message's own record, logged once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mcp_server.ops import records
+from mcp_server.ops.metrics import refusal_reason
+
+if TYPE_CHECKING:
+    from mcp_server.ops.metrics import ServerMetrics
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Made when a request's first byte arrives, filled in as it is read and answered, logged once.
+
+    `record` is the request's records.Record: the dispatcher fills in its MCP message (one POST,
+    one message); a JSON-RPC batch's messages get records of their own, logged before this one.
+    """
+
+    peer: str
+    started: float  # time.monotonic() of the request's first byte
+    method: str = "-"
+    path: str = "-"
+    status: int = 0
+    logged: bool = False
+    record: records.Record = field(default_factory=lambda: records.Record("http"))
+    request_size: int | None = None
+    response_size: int | None = None
+    user_agent: str | None = None
+    protocol: str = "HTTP/1.1"
+    batch: int | None = None
+    error: str | None = None  # a refusal's error code (its JSON body's "error")
+
+    def log(self, metrics: ServerMetrics | None = None) -> None:
+        """The request's one record (method, path, status, duration, its MCP message; never a credential)."""
+        if self.logged:
+            return
+        self.logged = True
+        record = self.record
+        path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in self.path[:200])
+        record.http = records.HttpFacts(
+            self.method or "-",
+            path or "-",
+            self.status,
+            self.request_size,
+            self.response_size,
+            self.user_agent,
+            self.protocol,
+            self.batch,
+        )
+        if metrics is not None and not record.outcome:
+            reason = refusal_reason(self.status, self.error)
+            if reason is not None:
+                metrics.refusals.inc(reason)
+        records.finish(record, metrics)

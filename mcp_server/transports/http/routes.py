@@ -1,0 +1,238 @@
+"""The routes: /healthz, the CORS preflight, POST /mcp, and the answer to a request the gate refused.
+
+Each is `route(connection, head, decision)`. A route that has no use for a body drops it first
+(`Connection.drop_body`), so a body never outlives its request; POST /mcp reads its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Final
+
+from mcp_server import __version__
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Session
+from mcp_server.ops import records
+from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.admission import SLOT_WAIT
+from mcp_server.transports.http.connection import Connection
+from mcp_server.transports.http.head import Head, Refusal
+from mcp_server.transports.http.response import error_body
+from mcp_server.transports.http.sse import Stream
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.jsonrpc import Batch, Request, dumps, error_object, error_response, parse
+from mcp_server.wire.versions import LEGACY_VERSIONS
+
+CORS_ALLOW_HEADERS: Final = (
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE,"
+    " traceparent, tracestate"
+)
+CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
+HEALTH_BODY: Final = json.dumps(
+    {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
+STOPPING_BODY: Final = json.dumps(
+    {"status": "stopping", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
+).encode()
+
+
+def cors(origin: str | None) -> dict[str, str]:
+    if origin is None:
+        return {}
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Vary": "Origin",
+        "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
+    }
+
+
+def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    if conn.drop_body(head):
+        if conn.server.unready or conn.server.stopping:
+            # Stopping: a balancer that polls health takes this instance out of rotation, while
+            # every request it still sends here is answered.
+            conn.respond(503, STOPPING_BODY, extra={"Retry-After": "1"})
+        else:
+            conn.respond(200, HEALTH_BODY)
+
+
+def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    """GET /metrics: the Prometheus text exposition (--metrics)."""
+    registry = conn.server.metrics
+    if not conn.drop_body(head):
+        return
+    if registry is None:
+        conn.respond(404, error_body("not_found", "Not found: the MCP endpoint is POST /mcp"))
+        return
+    conn.respond(200, registry.render().encode("utf-8"), content_type=METRICS_CONTENT_TYPE)
+
+
+def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    if not conn.drop_body(head):
+        return
+    extra = cors(decision.cors)
+    if decision.cors is not None:
+        extra.update(
+            {
+                "Access-Control-Allow-Methods": "POST, OPTIONS",
+                "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+                "Access-Control-Max-Age": "600",
+            }
+        )
+    conn.respond(204, b"", extra=extra)
+
+
+def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
+    extra = cors(decision.cors)
+    if decision.allow:
+        extra["Allow"] = decision.allow
+    # A request refused for what it is (400, 411, 413) is not read further: the connection closes.
+    close = decision.status in (400, 411, 413) and decision.jsonrpc_code is None
+    if decision.jsonrpc_code is None:
+        if close or conn.drop_body(head):
+            conn.respond(decision.status, error_body(decision.error, decision.message), extra=extra, close=close)
+        return
+    # Refused over its MCP-Protocol-Version header: the body (when it can be had) says which
+    # JSON-RPC error, in the ladder's order, and under which id.
+    body = b""
+    if head.has_body and not head.expect_continue and head.length <= conn.server.policy.max_body:
+        read = conn.read_body(conn.server.policy.max_body)
+        if read is None:
+            conn.closing = True
+            return
+        body = read if isinstance(read, bytes) else b""
+    message = parse(body) if body else None
+    msg_id = message.id if isinstance(message, Request) else None
+    dispatcher = conn.server.dispatcher
+    error = (message and dispatcher.ladder_error(message, head.headers)) or error_object(
+        decision.jsonrpc_code, decision.message, decision.data
+    )
+    conn.respond(decision.status, dumps(error_response(msg_id, error)), extra=extra)
+
+
+def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, str] | None:
+    auth = headers.get("authorization")
+    if auth is None:
+        env = conn.server.env_bearer
+        return (env, "env") if env else (None, "none")
+    scheme, _, token = auth.strip().partition(" ")
+    token = token.strip()
+    # Visible ASCII only (RFC 6750's b64token is narrower still): what the gateway is sent must be
+    # what the member pasted, and the stdio side refuses anything else in FAIRWINS_API_TOKEN too.
+    if scheme.lower() != "bearer" or not token or not all("!" <= ch <= "~" for ch in token):
+        return None
+    # A request's own token always wins over the environment's: a shared instance never mixes members.
+    return token, "header"
+
+
+def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    extra = cors(decision.cors)
+    server = conn.server
+    if head.expect_continue and not conn.write(b"HTTP/1.1 100 Continue\r\n\r\n"):
+        return  # "100 Continue" is promised only once the gate admits the request
+    body = conn.read_body(server.policy.max_body)
+    if body is None:
+        conn.closing = True  # the client stopped sending: nothing to answer
+        return
+    if isinstance(body, Refusal):
+        conn.respond(body.status, error_body(body.error, body.message), extra=extra, close=True)
+        return
+    credential = _credential(conn, head.headers)
+    if credential is None:
+        conn.respond(400, error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=extra)
+        return
+    if not server.slots.acquire(timeout=SLOT_WAIT):
+        busy = error_body("busy", "Too many requests in flight; retry shortly")
+        conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
+        return
+    try:
+        _serve_message(conn, head, body, credential, extra)
+    finally:
+        server.slots.release()
+
+
+def _serve_message(
+    conn: Connection, head: Head, body: bytes, credential: tuple[str | None, str], extra: dict[str, str]
+) -> None:
+    server = conn.server
+    dispatcher = server.dispatcher
+    headers = head.headers
+    message = parse(body)
+    exchange = conn.record
+    exchange.request_size = len(body)
+    request_record = exchange.record
+    items: list[records.Record] = []
+    header_version = headers.get("mcp-protocol-version")
+    session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
+    payment, conflict = None, None
+    if "x-payment" in headers or "payment-signature" in headers:
+        from mcp_server.wire.x402 import from_http_headers  # only paid calls load the payments code
+
+        payment, conflict = from_http_headers(headers)
+
+    def make_ctx(cancellation: Cancellation | None = None, record: records.Record | None = None) -> RequestContext:
+        if record is None:  # a batch item: a record of its own, logged before the request's
+            record = records.Record("http")
+            record.inbound = request_record.inbound
+            items.append(record)
+        return RequestContext(
+            bearer=credential[0],
+            bearer_source=credential[1],
+            payment=payment,
+            payment_conflict=conflict,
+            http_headers=headers,
+            cancellation=cancellation or Cancellation(),
+            record=record,
+        )
+
+    cancellation = Cancellation()
+    unwatch: Callable[[], None] = _nothing
+    if dispatcher.is_blocking(message):
+        # The client closing its connection is cancellation: every call still in flight, and
+        # every item of a batch not yet run, stops, and nothing more is sent to the gateway.
+        unwatch = server.watcher.watch(conn.sock, cancellation.cancel)
+    try:
+        if isinstance(message, Batch):
+            reply = dispatcher.handle_batch(message, session, make_ctx, cancellation)
+            for item in items:
+                if item.outcome:  # the first context only lent its headers
+                    records.finish(item, server.metrics)
+            exchange.batch = len(message.items)
+        else:
+            ctx = make_ctx(cancellation, request_record)
+            stream = None
+            if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
+                stream = Stream(conn.write, extra, close=server.stopping)
+                ctx.send = stream.send
+            reply = dispatcher.handle(message, session, ctx)
+            extra = {**extra, **ctx.response_headers}
+            if stream is not None and stream.started and not cancellation.is_set:
+                stream.finish(reply.message)
+                if stream.broken or stream.close:
+                    conn.closing = True
+                conn.finish(200)
+                return
+    finally:
+        unwatch()
+    if cancellation.is_set:
+        conn.closing = True  # the client went away: nothing more is sent for this request
+        conn.finish(499)
+        return
+    if reply.message is None:
+        conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
+    else:
+        conn.respond(reply.status, dumps(reply.message), extra=extra)
+
+
+def _nothing() -> None:
+    return None
+
+
+ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], None]]] = {
+    "health": health,
+    "metrics": metrics,
+    "preflight": preflight,
+    "mcp": mcp,
+}

@@ -1,0 +1,277 @@
+"""stdio transport: one JSON-RPC message per line, requests handled concurrently, stdout kept for the wire.
+
+"The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
+stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
+code, lands on stderr instead of corrupting the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import BinaryIO, Final
+
+from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.ops import records
+from mcp_server.wire.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    Batch,
+    Encoded,
+    Id,
+    Invalid,
+    JSONObject,
+    Notification,
+    Request,
+    dumps,
+    error_object,
+    error_response,
+    parse,
+)
+
+log = logging.getLogger("fairwins_mcp.stdio")
+
+MAX_LINE: Final = 4 * 1024 * 1024
+
+
+def claim_stdout() -> BinaryIO:
+    """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
+    sys.stdout.flush()
+    wire = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return wire
+
+
+def _internal_error(message: JSONObject) -> JSONObject | None:
+    """The -32603 answer standing in for a response that could not be encoded (None: not a response)."""
+    if "method" in message or "id" not in message:
+        return None
+    return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
+
+
+class StdioServer:
+    def __init__(self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16) -> None:
+        self.dispatcher = dispatcher
+        self.wire = wire
+        self.bearer = bearer
+        self.session = Session(http=False)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fairwins-mcp-call")
+        self._write_lock = threading.Lock()
+        self._inflight: dict[Id, RequestContext] = {}
+        self._inflight_lock = threading.Lock()
+        self._pending: set[Future[None]] = set()
+        self._stopping = False
+        self._input_fd: int | None = None
+        self._wire_broken = False
+        self._client_logged = False
+
+    # ---- output -------------------------------------------------------------------------
+
+    def write(self, message: JSONObject | Encoded) -> None:
+        try:
+            data = dumps(message) + b"\n"
+        except (ValueError, TypeError):
+            # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
+            # thread, stop the server): a response becomes -32603, anything else is dropped. (A
+            # batch's answers arrive encoded, each item already checked: batches.py.)
+            log.exception("a message could not be encoded as JSON")
+            answer = None if isinstance(message, Encoded) else _internal_error(message)
+            if answer is None:
+                return
+            data = dumps(answer) + b"\n"
+        with self._write_lock:
+            if self._wire_broken:
+                return
+            try:
+                self.wire.write(data)
+                self.wire.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                self._wire_broken = True  # the client is gone; keep draining quietly
+
+    # ---- input --------------------------------------------------------------------------
+
+    def context(self) -> RequestContext:
+        return RequestContext(
+            bearer=self.bearer,
+            bearer_source="env" if self.bearer else "none",
+            send=self.write,
+            record=records.Record("stdio"),
+        )
+
+    def finish(self, record: records.Record) -> None:
+        """Log a message's record (stderr; stdout is the wire). The client is named once per session."""
+        if record.client is not None:
+            if self._client_logged and record.method != "initialize":
+                record.client = None
+            self._client_logged = True
+        records.finish(record)
+
+    def cancel(self, params: JSONObject) -> None:
+        request_id = params.get("requestId")
+        with self._inflight_lock:
+            ctx = self._inflight.get(request_id) if isinstance(request_id, (str, int)) else None
+        if ctx is not None:
+            ctx.cancellation.cancel()  # stops the gateway wait; the answer is then not sent
+
+    def _submit(self, work: Request | Batch, ctx: RequestContext | None) -> None:
+        if self.dispatcher.is_blocking(work):
+            # The era is decided as the request arrives: an `initialize` read after a modern
+            # tools/call must not turn that call legacy while it waits for a worker. Blocking
+            # single requests never change the session, so a copy is enough.
+            session = replace(self.session) if isinstance(work, Request) else self.session
+            future = self.pool.submit(self._run, work, ctx, session)
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
+        else:
+            self._run(work, ctx, self.session)
+
+    def _run(self, work: Request | Batch, ctx: RequestContext | None, session: Session) -> None:
+        if isinstance(work, Batch):
+            made: list[RequestContext] = []
+
+            def make_ctx() -> RequestContext:
+                made.append(self.context())
+                return made[-1]
+
+            reply = self.dispatcher.handle_batch(work, session, make_ctx)
+            if reply.message is not None:
+                self.write(reply.message)
+            for item in made:
+                if item.record.outcome:  # the first context only lent its headers
+                    self.finish(item.record)
+            return
+        assert ctx is not None
+        try:
+            reply = self.dispatcher.handle(work, session, ctx)
+        finally:
+            with self._inflight_lock:
+                if self._inflight.get(work.id) is ctx:
+                    del self._inflight[work.id]
+        if reply.message is not None and not ctx.cancellation.is_set:
+            self.write(reply.message)
+        self.finish(ctx.record)
+
+    def receive(self, line: bytes) -> None:
+        message = parse(line)
+        if isinstance(message, Notification) and message.method == "notifications/cancelled":
+            self.cancel(message.params)
+            record = records.Record("stdio")
+            record.begin(message)
+            self.finish(record)
+            return
+        if isinstance(message, Batch):
+            for item in message.items:
+                if isinstance(item, Notification) and item.method == "notifications/cancelled":
+                    self.cancel(item.params)
+            self._submit(message, None)
+            return
+        if isinstance(message, Request):
+            ctx = self.context()
+            with self._inflight_lock:
+                self._inflight[message.id] = ctx
+            self._submit(message, ctx)
+            return
+        ctx = self.context()
+        reply = self.dispatcher.handle(message, self.session, ctx)
+        if reply.message is not None:
+            self.write(reply.message)
+        self.finish(ctx.record)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        # Never raise here: an exception landing just after readline() returned would lose the
+        # line it read. Instead the input is made non-blocking, so the interrupted read returns
+        # what it has, and run() answers every whole line already written, then stops.
+        self._stopping = True
+        if self._input_fd is not None:
+            try:
+                os.set_blocking(self._input_fd, False)
+            except OSError:
+                pass
+
+    def run(self, reader: BinaryIO) -> int:
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._input_fd = reader.fileno()
+            except (AttributeError, OSError, ValueError):
+                self._input_fd = None
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        partial = b""
+        try:
+            while not self._stopping:
+                line = reader.readline(MAX_LINE + 1)
+                if not line:
+                    break  # EOF: the client closed stdin (or SIGTERM found nothing to read)
+                if self._stopping and not line.endswith(b"\n"):
+                    partial = line  # cut short by the signal: the rest of it may be in the pipe
+                    break
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    self._skip_rest(reader)
+                    err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {MAX_LINE} bytes")
+                    self.write(error_response(None, err))
+                    record = records.Record("stdio")
+                    record.begin(Invalid(None, err))
+                    self.finish(record)
+                    continue
+                line = line.strip(b" \t\r\n")
+                if line:
+                    self.receive(line)
+        finally:
+            if self._stopping:
+                self._drain_buffered(reader, partial)
+            # Every request already read gets its answer before the process leaves.
+            wait(list(self._pending))
+            self.pool.shutdown(wait=True)
+        return 0
+
+    def _drain_buffered(self, reader: BinaryIO, partial: bytes = b"") -> None:
+        """After SIGTERM, the whole lines the client already wrote are requests too: answer them.
+
+        The signal can land while readline() holds several lines in its buffer, with more waiting
+        in the pipe; dropping them would leave requests the client saw leave unanswered. Nothing
+        is waited for: the descriptor is made non-blocking, a line not yet complete is not a
+        request, and at most MAX_LINE bytes are taken this way.
+        """
+        try:
+            fd = reader.fileno()
+            os.set_blocking(fd, False)
+        except (AttributeError, OSError, ValueError):
+            return  # not a pipe (an in-memory reader has nothing buffered beyond what run() reads)
+        budget = MAX_LINE  # a client that keeps writing cannot keep the process from leaving
+        try:
+            while budget > 0:
+                try:
+                    line = partial + reader.readline(MAX_LINE + 1)
+                except OSError:
+                    return
+                partial = b""
+                if not line or not line.endswith(b"\n"):
+                    return
+                budget -= len(line)
+                line = line.strip(b" \t\r\n")
+                if line:
+                    self.receive(line)
+        finally:
+            try:
+                os.set_blocking(fd, True)
+            except OSError:
+                pass
+
+    @staticmethod
+    def _skip_rest(reader: BinaryIO) -> None:
+        while True:
+            chunk = reader.readline(MAX_LINE)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+
+def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 16) -> int:
+    wire = claim_stdout()
+    log.info("fairwins-mcp serving MCP over stdio")
+    return StdioServer(dispatcher, wire, bearer=bearer, workers=workers).run(sys.stdin.buffer)

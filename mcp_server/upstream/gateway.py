@@ -1,0 +1,471 @@
+"""The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
+
+HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
+nothing here raises for what the gateway did. Each call has a deadline enforced by the shared
+watchdog, redirects are never followed, bodies and headers are size-capped, connections are
+reused per worker thread, and only unpaid GETs are ever retried.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+from mcp_server import __version__
+from mcp_server.ops.records import Attempt
+from mcp_server.ops.tracecontext import Trace
+from mcp_server.ops.watchdog import WATCHDOG
+from mcp_server.upstream import http1
+from mcp_server.upstream.retry_after import retry_after_seconds
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.x402 import Payment
+
+if TYPE_CHECKING:
+    import random
+    import ssl
+
+USER_AGENT: Final = f"fairwins-mcp/{__version__}"
+RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
+RETRY_CAUSES: Final = frozenset({"reset"})
+MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
+CHUNK: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The gateway's base URL, parsed once."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # base path without a trailing slash ("" for the root)
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return True
+    import ipaddress  # the usual names are answered above, so a start rarely pays for this
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
+    """FAIRWINS_API_URL → Target; ValueError with a sentence when it is not a usable base URL.
+
+    http:// is for a gateway on this machine (the sandbox, a local test); anywhere else it would
+    carry the member's token and payments across the network in clear text, so it needs the
+    operator to say so (`--send-token-in-clear`).
+    """
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("FAIRWINS_API_URL must be an http:// or https:// URL, e.g. https://relay.fairwins.app")
+    if parts.username or parts.password:
+        raise ValueError("FAIRWINS_API_URL must not carry a user name or password")
+    if parts.query or parts.fragment:
+        raise ValueError("FAIRWINS_API_URL must not carry a query or a fragment")
+    if parts.scheme == "http" and not send_token_in_clear and not is_loopback_host(parts.hostname):
+        raise ValueError(
+            f"FAIRWINS_API_URL is http:// to {parts.hostname}, which is not this machine: the member's token "
+            "would cross the network in clear text. Use https://, or start the server with "
+            "--send-token-in-clear if a cleartext gateway is really intended"
+        )
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return Target(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRequest:
+    method: str
+    path: str  # percent-encoded already, starting with "/"
+    query: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    bearer: str | None = field(default=None, repr=False)
+    payment: Payment | None = None
+
+    @property
+    def retriable(self) -> bool:
+        # A POST may have acted, and a paid request must reach the gateway exactly once.
+        return self.method == "GET" and self.payment is None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    attempts: int = 1
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lower), None)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayFailure:
+    """The gateway could not be asked, or its answer could not be had.
+
+    `sent` is whether the request may have reached the gateway (what a paid call must report).
+    """
+
+    cause: (
+        str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
+        # | unsendable
+    )
+    detail: str
+    sent: bool
+    attempts: int = 1
+
+
+Outcome = GatewayResponse | GatewayFailure
+
+
+class TransportError(Exception):
+    def __init__(self, cause: str, detail: str, sent: bool) -> None:
+        super().__init__(detail)
+        self.cause, self.detail, self.sent = cause, detail, sent
+
+
+Headers = tuple[tuple[str, str], ...]
+
+
+class Transport(Protocol):
+    """Sends one request and reads one whole answer; raises TransportError for network failures.
+
+    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
+    """
+
+    def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse: ...
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
+class HttpTransport:
+    """http1 underneath: keep-alive per worker thread, deadline and cancel shut the socket down.
+
+    An http:// gateway never loads http.client, email or ssl; https:// loads ssl on first use.
+    """
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self._local = threading.local()
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_lock = threading.Lock()
+
+    def _pool(self) -> dict[tuple[str, str, int], http1.Connection]:
+        pool: dict[tuple[str, str, int], http1.Connection] | None = getattr(self._local, "pool", None)
+        if pool is None:
+            pool = self._local.pool = {}
+        return pool
+
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._ssl_lock:
+            if self._ssl is None:
+                from mcp_server.upstream import tls
+
+                self._ssl = tls.context()
+            return self._ssl
+
+    def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
+        if target.scheme == "http":
+            sock = http1.connect(target.host, target.port, timeout)
+            # Blocking from here on: the watchdog's shutdown ends a send or recv at the deadline.
+            # A timeout would poll before each of them, one more system call releasing the GIL.
+            sock.settimeout(None)
+            return http1.Connection(sock)
+        proxy = None if target.is_loopback else _https_proxy(target.host)
+        sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
+        # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
+        # (and a cancel) must be able to cut them short, as it cuts an exchange.
+        watch(sock)
+        try:
+            if proxy is not None:
+                # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
+                http1.tunnel(sock, target.host, target.port, MAX_HEADER_BYTES)
+            from mcp_server.upstream import tls
+
+            return http1.Connection(tls.handshake(sock, target.host, self._tls_context()))
+        except BaseException:
+            sock.close()
+            raise
+
+    def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse:
+        key = (target.scheme, target.host, target.port)
+        pool = self._pool()
+        conn = None if fresh else pool.pop(key, None)
+        aborted: list[str] = []
+        live: list[http1.Stream] = []
+
+        def shut(stream: http1.Stream) -> None:
+            try:
+                stream.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
+            except OSError:
+                pass
+
+        def abort(reason: str) -> None:
+            aborted.append(reason)
+            for current in live:
+                shut(current)
+
+        def watch(stream: http1.Stream) -> None:
+            live[:] = [stream]
+            if aborted:  # it came while the socket was being opened
+                shut(stream)
+
+        timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
+        unregister = cancellation.on_cancel(lambda: abort("cancelled"))
+        sent = False
+        keep = False
+        try:
+            try:
+                data = _encode(target, request, trace)
+            except (UnicodeError, ValueError):
+                # Never "could not be reached": nothing left this process. The callers refuse such
+                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
+                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
+            while True:
+                if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                remaining = max(deadline - time.monotonic(), 0.001)
+                if conn is None:
+                    conn = self._connect(target, remaining, watch)
+                elif target.scheme != "http":
+                    conn.sock.settimeout(remaining)  # TLS keeps its timeout, a second net for its records
+                live[:] = [conn.sock]
+                if aborted:
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                sent = True  # from here on, the gateway may have seen the request
+                try:
+                    resp = conn.exchange(data, MAX_HEADER_BYTES, self.max_body)
+                    break
+                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
+                    # A kept-alive connection the gateway closed while idle: answered nothing, so
+                    # the same (retriable) request goes once more on a new connection.
+                    if not conn.reused or aborted or getattr(exc, "partial", False):
+                        raise
+                conn.close()
+                conn = None
+            # An empty read also follows a deadline or cancel shutting the socket down: a short
+            # body is never passed on as a whole answer.
+            if aborted:
+                raise _classify(ConnectionResetError(), aborted, sent, deadline)
+            keep = not fresh and resp.keep_alive
+            return GatewayResponse(resp.status, resp.headers, resp.body)
+        except TransportError:
+            raise
+        except http1.BodyTooLarge:
+            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
+        except Exception as exc:
+            raise _classify(exc, aborted, sent, deadline) from None
+        finally:
+            timer.cancel()
+            unregister()
+            if conn is not None:
+                if keep:
+                    conn.reused = True
+                    pool[key] = conn
+                else:
+                    conn.close()
+
+
+def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
+    path = target.prefix + request.path
+    if request.query:
+        path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
+    fields = [
+        ("Host", http1.host_header(target.host, target.port, 443 if target.scheme == "https" else 80)),
+        ("Accept", "application/json"),
+        ("User-Agent", USER_AGENT),
+    ]
+    fields += trace
+    if request.payment is not None:
+        fields.append((request.payment.header, request.payment.value))
+    elif request.bearer is not None:
+        fields.append(("Authorization", f"Bearer {request.bearer}"))
+    if request.body is not None:
+        fields.append(("Content-Type", "application/json"))
+    return http1.encode_request(request.method, path, fields, request.body)
+
+
+def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
+    if "cancelled" in aborted:
+        return TransportError("cancelled", "the call was cancelled", sent)
+    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
+        return TransportError("timeout", "it did not answer in time", sent)
+    if isinstance(exc, socket.gaierror):
+        return TransportError("dns", "its host name did not resolve", False)
+    if isinstance(exc, ConnectionRefusedError):
+        return TransportError("refused", "the connection was refused", False)
+    if isinstance(exc, http1.TunnelRefused):
+        # Only an https:// gateway is ever reached through a proxy, and only by CONNECT.
+        if exc.status == 407:
+            detail = "the proxy named by HTTPS_PROXY asks for credentials (407), which this server does not send"
+        else:
+            detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
+        return TransportError("connection", detail, False)
+    ssl = sys.modules.get("ssl")  # loaded only for an https:// gateway; no TLS error exists without it
+    if ssl is not None and isinstance(exc, ssl.SSLError):
+        from mcp_server.upstream import tls
+
+        return TransportError("tls", tls.describe(exc), sent)
+    if isinstance(exc, http1.Closed) and exc.partial:
+        return TransportError("reset", "the connection closed in the middle of the answer", sent)
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        return TransportError("reset", "the connection was reset", sent)
+    if isinstance(exc, http1.HeadTooLarge):
+        # x402 offers and receipts ride in headers; a head too large is refused by name, not as garbage.
+        return TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", sent)
+    if isinstance(exc, http1.ProtocolError):
+        return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
+    if isinstance(exc, OSError):
+        return TransportError("connection", "the connection failed", sent)
+    return TransportError("connection", f"the connection failed ({type(exc).__name__})", sent)
+
+
+def _https_proxy(host: str) -> tuple[str, int] | None:
+    import urllib.request  # only an https:// gateway that is not on loopback reads the proxy settings
+
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get("https")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.scheme != "http" or not parts.hostname:
+        # Going around a proxy the operator named would be a guess; failing says what to fix.
+        raise TransportError(
+            "connection",
+            "HTTPS_PROXY is not an http://host:port proxy URL, the only kind this server can tunnel through "
+            "(https:// and SOCKS proxies are not supported): give the proxy's http:// address; what it "
+            "carries is TLS either way",
+            False,
+        )
+    return parts.hostname, parts.port or 8080
+
+
+class Gateway:
+    """The FairWins gateway as this server sees it: call(request) → Outcome, never an exception."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        timeout: float = 10.0,
+        max_body: int = 4 * 1024 * 1024,
+        attempts: int = 3,
+        transport: Transport | None = None,
+        rng: random.Random | None = None,
+        send_token_in_clear: bool = False,
+    ) -> None:
+        self.timeout = timeout
+        self.attempts = attempts
+        self.transport: Transport = transport or HttpTransport(max_body)
+        self._rng = rng
+        self.target: Target | None = None
+        self.config_problem: str | None = None
+        if base_url:
+            try:
+                self.target = parse_base_url(base_url, send_token_in_clear=send_token_in_clear)
+            except ValueError as exc:
+                self.config_problem = str(exc)
+
+    def backoff(self, attempt: int) -> float:
+        """Capped exponential backoff with jitter, so retrying clients do not arrive in lockstep."""
+        ceiling = min(0.25 * 2 ** (attempt - 1), 2.0)
+        if self._rng is None:
+            import random  # a first retry is rare: not worth loading at start
+
+            self._rng = random.Random()
+        return self._rng.uniform(ceiling / 2, ceiling)
+
+    def call(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
+    ) -> Outcome:
+        """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
+        with a span id of its own, and `observe` hears of each attempt once it has ended."""
+        if self.target is None:
+            detail = self.config_problem or "FAIRWINS_API_URL is not set"
+            return GatewayFailure("not_configured", detail, False, 0)
+        cancellation = cancellation or Cancellation()
+        trace = trace or Trace.start()
+        deadline = time.monotonic() + self.timeout
+        attempts = self.attempts if request.retriable else 1
+        attempt = 0
+        while True:
+            attempt += 1
+            traceparent, span = trace.outbound()
+            state = trace.tracestate
+            headers = (
+                (("traceparent", traceparent),)
+                if state is None
+                else (("traceparent", traceparent), ("tracestate", state))
+            )
+            began = time.perf_counter()
+            try:
+                # A request that must not be retried gets a fresh connection: a stale keep-alive
+                # socket would make "did it arrive?" unanswerable.
+                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable, headers)
+            except TransportError as exc:
+                if observe is not None:
+                    took = time.perf_counter() - began
+                    observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
+                if exc.cause in RETRY_CAUSES and attempt < attempts:
+                    delay = self.backoff(attempt)
+                    if time.monotonic() + delay < deadline:
+                        if on_retry:
+                            on_retry(attempt, exc.detail, delay)
+                        if cancellation.wait(delay):
+                            return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
+                        continue
+                return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
+            if observe is not None:
+                took = time.perf_counter() - began
+                observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
+            if resp.status in RETRY_STATUSES and attempt < attempts:
+                wait = retry_after_seconds(resp.header("Retry-After"))
+                delay = self.backoff(attempt) if wait is None else wait
+                # Honour Retry-After only when it fits in this call's deadline; otherwise the
+                # answer itself (with its wait) is the honest result.
+                if time.monotonic() + delay < deadline:
+                    if on_retry:
+                        on_retry(attempt, f"it answered {resp.status}", delay)
+                    if cancellation.wait(delay):
+                        return GatewayFailure("cancelled", "the call was cancelled", True, attempt)
+                    continue
+            return GatewayResponse(resp.status, resp.headers, resp.body, attempt)

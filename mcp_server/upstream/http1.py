@@ -1,0 +1,337 @@
+"""A minimal HTTP/1.1 client over one socket: a request leaves in one write, one whole answer comes back.
+
+Only what the gateway seam needs, so a gateway reached over http:// never loads http.client,
+email or ssl: Content-Length, chunked and read-to-close bodies, interim 1xx answers skipped, a cap
+on the head and on the body, keep-alive as the answer allows, and a CONNECT tunnel for HTTPS
+through a proxy. HTTP status is data; a broken exchange is an exception naming what broke.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import Final, Protocol
+
+RECV: Final = 64 * 1024
+MAX_LINE: Final = 4096  # a chunk-size or trailer line
+_HEX: Final = b"0123456789abcdefABCDEF"
+_OWS: Final = b" \t"
+_NO_BODY: Final = frozenset({204, 304})
+
+
+class ProtocolError(Exception):
+    """The peer's bytes are not a well-formed HTTP/1.1 answer."""
+
+
+class HeadTooLarge(ProtocolError):
+    """The status line and header fields together are over the cap."""
+
+
+class BodyTooLarge(Exception):
+    """The body is over the cap (announced by its Content-Length, or found while reading)."""
+
+
+class Closed(ConnectionResetError):
+    """The connection ended before the answer was whole. `partial`: some of the answer had arrived."""
+
+    def __init__(self, partial: bool) -> None:
+        super().__init__("the connection closed in the middle of the answer" if partial else "the connection closed")
+        self.partial = partial
+
+
+class TunnelRefused(OSError):
+    """The proxy answered CONNECT with a status other than 2xx: no tunnel, nothing sent through it."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the proxy refused the tunnel ({status})")
+        self.status = status
+
+
+class Response:
+    """One final answer: its status, header fields as received (latin-1 text) and whole body."""
+
+    __slots__ = ("body", "headers", "keep_alive", "status")
+
+    def __init__(self, status: int, headers: tuple[tuple[str, str], ...], body: bytes, keep_alive: bool) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive  # the connection may carry the next request
+
+
+def host_header(host: str, port: int, default_port: int) -> str:
+    """The Host field value: an IPv6 literal in brackets, the port only when it is not the default."""
+    if not host.isascii():
+        host = host.encode("idna").decode("ascii")
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port == default_port else f"{shown}:{port}"
+
+
+_UNSAFE_TARGET: Final = re.compile(r"[\x00- \x7f]")
+_UNSAFE_VALUE: Final = re.compile(r"[\r\n\x00]")
+_UNSAFE_NAME: Final = re.compile(r"[\r\n\x00: ]")
+
+
+def encode_request(method: str, target: str, fields: list[tuple[str, str]], body: bytes | None) -> bytes:
+    """The request head (and body) as one bytes value. ValueError for anything that could split it.
+
+    A CR, LF or NUL inside a field would let a value start a header (or a request) of its own,
+    and a space or control character in the target would end the request line early.
+    """
+    if not method.isalpha() or not target or _UNSAFE_TARGET.search(target):
+        raise ValueError("the request line would not be a single well-formed line")
+    lines = [f"{method} {target} HTTP/1.1"]
+    for name, value in fields:
+        if not name or _UNSAFE_VALUE.search(value) or _UNSAFE_NAME.search(name):
+            raise ValueError(f"the {name!r} header would not be a single well-formed field")
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + body if body else head
+
+
+def connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection with Nagle off: a request is written once and must not wait for an ACK."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
+    return sock
+
+
+def tunnel(sock: socket.socket, host: str, port: int, max_head: int) -> None:
+    """Ask the proxy on `sock` for a CONNECT tunnel to host:port; TunnelRefused unless it answers 2xx.
+
+    The proxy then carries TLS bytes only: it never sees the request, its token or its answer.
+    """
+    authority = host_header(host, port, -1)
+    sock.sendall(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii"))
+    conn = Connection(sock)
+    status, _, _ = conn.read_head(max_head)
+    if not 200 <= status < 300:
+        raise TunnelRefused(status)
+    if conn.buffered:
+        raise ProtocolError("the proxy sent bytes before the tunnel was used")
+
+
+class Stream(Protocol):
+    """What a connection reads and writes: a socket, or TLS over one (mcp_server.upstream.tls.Stream)."""
+
+    def recv(self, bufsize: int, /) -> bytes: ...
+    def recv_into(self, buffer: memoryview, nbytes: int, /) -> int: ...
+    def sendall(self, data: bytes, /) -> None: ...
+    def settimeout(self, value: float | None, /) -> None: ...
+    def shutdown(self, how: int, /) -> None: ...
+    def close(self) -> None: ...
+
+
+class Connection:
+    """One stream carrying requests one at a time, and the bytes read past the last answer.
+
+    Not thread-safe: a connection belongs to one worker at a time.
+    """
+
+    __slots__ = ("_buf", "reused", "sock")
+
+    def __init__(self, sock: Stream) -> None:
+        self.sock = sock
+        self._buf = bytearray()
+        self.reused = False  # set when it is taken from a pool for a second (or later) request
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def exchange(self, data: bytes, max_head: int, max_body: int, head_request: bool = False) -> Response:
+        """Send one request (already encoded) and read its final answer."""
+        self.sock.sendall(data)
+        return self.read_response(max_head, max_body, head_request)
+
+    def read_response(self, max_head: int, max_body: int, head_request: bool = False) -> Response:
+        status, headers, http11 = self.read_head(max_head)
+        while 100 <= status < 200 and status != 101:
+            status, headers, http11 = self.read_head(max_head)  # "100 Continue" and other interim answers
+        coding: str | None = None
+        length: int | None = None
+        tokens: set[str] = set()
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "transfer-encoding":
+                coding = value if coding is None else f"{coding}, {value}"
+            elif lower == "content-length":
+                length = _content_length(value, length)
+            elif lower == "connection":
+                tokens.update(t.strip().lower() for t in value.split(","))
+        keep = "close" not in tokens and (http11 or "keep-alive" in tokens)
+        if head_request or status in _NO_BODY or status < 200:
+            body = b""
+            keep = keep and status != 101
+        elif coding is not None:
+            # Transfer-Encoding wins over a Content-Length beside it, and such an answer's
+            # connection is not reused; a final coding other than chunked ends with the connection.
+            if coding.rsplit(",", 1)[-1].strip().lower() == "chunked":
+                body = self._chunked(max_head, max_body)
+                keep = keep and length is None
+            else:
+                body = self._until_close(max_body)
+                keep = False
+        elif length is not None:
+            if length > max_body:
+                raise BodyTooLarge(f"{length} bytes announced")
+            body = self._exact(length)
+        else:
+            body = self._until_close(max_body)
+            keep = False
+        if self._buf:
+            keep = False  # bytes past the answer: the connection is out of step, never reused
+        return Response(status, headers, body, keep)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def _fill(self, partial: bool) -> None:
+        chunk = self.sock.recv(RECV)
+        if not chunk:
+            raise Closed(partial)
+        self._buf += chunk
+
+    def read_head(self, max_head: int) -> tuple[int, tuple[tuple[str, str], ...], bool]:
+        """(status, header fields, HTTP/1.1 keep-alive by default) of the next head on the wire."""
+        buf = self._buf
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                skip = 4
+                break
+            end = buf.find(b"\n\n")  # bare LF line ends, which some servers still send
+            if end >= 0:
+                skip = 2
+                break
+            if len(buf) > max_head:
+                raise HeadTooLarge(f"over {max_head} bytes")
+            self._fill(partial=bool(buf))
+        if end > max_head:
+            raise HeadTooLarge(f"over {max_head} bytes")
+        head = bytes(buf[:end])
+        del buf[: end + skip]
+        return parse_head(head)
+
+    def _line(self, limit: int) -> bytes:
+        buf = self._buf
+        while (end := buf.find(b"\n")) < 0:
+            if len(buf) > limit:
+                raise ProtocolError("a chunk line is too long")
+            self._fill(partial=True)
+        line = bytes(buf[:end])
+        del buf[: end + 1]
+        return line[:-1] if line.endswith(b"\r") else line
+
+    def _exact(self, n: int) -> bytes:
+        buf = self._buf
+        if len(buf) >= n:
+            data = bytes(buf[:n])
+            del buf[:n]
+            return data
+        out = bytearray(n)
+        have = len(buf)
+        out[:have] = buf
+        buf.clear()
+        view = memoryview(out)
+        while have < n:
+            got = self.sock.recv_into(view[have:], min(n - have, 1 << 20))
+            if not got:
+                raise Closed(partial=True)
+            have += got
+        return bytes(out)
+
+    def _chunked(self, max_head: int, max_body: int) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size_text = self._line(MAX_LINE).split(b";", 1)[0].strip(_OWS)
+            # chunk-size = 1*HEXDIG: no sign, no 0x, no underscores (int() would take them all).
+            if not size_text or len(size_text) > 15 or size_text.strip(_HEX):
+                raise ProtocolError("a chunk size is not hexadecimal")
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            total += size
+            if total > max_body:
+                raise BodyTooLarge(f"over {max_body} bytes")
+            parts.append(self._exact(size))
+            if self._line(MAX_LINE):
+                raise ProtocolError("a chunk is longer than its size")
+        trailers = 0
+        while line := self._line(MAX_LINE):  # trailer fields are read past, never used
+            trailers += len(line)
+            if trailers > max_head:
+                raise HeadTooLarge("trailers")
+        return b"".join(parts)
+
+    def _until_close(self, max_body: int) -> bytes:
+        buf = self._buf
+        while len(buf) <= max_body:
+            chunk = self.sock.recv(RECV)
+            if not chunk:
+                body = bytes(buf)
+                buf.clear()
+                return body
+            buf += chunk
+        raise BodyTooLarge(f"over {max_body} bytes")
+
+
+def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:
+    """Status line and header fields → (status, fields, keep-alive by default). ProtocolError if malformed."""
+    lines = head.split(b"\n")
+    status_line = lines[0].rstrip(b"\r")
+    version, _, rest = status_line.partition(b" ")
+    code = rest[:3]
+    if (
+        version not in (b"HTTP/1.1", b"HTTP/1.0")
+        or len(code) != 3
+        or not code.isdigit()
+        or rest[3:4] not in (b"", b" ")
+    ):
+        raise ProtocolError("not an HTTP/1.1 status line")
+    status = int(code)
+    if status < 100:
+        raise ProtocolError("not an HTTP status")
+    fields: list[tuple[str, str]] = []
+    for raw in lines[1:]:
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if line[:1] in (b" ", b"\t"):
+            if not fields:
+                raise ProtocolError("a continuation line before any header")
+            name, value = fields[-1]  # obs-fold: replaced by a space (RFC 9112 §5.2)
+            fields[-1] = (name, value + " " + line.strip(_OWS).decode("latin-1"))
+            continue
+        name_bytes, colon, value_bytes = line.partition(b":")
+        name_bytes = name_bytes.strip(_OWS)
+        if not colon or not name_bytes:
+            raise ProtocolError("a header line without a name")
+        fields.append((name_bytes.decode("latin-1"), value_bytes.strip(_OWS).decode("latin-1")))
+    return status, tuple(fields), version == b"HTTP/1.1"
+
+
+def _content_length(value: str, previous: int | None) -> int:
+    # "Content-Length: 5, 5" (a list of one repeated value) is one length; anything else is two
+    # framings, and choosing one would be guessing (RFC 9112 §6.3).
+    values = {v.strip() for v in value.split(",")}
+    if len(values) != 1:
+        raise ProtocolError("conflicting Content-Length values")
+    text = values.pop()
+    if not text.isdigit() or not text.isascii():
+        raise ProtocolError("a Content-Length that is not a number")
+    # More digits than any body could have is too large, as the cap would find: int() alone
+    # would refuse past 4,300 of them with a ValueError that names nothing.
+    length = int(text) if len(text.lstrip("0")) <= 18 else 10**18
+    if previous is not None and previous != length:
+        raise ProtocolError("conflicting Content-Length values")
+    return length

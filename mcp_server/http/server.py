@@ -5,6 +5,9 @@ admission's (admission.py); what a request gets, the routes' (routes.py); how lo
 stop may take, the drain's (drain.py). Here: accept, count what is in flight, and stop so that a
 load balancer loses nothing: no new handshakes, every queued connection taken in, every request
 on an open connection answered (with `Connection: close`), idle connections closed last.
+
+The metrics listener (`--metrics`) is this same server with a gate that admits GET /metrics
+alone (`metrics_server`): no second, weaker HTTP parser exists for it.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from mcp_server.records import FAILURE_KINDS, GATEWAY_CAUSES, METHODS, Record
 from mcp_server.server import build_dispatcher
 from tests.conftest import ROOT, WAIT, server_env
 from tests.mcp_http import Raw
+from tests.nginx import Nginx
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_http_workers import Server, answered
 
@@ -677,3 +678,17 @@ def test_a_metrics_port_already_taken_stops_the_start_with_a_sentence(sandbox: S
         )
     assert done.returncode == 1, done.stderr
     assert f"fairwins-mcp: cannot listen on 127.0.0.1:{port} for --metrics:" in done.stderr
+
+
+def test_a_reverse_proxy_that_forwards_every_path_exposes_no_metrics(sandbox: SandboxGateway) -> None:
+    # The README's nginx block forwards `location /` whole: /metrics must not be there to forward.
+    server = Server(sandbox.url, "--metrics", "127.0.0.1:0")
+    try:
+        scrapes = metrics_port(server)
+        with Nginx(server.port) as nginx:
+            assert scrape(nginx.port, path="/healthz")[0] == 200  # the proxy does reach the server
+            for method in ("GET", "HEAD"):
+                assert scrape(nginx.port, method)[0] == 404
+        assert scrape(scrapes)[0] == 200
+    finally:
+        server.kill()

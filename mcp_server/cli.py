@@ -74,13 +74,24 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     from . import listener, workers
     from .http.admission import SLOT_WAIT
     from .http.drain import Timings
-    from .http.server import serve
+    from .http.server import METRICS_DRAIN_LIMIT, announce_metrics, serve
 
     try:
         sock = listener.listen(config.host, config.http_port or 0)
     except OSError as exc:
         sys.stderr.write(f"fairwins-mcp: cannot listen on {config.host}:{config.http_port}: {exc}\n")
         return 1
+    # Bound here, before any fork, like the MCP socket: every worker accepts scrapes from the one queue.
+    metrics_sock: socket.socket | None = None
+    if config.metrics_address is not None:
+        host, port = config.metrics_address
+        try:
+            metrics_sock = listener.listen(host, port)
+        except OSError as exc:
+            sock.close()
+            shown = f"[{host}]" if ":" in host else host
+            sys.stderr.write(f"fairwins-mcp: cannot listen on {shown}:{port} for --metrics: {exc}\n")
+            return 1
     # The request limit covers the gateway deadline, a wait for a slot, and writing the answer.
     grace = config.timeout + SLOT_WAIT + 5
     timings = Timings(config.idle_timeout, config.drain_idle, config.prestop_delay, grace)
@@ -106,7 +117,8 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
                 listener=inherited,
                 lifeline=lifeline,
                 timings=timings,
-                metrics=config.metrics,
+                metrics_on_mcp_port=config.metrics_on_mcp_port,
+                metrics_listener=metrics_sock,
                 metrics_dir=metrics_dir,
             )
         finally:
@@ -130,11 +142,12 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
         "" if count == 1 else "s",
         " (auto: the CPUs this process may use)" if not config.http_workers else "",
     )
-    if metrics_dir is not None:
-        log.info("metrics: %s (every worker's, summed)", url.replace("/mcp", "/metrics"))
+    announce_metrics(sock.getsockname(), metrics_sock, config.metrics_on_mcp_port, summed=True)
     logs.write_in_place()  # the supervisor forks, so it runs no thread: not even a log writer
     try:
-        return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+        others = () if metrics_sock is None else (metrics_sock,)
+        stop_timeout = timings.total + 5 + (METRICS_DRAIN_LIMIT if others else 0)
+        return workers.supervise(sock, count, run, stop_timeout=stop_timeout, others=others)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

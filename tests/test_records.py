@@ -489,7 +489,7 @@ def test_a_paid_call_is_counted_never_its_payment(sandbox: SandboxGateway) -> No
 
 
 def test_an_http_process_with_metrics_and_json_logs(sandbox: SandboxGateway) -> None:
-    proc = run_cli(["--http", "0", "--metrics", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
+    proc = run_cli(["--http", "0", "--metrics-on-mcp-port", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
     try:
         port = int(wait_for_url(proc, lines).rsplit(":", 1)[1].split("/")[0])
@@ -611,7 +611,7 @@ def test_a_record_nobody_logs_is_never_formatted(monkeypatch: pytest.MonkeyPatch
 
 
 def test_with_workers_any_scrape_answers_for_every_worker(sandbox: SandboxGateway) -> None:
-    proc = run_cli(["--http", "0", "--workers", "2", "--metrics"], {"FAIRWINS_API_URL": sandbox.url})
+    proc = run_cli(["--http", "0", "--workers", "2", "--metrics-on-mcp-port"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
     calls = 12
     try:

@@ -294,8 +294,8 @@ class Record:
         if rid is None:
             return None
         if isinstance(rid, int):
-            # json.loads reads at most 4,300 digits (sys.int_info.str_digits_check_threshold's
-            # default limit), so str() of any id a client can send succeeds.
+            # One limit (sys.get_int_max_str_digits) bounds the digits json.loads reads and str()
+            # writes, so any id a client sent can be written.
             digits = str(rid)
             return rid if len(digits) <= CLIENT_TEXT else clip(digits)
         return clip(rid)

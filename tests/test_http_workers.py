@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -54,6 +55,19 @@ class Server(Process):
             conn.request("POST", "/mcp", body=body if name != "get_wagers" else call_body(rid), headers=CALL_HEADERS)
             resp = conn.getresponse()
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def metrics_port(self) -> int:
+        """The port of the metrics listener (--metrics), as the server logged it."""
+        return int(self.wait_output(r"metrics: http://127\.0\.0\.1:(\d+)/metrics(?! \(--metrics-on)").group(1))
+
+    def scrape(self, port: int) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+        try:
+            conn.request("GET", "/metrics")
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
         finally:
             conn.close()
 
@@ -126,6 +140,51 @@ def test_sigterm_to_one_worker_drains_it_alone_while_the_others_serve(slow_gatew
             assert answered(status, body)
         assert "this worker leaves, the others go on accepting" in server.output
         assert re.search(rf"worker \d \(pid {first[0]}\) exited with code 0", server.output)
+
+
+def counted(text: str, tool: str = "get_perps_pairs") -> int:
+    found = re.search(rf'^fairwins_mcp_tool_calls_total{{tool="{tool}",outcome="result"}} (\d+)$', text, re.M)
+    assert found, text
+    return int(found[1])
+
+
+def test_workers_answer_on_the_one_metrics_listener_with_every_workers_figures_summed(sandbox: SandboxGateway) -> None:
+    calls = 12
+    with started(sandbox.url, "--workers", "2", "--metrics", "127.0.0.1:0") as server:
+        port = server.metrics_port()
+        first = server.workers(2)
+        assert "(every worker's, summed)" in server.output
+        for n in range(calls):  # a connection each: either worker may take it
+            status, _, body = server.post("get_perps_pairs", rid=n)
+            assert answered(status, body)
+        seen: list[int] = []
+
+        def summed() -> bool:  # another worker's figures are at most a second old
+            status, text = server.scrape(port)
+            assert status == 200
+            seen.append(counted(text))
+            return seen[-1] == calls
+
+        wait_for(summed, f"{calls} calls summed on the metrics listener", WAIT)
+        assert server.health() == 200
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT)
+        conn.request("GET", "/metrics")
+        assert conn.getresponse().status == 404  # not on the MCP port: that needs --metrics-on-mcp-port
+        conn.close()
+        # A worker killed outright: the listener's queue is the supervisor's, so scrapes go on
+        # being answered, and the gone worker's last counts stay in the sum.
+        os.kill(first[0], signal.SIGKILL)
+        for _ in range(4):
+            status, text = server.scrape(port)
+            assert status == 200 and counted(text) == calls
+        server.workers(2, without=first[0])
+        assert counted(server.scrape(port)[1]) == calls
+        assert seen == sorted(seen)  # a counter never goes back, whichever worker answered
+        server.signal(signal.SIGTERM)
+        assert server.wait(WAIT * 4) == 0, server.output[-3000:]
+        assert server.output.count("drained and exited") == 2
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
 
 
 def test_workers_auto_counts_the_cpus_this_process_may_use(slow_gateway: SandboxGateway) -> None:

@@ -1,8 +1,9 @@
-"""A real Prometheus server scrapes a real server's /metrics and answers PromQL with what the test did.
+"""A real Prometheus server scrapes a real server's metrics listener and answers PromQL with what the test did.
 
-Prometheus is Debian's `prometheus` package (`make test` installs it when missing). It runs on a
-free port with its own storage in a temporary directory, scrapes every second, and is stopped in
-`finally`, whatever happened.
+The server is the real command (`fairwins-mcp --http 0 --metrics 127.0.0.1:0`), alone and with
+`--workers 2`, whose figures are summed. Prometheus is Debian's `prometheus` package (`make test`
+installs it when missing). It runs on a free port with its own storage in a temporary directory,
+scrapes every second, and is stopped in `finally`, whatever happened.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import http.client
 import json
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -19,13 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mcp_server.ops.metrics import ServerMetrics
-from mcp_server.setup.config import Config
-from mcp_server.setup.server import build_dispatcher
-from mcp_server.transports.http import gate
-from tests.mcp_http import post
-from tests.mcp_http import serving as serving_mcp
+import pytest
+
+from tests.conftest import WAIT
 from tests.sandbox_gateway import SandboxGateway
+from tests.test_http_workers import answered, started
 
 START_TIMEOUT = 90.0  # a shared, loaded machine: Prometheus can take a while to open its storage
 QUERY_TIMEOUT = 90.0
@@ -131,21 +131,23 @@ def wait_for_value(base: str, promql: str, expected: float) -> float:
     raise AssertionError(f"{promql} was {last}, not {expected}, after {QUERY_TIMEOUT} s")
 
 
-def test_prometheus_scrapes_the_server_and_counts_the_calls_made(
-    sandbox: SandboxGateway, tmp_path: pathlib.Path
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["one process", "two workers"])
+def test_prometheus_scrapes_the_metrics_listener_and_counts_the_calls_made(
+    sandbox: SandboxGateway, tmp_path: pathlib.Path, workers: tuple[str, ...]
 ) -> None:
-    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=2.0))
-    metrics = ServerMetrics((t.name for t in dispatcher.catalog.tools), "0.1.0")
-    policy = gate.Policy(loopback_bind=True, max_body=64 * 1024, metrics=True)
-    with serving_mcp(dispatcher, policy, metrics=metrics) as server:
-        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
-        with prometheus(f"127.0.0.1:{server.server_address[1]}", tmp_path) as base:
+    with started(sandbox.url, "--metrics", "127.0.0.1:0", *workers) as server:
+        target = f"127.0.0.1:{server.metrics_port()}"
+        if workers:
+            server.workers(2)
+        with prometheus(target, tmp_path) as base:
             assert wait_for_value(base, 'up{job="fairwins-mcp"}', 1) == 1  # scraped, and healthy
-            for n in range(CALLS):
-                call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "get_perps_pairs"}}
-                answer = post(url, call, {"MCP-Protocol-Version": "2025-11-25"})
-                assert answer.result["isError"] is False
+            for n in range(CALLS):  # a connection each: with workers, either may take it
+                status, _, body = server.post("get_perps_pairs", rid=n)
+                assert answered(status, body)
             counted = 'sum(fairwins_mcp_tool_calls_total{tool="get_perps_pairs",outcome="result"})'
             assert wait_for_value(base, counted, CALLS) == CALLS
             upstream = 'sum(fairwins_mcp_gateway_responses_total{class="2xx"})'
             assert wait_for_value(base, upstream, CALLS) == CALLS
+            assert fetch(f"http://127.0.0.1:{server.port}/metrics")[0] == 404  # nothing on the MCP port
+        server.signal(signal.SIGTERM)
+        assert server.wait(WAIT * 4) == 0, server.output[-3000:]

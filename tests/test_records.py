@@ -20,12 +20,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from assistant_contract.answers import FAILURE_KINDS as CONTRACT_FAILURE_KINDS
 
+from assistant_contract.answers import FAILURE_KINDS as CONTRACT_FAILURE_KINDS
 from mcp_server.core.context import RequestContext
 from mcp_server.ops import logs
 from mcp_server.ops.metrics import CONTENT_TYPE, ServerMetrics
-from mcp_server.ops.records import FAILURE_KINDS, Record
+from mcp_server.ops.records import CLIENT_TEXT, FAILURE_KINDS, Record
 from mcp_server.ops.tracecontext import parse_traceparent
 from mcp_server.setup.config import Config, ConfigError, from_env, parse_args
 from mcp_server.setup.server import build_dispatcher
@@ -489,7 +489,7 @@ def test_a_paid_call_is_counted_never_its_payment(sandbox: SandboxGateway) -> No
 
 
 def test_an_http_process_with_metrics_and_json_logs(sandbox: SandboxGateway) -> None:
-    proc = run_cli(["--http", "0", "--metrics", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
+    proc = run_cli(["--http", "0", "--metrics-on-mcp-port", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
     try:
         port = int(wait_for_url(proc, lines).rsplit(":", 1)[1].split("/")[0])
@@ -588,8 +588,9 @@ def test_what_a_client_chose_is_cut_short_and_kept_to_one_line() -> None:
     record.begin(Request("x" * 500, "ping\nFAKE 2026 INFO forged line", {}))
     record.client = {"name": "n\r\n" + "y" * 500, "version": 3}
     record.reply({"result": {}})
-    for text in (str(record), json.dumps(record.fields())):
-        assert "x" * 65 not in text and "y" * 65 not in text
+    for text in (str(record), json.dumps(record.fields(), ensure_ascii=False)):
+        assert "x" * (CLIENT_TEXT + 1) not in text and "y" * (CLIENT_TEXT + 1) not in text
+        assert "x" * CLIENT_TEXT + f"…(+{500 - CLIENT_TEXT})" in text
     assert "\n" not in str(record) and "ping?FAKE" in str(record)
 
 
@@ -611,7 +612,7 @@ def test_a_record_nobody_logs_is_never_formatted(monkeypatch: pytest.MonkeyPatch
 
 
 def test_with_workers_any_scrape_answers_for_every_worker(sandbox: SandboxGateway) -> None:
-    proc = run_cli(["--http", "0", "--workers", "2", "--metrics"], {"FAIRWINS_API_URL": sandbox.url})
+    proc = run_cli(["--http", "0", "--workers", "2", "--metrics-on-mcp-port"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
     calls = 12
     try:

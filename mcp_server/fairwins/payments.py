@@ -17,10 +17,7 @@ from mcp_server.core.context import RequestContext
 from mcp_server.fairwins.outcomes import clean, error_result, read_json, text_block
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.wire.jsonrpc import JSONObject
-from mcp_server.wire.x402 import (
-    MAX_HEADER_BYTES,
-    decode_header_json,
-)
+from mcp_server.wire.x402 import MAX_HEADER_BYTES, decode_header_json
 
 log = logging.getLogger("fairwins_mcp.payments")
 

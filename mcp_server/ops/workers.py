@@ -15,6 +15,10 @@ SIGKILL) is end-of-file on a pipe whose write end only the supervisor holds; the
 drains as the last holder of the socket. SIGTERM sent to one worker alone means that worker
 leaves and the others go on: it closes its copy of the socket (the queue lives on in the
 others) and drains its own connections, and the supervisor starts a replacement.
+
+The metrics listener (`--metrics`) is shared the same way: bound by the supervisor, accepted on
+by every worker, and each answers a scrape with every worker's figures summed (metrics.py). The
+supervisor itself serves nothing: it forks, so it runs no thread.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -81,6 +85,8 @@ class Supervisor:
     count: int
     run: Run
     stop_timeout: float  # after the stop, how long workers may take to drain before SIGKILL
+    # More listening sockets the workers share and drain (the metrics listener): closed with the first.
+    others: Sequence[socket.socket] = ()
     slots: list[_Slot] = field(default_factory=list)
     stopping: bool = False
     failed: int = 0
@@ -160,8 +166,10 @@ class Supervisor:
         log.info("stopping: %d workers drain, then exit", sum(1 for s in self.slots if s.pid))
         _close_fd(self._life_w)  # every worker reads EOF: the instance is stopping
         self._life_w = -1
-        # The workers hold the socket open while they take in what is queued; ours is no longer needed.
+        # The workers hold the sockets open while they take in what is queued; ours are no longer needed.
         self.listener.close()
+        for other in self.others:
+            other.close()
 
     def _start(self, slot: _Slot) -> None:
         pid = os.fork()
@@ -267,6 +275,12 @@ def _flush() -> None:
             pass
 
 
-def supervise(listener: socket.socket, count: int, run: Run, *, stop_timeout: float) -> int:
-    """Serve with `count` workers, each running `run(listener, lifeline)`, until SIGTERM or SIGINT; the exit code."""
-    return Supervisor(listener, count, run, stop_timeout).serve()
+def supervise(
+    listener: socket.socket, count: int, run: Run, *, stop_timeout: float, others: Sequence[socket.socket] = ()
+) -> int:
+    """Serve with `count` workers, each running `run(listener, lifeline)`, until SIGTERM or SIGINT; the exit code.
+
+    `others`: more listening sockets the workers serve (`run` knows them); the supervisor keeps its
+    copies open, so their queues outlive any worker, and closes them when the instance stops.
+    """
+    return Supervisor(listener, count, run, stop_timeout, others).serve()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -46,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
+    if config.http_port is None and hasattr(signal, "pthread_sigmask"):
+        # Held back until stdio.run has its handlers in place (it answers what was read, then
+        # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
+        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     logs.configure(config.log_level, config.log_format, config.trace_project)
     if config.api_token:
         logs.register_secret(config.api_token)
@@ -75,13 +80,24 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     from mcp_server.ops import listener, workers
     from mcp_server.transports.http.admission import SLOT_WAIT
     from mcp_server.transports.http.drain import Timings
-    from mcp_server.transports.http.server import serve
+    from mcp_server.transports.http.server import METRICS_DRAIN_LIMIT, announce_metrics, serve
 
     try:
         sock = listener.listen(config.host, config.http_port or 0)
     except OSError as exc:
         sys.stderr.write(f"fairwins-mcp: cannot listen on {config.host}:{config.http_port}: {exc}\n")
         return 1
+    # Bound here, before any fork, like the MCP socket: every worker accepts scrapes from the one queue.
+    metrics_sock: socket.socket | None = None
+    if config.metrics_address is not None:
+        host, port = config.metrics_address
+        try:
+            metrics_sock = listener.listen(host, port)
+        except OSError as exc:
+            sock.close()
+            shown = f"[{host}]" if ":" in host else host
+            sys.stderr.write(f"fairwins-mcp: cannot listen on {shown}:{port} for --metrics: {exc}\n")
+            return 1
     # The request limit covers the gateway deadline, a wait for a slot, and writing the answer.
     grace = config.timeout + SLOT_WAIT + 5
     timings = Timings(config.idle_timeout, config.drain_idle, config.prestop_delay, grace)
@@ -107,7 +123,8 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
                 listener=inherited,
                 lifeline=lifeline,
                 timings=timings,
-                metrics=config.metrics,
+                metrics_on_mcp_port=config.metrics_on_mcp_port,
+                metrics_listener=metrics_sock,
                 metrics_dir=metrics_dir,
             )
         finally:
@@ -131,11 +148,12 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
         "" if count == 1 else "s",
         " (auto: the CPUs this process may use)" if not config.http_workers else "",
     )
-    if metrics_dir is not None:
-        log.info("metrics: %s (every worker's, summed)", url.replace("/mcp", "/metrics"))
+    announce_metrics(sock.getsockname(), metrics_sock, config.metrics_on_mcp_port, summed=True)
     logs.write_in_place()  # the supervisor forks, so it runs no thread: not even a log writer
     try:
-        return workers.supervise(sock, count, run, stop_timeout=timings.total + 5)
+        others = () if metrics_sock is None else (metrics_sock,)
+        stop_timeout = timings.total + 5 + (METRICS_DRAIN_LIMIT if others else 0)
+        return workers.supervise(sock, count, run, stop_timeout=stop_timeout, others=others)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,9 @@ from typing import Final
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LOG_FORMATS: Final = ("text", "json")
+# `--metrics` alone: a listener of its own on loopback, at the port OpenTelemetry's Prometheus
+# exporter uses, so a scraper beside the server (a sidecar, an agent) finds it and nobody else can.
+METRICS_DEFAULT: Final = ("127.0.0.1", 9464)
 
 
 class ConfigError(ValueError):
@@ -41,7 +45,13 @@ class Config:
     idle_timeout: float = 30.0  # an idle keep-alive connection is closed after this long
     drain_idle: float = 10.0  # while draining, once idle this long (the balancer's keep-alive must be shorter)
     cloud_run: bool = False
-    metrics: bool = False
+    metrics_address: tuple[str, int] | None = None  # a listener of their own for GET /metrics (--metrics)
+    metrics_on_mcp_port: bool = False  # GET /metrics on the MCP port too (--metrics-on-mcp-port)
+
+    @property
+    def metrics(self) -> bool:
+        """Metrics are counted (and served somewhere)."""
+        return self.metrics_address is not None or self.metrics_on_mcp_port
 
 
 def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
@@ -110,9 +120,10 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
     http_port = getattr(args, "http", None)
-    metrics = bool(getattr(args, "metrics", False))
-    if metrics and http_port is None:
-        raise ConfigError("--metrics needs --http: the metrics are served at GET /metrics on the HTTP port")
+    metrics_address = _metrics_address(env, args)
+    on_mcp_port = bool(getattr(args, "metrics_on_mcp_port", False))
+    if on_mcp_port and http_port is None:
+        raise ConfigError("--metrics-on-mcp-port needs --http: it serves GET /metrics on the HTTP port")
     host = getattr(args, "host", None) or ("0.0.0.0" if cloud_run else "127.0.0.1")
     origins += list(getattr(args, "allowed_origin", None) or [])
     for origin in origins:
@@ -139,8 +150,66 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         prestop_delay=_number(env, "FAIRWINS_MCP_PRESTOP_DELAY", 0.0, 0.0, 300.0),
         idle_timeout=idle_timeout,
         drain_idle=drain_idle,
-        metrics=metrics,
+        metrics_address=metrics_address if http_port is not None else None,
+        metrics_on_mcp_port=on_mcp_port,
     )
+
+
+def _metrics_address(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[str, int] | None:
+    """`--metrics [HOST:PORT]` (which wins) or FAIRWINS_MCP_METRICS: where the metrics listener binds.
+
+    The variable is read and unused over stdio (one environment may serve both); the flag needs --http.
+    """
+    given = getattr(args, "metrics", None)
+    if given is not None:
+        if getattr(args, "http", None) is None:
+            raise ConfigError("--metrics needs --http: the metrics count what the HTTP server does")
+        address: tuple[str, int] = given
+        return address
+    raw = env.get("FAIRWINS_MCP_METRICS", "").strip()
+    if not raw:
+        return None
+    try:
+        return metrics_address(raw)
+    except ValueError as exc:
+        raise ConfigError(f"FAIRWINS_MCP_METRICS: {exc}") from None
+
+
+def metrics_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (loopback) → (host, port); ValueError saying why not.
+
+    The host is an IP address (or `localhost`, read as 127.0.0.1): a name that resolves elsewhere
+    could put the metrics on an interface the operator did not mean.
+    """
+    value = text.strip()
+    host, port = "", value
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0 or value[end + 1 : end + 2] != ":":
+            raise ValueError(f"{text!r} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:9464)")
+        host, port = value[1:end], value[end + 2 :]
+        if ":" not in host:
+            raise ValueError(f"{text!r}: brackets are for an IPv6 address")
+    elif ":" in value:
+        host, _, port = value.rpartition(":")
+        if ":" in host:
+            raise ValueError(f"{text!r}: an IPv6 address goes in brackets ([::1]:9464)")
+    if not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        raise ValueError(f"{text!r} has no port number (0-65535) after the host")
+    if host in ("", "localhost"):
+        host = METRICS_DEFAULT[0]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{text!r}: the host must be an IP address (127.0.0.1, 0.0.0.0, [::1]) or localhost") from None
+    return host, int(port)
+
+
+def _metrics_flag(text: str) -> tuple[str, int]:
+    try:
+        return metrics_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | None:
@@ -232,7 +301,20 @@ def argument_parser() -> argparse.ArgumentParser:
         choices=LOG_FORMATS,
         help="stderr log lines: text (the default) or one JSON object per line (Cloud Logging's fields)",
     )
-    parser.add_argument("--metrics", action="store_true", help="serve Prometheus metrics at GET /metrics (HTTP mode)")
+    parser.add_argument(
+        "--metrics",
+        nargs="?",
+        const=METRICS_DEFAULT,
+        type=_metrics_flag,
+        metavar="HOST:PORT",
+        help="HTTP mode: serve Prometheus metrics at GET /metrics on a listener of their own (default "
+        "127.0.0.1:9464; :PORT is loopback; port 0: any free port). Anyone who reaches it reads the counts",
+    )
+    parser.add_argument(
+        "--metrics-on-mcp-port",
+        action="store_true",
+        help="HTTP mode: serve GET /metrics on the MCP port too, to everyone who reaches that port",
+    )
     return parser
 
 
@@ -248,7 +330,8 @@ NO_ARGUMENTS: Final = {
     "workers": None,
     "send_token_in_clear": False,
     "log_format": None,
-    "metrics": False,
+    "metrics": None,
+    "metrics_on_mcp_port": False,
 }
 
 

@@ -48,6 +48,7 @@ class Host(Protocol):
     dispatcher: Dispatcher
     env_bearer: str | None
     metrics: ServerMetrics | None
+    exports: ServerMetrics | None  # what its GET /metrics answers with
     policy: gate.Policy
     slots: threading.BoundedSemaphore
     stopping: bool

@@ -23,7 +23,8 @@ HEALTH_PATH: Final = "/healthz"
 METRICS_PATH: Final = "/metrics"
 LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 # Paths besides /mcp: path → (route, the methods it answers). Read-only routes that take no body
-# and no Origin rules (a health check is not a browser API). /metrics is served only with --metrics.
+# and no Origin rules (a health check is not a browser API). /metrics is served on the MCP port
+# only with --metrics-on-mcp-port; the metrics listener (--metrics) serves it and nothing else.
 PLAIN_ROUTES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     HEALTH_PATH: ("health", ("GET", "HEAD")),
     METRICS_PATH: ("metrics", ("GET", "HEAD")),
@@ -35,7 +36,8 @@ class Policy:
     loopback_bind: bool  # bound to a loopback address: only loopback Host headers are served
     allowed_origins: frozenset[str] = frozenset()  # normalised "scheme://host[:port]"
     max_body: int = 1024 * 1024
-    metrics: bool = False  # serve GET /metrics (--metrics)
+    metrics: bool = False  # serve GET /metrics
+    metrics_only: bool = False  # the metrics listener: GET /metrics, and every other path is 404
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,8 @@ def check(
         if name is None or not _is_loopback_name(name):
             return Refuse(403, "host_not_allowed", "This server only answers requests addressed to localhost")
     plain = PLAIN_ROUTES.get(route_path)
+    if policy.metrics_only and route_path != METRICS_PATH:
+        return Refuse(404, "not_found", "Not found: this port serves GET /metrics only")
     if plain is not None and (plain[0] != "metrics" or policy.metrics):
         route, methods = plain
         if method in methods:

@@ -1,4 +1,4 @@
-"""The routes: /healthz, the CORS preflight, POST /mcp, and the answer to a request the gate refused.
+"""The routes: /healthz, /metrics, the CORS preflight, POST /mcp, and the answer to a request the gate refused.
 
 Each is `route(connection, head, decision)`. A route that has no use for a body drops it first
 (`Connection.drop_body`), so a body never outlives its request; POST /mcp reads its own.
@@ -59,8 +59,8 @@ def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
 
 
 def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /metrics: the Prometheus text exposition (--metrics)."""
-    registry = conn.server.metrics
+    """GET /metrics: the Prometheus text exposition, on the metrics listener or (when asked) the MCP port."""
+    registry = conn.server.exports
     if not conn.drop_body(head):
         return
     if registry is None:

@@ -5,11 +5,15 @@ admission's (admission.py); what a request gets, the routes' (routes.py); how lo
 stop may take, the drain's (drain.py). Here: accept, count what is in flight, and stop so that a
 load balancer loses nothing: no new handshakes, every queued connection taken in, every request
 on an open connection answered (with `Connection: close`), idle connections closed last.
+
+The metrics listener (`--metrics`) is this same server with a gate that admits GET /metrics
+alone (`metrics_server`): no second, weaker HTTP parser exists for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import os
 import selectors
@@ -24,7 +28,7 @@ from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate, routes
-from mcp_server.transports.http.admission import Admission, Limits, Slot, Turned
+from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Slot, Turned
 from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.disconnects import DisconnectWatcher
 from mcp_server.transports.http.drain import SETTLE_LIMIT, Timings
@@ -43,6 +47,16 @@ DEFAULT_MAX_CONCURRENCY: Final = 1024
 # 8 MiB cuts the address space of a thousand waiting requests from 8 GiB to 1 GiB, and still
 # leaves four times what the deepest JSON the parser accepts needs (256 KiB, measured).
 THREAD_STACK: Final = 1024 * 1024
+# The metrics listener's connection bound: scrapers are few, and Prometheus keeps one connection per target.
+METRICS_CONNECTIONS: Final = 16
+# Its drain: a scrape in progress is answered; an idle scraper's connection closes after this long
+# (a scrape missed at the very end is taken again next interval, from wherever the target went).
+METRICS_IDLE_GRACE: Final = 1.0
+METRICS_REQUEST_LIMIT: Final = 5.0
+# A scraper sends no body: one this small is read and dropped (the connection stays framed), a
+# larger one is not read and its connection closes after the answer.
+METRICS_MAX_BODY: Final = 64 * 1024
+METRICS_DRAIN_LIMIT: Final = SETTLE_LIMIT + METRICS_IDLE_GRACE + METRICS_REQUEST_LIMIT  # after the MCP drain
 
 
 def connection_bound(max_concurrency: int) -> int:
@@ -66,9 +80,12 @@ class McpHTTPServer:
         metrics: ServerMetrics | None = None,
         listener: socket.socket | None = None,
         timings: Timings | None = None,
+        exports: ServerMetrics | None = None,
+        max_connections: int | None = None,
     ) -> None:
         self.dispatcher = dispatcher
-        self.metrics = metrics
+        self.metrics = metrics  # what this server counts into
+        self.exports = exports if exports is not None else metrics  # what its GET /metrics answers with
         self.policy = policy
         self.env_bearer = env_bearer
         self.read_timeout = read_timeout
@@ -77,10 +94,12 @@ class McpHTTPServer:
             grace = min(idle_timeout, self.timings.idle_grace)
             self.timings = dataclasses.replace(self.timings, idle_timeout=idle_timeout, idle_grace=grace)
         self.max_concurrency = max_concurrency
-        self.max_connections = connection_bound(max_concurrency)
+        self.max_connections = connection_bound(max_concurrency) if max_connections is None else max_connections
         if max_peer_connections is None:
             max_peer_connections = max(1, self.max_connections // 2)
-        self.admission = Admission(Limits(self.max_connections, max_peer_connections, max_peer_heads))
+        # The reserve answers health checks only: a door without /healthz keeps none.
+        reserve = 0 if policy.metrics_only else HEALTH_RESERVE
+        self.admission = Admission(Limits(self.max_connections, max_peer_connections, max_peer_heads, reserve))
         self.slots = threading.BoundedSemaphore(max_concurrency)
         self.stopping = False  # draining: every answer closes its connection
         self.unready = False  # pre-stop: /healthz answers 503, everything else as usual
@@ -108,9 +127,7 @@ class McpHTTPServer:
 
     @property
     def url(self) -> str:
-        host, port = str(self.server_address[0]), self.server_address[1]
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}/mcp"
+        return http_url(self.server_address, "/metrics" if self.policy.metrics_only else "/mcp")
 
     # ---- accepting ----------------------------------------------------------------------------
 
@@ -281,6 +298,75 @@ class McpHTTPServer:
             self.watcher.close()
 
 
+def http_url(address: tuple[Any, ...], path: str) -> str:
+    host, port = str(address[0]), address[1]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def metrics_server(
+    dispatcher: Dispatcher,
+    exports: ServerMetrics,
+    *,
+    listener: socket.socket | None = None,
+    address: tuple[str, int] = ("127.0.0.1", 0),
+    timings: Timings | None = None,
+    read_timeout: float = 30.0,
+) -> McpHTTPServer:
+    """The metrics listener (--metrics): GET and HEAD /metrics, nothing else, through the same reader,
+    admission and gate as the MCP door (the Host rule too, when bound to loopback), under a bound of
+    its own. Nothing sent to it is counted: a scrape is not MCP traffic."""
+    host = str(listener.getsockname()[0]) if listener is not None else address[0]
+    policy = gate.Policy(loopback_bind=is_loopback(host), max_body=METRICS_MAX_BODY, metrics=True, metrics_only=True)
+    timings = timings or Timings()
+    timings = dataclasses.replace(
+        timings,
+        idle_grace=min(METRICS_IDLE_GRACE, timings.idle_timeout),
+        requests=METRICS_REQUEST_LIMIT,
+        prestop=0.0,
+    )
+    return McpHTTPServer(
+        address,
+        dispatcher,
+        policy,
+        read_timeout=read_timeout,
+        listener=listener,
+        timings=timings,
+        exports=exports,
+        max_connections=METRICS_CONNECTIONS,
+    )
+
+
+def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mcp_port: bool, *, summed: bool) -> None:
+    """Log where the metrics are served, with a warning wherever they can be read from beyond this machine."""
+    each = " (every worker's, summed)" if summed else ""
+    if listener is not None:
+        address = listener.getsockname()
+        log.info("metrics: %s%s", http_url(address, "/metrics"), each)
+        if not is_loopback(str(address[0])):
+            log.warning(
+                "metrics: %s is not a loopback address: whoever can reach it reads the server's version and "
+                "its tool call, payment, error and gateway counts (README, Metrics)",
+                address[0],
+            )
+    if on_mcp_port:
+        log.info("metrics: %s%s (--metrics-on-mcp-port)", http_url(mcp, "/metrics"), each)
+        if not is_loopback(str(mcp[0])):
+            log.warning(
+                "--metrics-on-mcp-port: every client that reaches the MCP port reads the server's version and "
+                "its tool call, payment, error and gateway counts (README, Metrics)"
+            )
+
+
 def raise_descriptor_limit(wanted: int) -> None:
     """Lift the soft limit on open descriptors towards `wanted` (each request in flight holds two: its
     client's and its gateway connection), as far as the hard limit allows; say so when it falls short."""
@@ -314,7 +400,8 @@ def serve(
     grace: float,
     max_peer_connections: int | None = None,
     max_peer_heads: int = 8,
-    metrics: bool = False,
+    metrics_on_mcp_port: bool = False,
+    metrics_listener: socket.socket | None = None,
     metrics_dir: str | None = None,
     listener: socket.socket | None = None,
     lifeline: Lifeline | None = None,
@@ -325,13 +412,21 @@ def serve(
     Alone, SIGTERM or SIGINT stops it. As one of several workers (`lifeline` given), the
     supervisor stopping is the instance stopping; SIGTERM to this worker alone means it leaves
     while the others go on.
+
+    Metrics are counted when they are served: on a listener of their own (`metrics_listener`,
+    bound by the caller; every worker accepts on it, as on the MCP socket) and/or at GET /metrics
+    on the MCP port (`metrics_on_mcp_port`). The metrics listener answers until the MCP drain is
+    over, so a scrape sees the drain, and then closes by the same steps.
     """
     threading.stack_size(THREAD_STACK)
     timings = dataclasses.replace(timings or Timings(), requests=grace)
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-    policy = gate.Policy(loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics)
-    registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if metrics else None
+    policy = gate.Policy(
+        loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics_on_mcp_port
+    )
+    counted = metrics_on_mcp_port or metrics_listener is not None
+    registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if counted else None
     if registry is not None and metrics_dir is not None:
         registry.share(metrics_dir)  # one of several workers: each scrape answers for all of them
     server = McpHTTPServer(
@@ -346,7 +441,12 @@ def serve(
         listener=listener,
         timings=timings,
     )
-    raise_descriptor_limit(2 * server.max_connections + 64)
+    scrapes = None
+    if registry is not None and metrics_listener is not None:
+        scrapes = metrics_server(
+            dispatcher, registry, listener=metrics_listener, timings=server.timings, read_timeout=server.read_timeout
+        )
+    raise_descriptor_limit(2 * server.max_connections + (scrapes.max_connections if scrapes else 0) + 64)
     stop = threading.Event()
     alone: list[bool] = []
 
@@ -361,12 +461,17 @@ def serve(
         lifeline.watch(lambda: stopping(True))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-accept")
     thread.start()
+    scraping = None
+    if scrapes is not None:
+        scraping = threading.Thread(
+            target=scrapes.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-metrics-accept"
+        )
+        scraping.start()
     if lifeline is None:
         log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
+        announce_metrics(server.server_address, metrics_listener, metrics_on_mcp_port, summed=False)
     else:
         log.info("worker %d serving", os.getpid())
-    if registry is not None and lifeline is None:
-        log.info("metrics: %s", server.url.replace("/mcp", "/metrics"))
     while not stop.wait(3600):
         pass
     last = not alone[0]
@@ -381,6 +486,9 @@ def serve(
     )
     drained = server.drain(last=last)
     thread.join(timeout=5)
+    if scrapes is not None and scraping is not None:
+        scrapes.drain(last=last)  # a scrape that outlives its limit loses nothing: the next one is taken elsewhere
+        scraping.join(timeout=5)
     if registry is not None:
         registry.publish()  # a worker's last figures stay in the sum after it has gone
     if not drained:

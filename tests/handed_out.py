@@ -124,3 +124,14 @@ def commands(body: str) -> list[list[str]]:
     """The command lines of a shell block, continuations joined and comments dropped, each split into words."""
     joined = re.sub(r"\\\n\s*", " ", body)
     return [words for line in joined.splitlines() if (words := shlex.split(line, comments=True))]
+
+
+def container_commands(block: Block) -> list[list[str]]:
+    """The command lines of an `sh container` block, and after each the one its `# or:` comment offers instead."""
+    found = []
+    for line in re.sub(r"\\\n\s*", " ", block.body).splitlines():
+        if words := shlex.split(line, comments=True):
+            found.append(words)
+        if "# or:" in line:
+            found.append(shlex.split(line.split("# or:", 1)[1], comments=True))
+    return found

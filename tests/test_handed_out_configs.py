@@ -34,10 +34,21 @@ import pytest
 from tests import nginx
 from tests.balancer import Process, get
 from tests.conftest import server_env
-from tests.handed_out import DOCS, Block, blocks_in, commands, every_block, of_kind, tracked_docs, unseen_fences
+from tests.handed_out import (
+    DOCS,
+    Block,
+    blocks_in,
+    commands,
+    container_commands,
+    every_block,
+    of_kind,
+    tracked_docs,
+    unseen_fences,
+)
 from tests.inspector import LAUNCHER, NODE, VERSION
 from tests.mcp_http import LegacyClient
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
+from tests.test_readme import env_names_the_server_reads
 
 BINDIR: Final = pathlib.Path(sys.executable).parent
 TIMEOUT: Final = 120.0
@@ -159,6 +170,37 @@ def test_every_python_block_compiles(block: Block) -> None:
     compile(block.body, block.where, "exec")
 
 
+# --- container lines (run by tests/test_image.py; here, that they fit together) ---------------------
+
+CONTAINER: Final = of_kind("container")
+
+
+@pytest.mark.parametrize("block", CONTAINER, ids=ids(CONTAINER))
+def test_the_container_lines_build_one_image_and_reach_it_where_it_listens(block: Block) -> None:
+    lines = container_commands(block)
+    builds = [words for words in lines if words[1:2] == ["build"]]
+    (run,) = [words for words in lines if words[1:2] == ["run"]]
+    (probe,) = [words for words in lines if words[0] == "curl"]
+    assert len(builds) + 2 == len(lines), f"{block.where}: a line tests/test_image.py would not know how to run"
+    assert sorted(words[0] for words in builds) == ["docker", "podman"]
+    # The checkout is the context (its Dockerfile and .dockerignore), and podman keeps the HEALTHCHECK
+    # only in the docker format; otherwise the two lines are the same command.
+    (tag,) = {words[words.index("-t") + 1] for words in builds}
+    for words in builds:
+        assert words[-1] == "." and set(words[2:-1]) <= {"-t", tag, "--format", "docker"}, words
+    assert "--format" in next(words for words in builds if words[0] == "podman")
+    assert run[0] == "docker" and run[-1] == tag
+    # The port it publishes is the one the image listens on, and the probe asks that published port.
+    dockerfile = (pathlib.Path(__file__).parent.parent / "Dockerfile").read_text(encoding="utf-8")
+    listens = re.search(r"\bPORT=(\d+)", dockerfile)
+    assert listens and re.search(rf"^EXPOSE {listens[1]}$", dockerfile, re.M)
+    host, inside = run[run.index("-p") + 1].rsplit(":", 1)
+    assert inside == listens[1]
+    assert probe[-1] == f"http://127.0.0.1:{host}/healthz"
+    names = {run[i + 1].split("=", 1)[0] for i, word in enumerate(run) if word == "-e"}
+    assert names and names <= env_names_the_server_reads() and "FAIRWINS_API_TOKEN" not in names
+
+
 # --- Prometheus ------------------------------------------------------------------------------------
 
 PROMETHEUS: Final = of_kind("prometheus")
@@ -185,7 +227,7 @@ def test_every_prometheus_config_passes_promtool(block: Block) -> None:
 
 
 def test_promtool_refuses_a_scrape_config_with_a_mistake() -> None:
-    (block,) = PROMETHEUS
+    block = PROMETHEUS[0]
     done = promtool_check_config(block.body.replace("static_configs", "static_config"))
     assert done.returncode != 0 and "static_config" in done.stdout + done.stderr
 
@@ -206,7 +248,7 @@ def test_every_nginx_block_passes_nginx_t(block: Block) -> None:
 
 def test_nginx_t_refuses_the_readme_block_as_it_was() -> None:
     # Issue 23: client_header_timeout sat in `location`, where nginx does not allow it.
-    (block,) = NGINX
+    block = next(b for b in NGINX if "client_header_timeout" in b.body)
     moved = block.body.replace("    client_header_timeout 10s;\n", "")
     moved = moved.replace("proxy_buffering off;", "proxy_buffering off;\n        client_header_timeout 10s;")
     assert moved != block.body

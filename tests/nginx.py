@@ -6,7 +6,8 @@ a missing nginx fails the test that needs it, loudly. It runs as one unprivilege
 temp paths all live in its own temp dir, and `Nginx.close()` stops it, from a `finally`. Its access
 log names the upstream that answered each request (`access_log()`), which is how a test knows a
 restarted replica is back in rotation. `check()` is `nginx -t` on an http-level config, the way
-an operator's file in /etc/nginx/conf.d/ is read.
+an operator's file in /etc/nginx/conf.d/ is read; `check_in_conf_d()` reads it inside Debian's own
+nginx.conf.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def write_config(directory: Path, http: str) -> Path:
 
 
 def check(http: str) -> subprocess.CompletedProcess[str]:
-    """`nginx -t` on `http` as the http-level config (what a file in /etc/nginx/conf.d/ is); its verdict on stderr."""
+    """`nginx -t` on `http` as the http-level config (what a file in /etc/nginx/conf.d/ is); its verdict on stderr.
+
+    `nginx -t` binds every `listen` address to test it: give it free loopback ones."""
     binary = nginx_binary()
     with tempfile.TemporaryDirectory(prefix="fairwins-nginx-t-") as tmp:
         directory = Path(tmp)
@@ -137,6 +140,35 @@ def pooled(ports: Sequence[int], keepalive_timeout: str | None) -> Callable[[int
     servers = "\n".join(f"    server 127.0.0.1:{p};" for p in ports)
     keepalive = f"\n    keepalive_timeout {keepalive_timeout};" if keepalive_timeout else ""
     return lambda port: POOLED.format(servers=servers, keepalive_timeout=keepalive, port=port)
+
+
+DEBIAN_CONF: Final = Path("/etc/nginx/nginx.conf")
+CONF_D: Final = "include /etc/nginx/conf.d/*.conf;"
+SITES: Final = "include /etc/nginx/sites-enabled/*;"
+
+
+def check_in_conf_d(http: str) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` on the machine's own /etc/nginx/nginx.conf (Debian's, from nginx-common) with `http` as
+    the one file in its conf.d/, beside its stock http settings, as an operator drops it in. What it
+    writes (logs, pid) moves to a temp dir, and its sites (the default one listens on port 80, which
+    `nginx -t` binds) are left out, so it runs unprivileged."""
+    binary = nginx_binary()
+    stock = DEBIAN_CONF.read_text(encoding="utf-8")
+    assert stock.count(CONF_D) == 1 and stock.count(SITES) == 1, f"{DEBIAN_CONF} is not Debian's stock nginx.conf"
+    with tempfile.TemporaryDirectory(prefix="fairwins-nginx-conf-d-") as tmp:
+        directory = Path(tmp)
+        (directory / "fairwins-mcp.conf").write_text(http, encoding="utf-8")
+        conf = stock.replace(CONF_D, f"include {directory}/fairwins-mcp.conf;").replace(SITES, "")
+        conf = conf.replace("/var/log/nginx/", f"{directory}/").replace("/run/nginx.pid", f"{directory}/nginx.pid")
+        (directory / "nginx.conf").write_text(conf, encoding="utf-8")
+        return subprocess.run(
+            [binary, "-t", "-c", str(directory / "nginx.conf"), "-e", str(directory / "error.log")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
 
 class Nginx:

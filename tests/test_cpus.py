@@ -167,7 +167,7 @@ def test_no_cgroup_files_at_all_means_no_quota() -> None:
 
 def test_affinity_is_read_from_the_real_scheduler() -> None:
     # Pinned to one CPU with taskset, a fresh interpreter counts one, whatever the host has.
-    code = "from mcp_server import cpus; print(cpus.affinity(), cpus.available(lambda path: None))"
+    code = "from mcp_server.ops import cpus; print(cpus.affinity(), cpus.available(lambda path: None))"
     pinned = subprocess.run(
         ["taskset", "-c", "0", sys.executable, "-c", code],
         cwd=ROOT,

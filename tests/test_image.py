@@ -453,7 +453,7 @@ def test_mcp_session_over_http_against_the_sandbox_gateway(container: Container,
 def test_every_worker_is_up_and_logs_json(container: Container) -> None:
     # --workers auto inside the container: as many workers as the container's CPU quota allows
     # (what the server's own reading of its cgroup says, here, in the container), each serving.
-    expected = int(container.exec("python", "-c", "from mcp_server import cpus; print(cpus.available())").strip())
+    expected = int(container.exec("python", "-c", "from mcp_server.ops import cpus; print(cpus.available())").strip())
     assert expected == min(CPUS, int(container.exec("nproc").strip()))
     entries = container.wait_for_log(
         lambda entries: sum(str(e["message"]).endswith(" serving") for e in entries) >= expected

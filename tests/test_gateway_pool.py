@@ -362,6 +362,7 @@ def test_members_on_one_streamable_http_connection_each_read_their_own_profile(
             assert_own_profile("C", mcp_call(conn, "C", 3)[0])
         finally:
             conn.close()
+        assert gateway.spoiled_requests == 0
         assert gateway.connections == 2
 
 
@@ -383,6 +384,7 @@ def test_through_nginx_members_behind_one_pooled_upstream_each_read_their_own_pr
                 conn.close()
             if member == "A":
                 wait_until_said(gateway)
+        assert gateway.spoiled_requests == 0
         assert gateway.connections == 2, nginx.error_log()
         assert [entry.status for entry in nginx.access_log()] == [200, 200, 200]
 
@@ -405,6 +407,7 @@ def test_a_paid_call_beside_a_spoiled_pooled_connection_leaves_on_a_fresh_one_an
         finally:
             conn.close()
         assert gateway.connections == 3  # and A's spoiled one was dropped when B's call came
+        assert gateway.spoiled_requests == 0
     assert paid["isError"] is False, paid
     assert set(paid["structuredContent"]) == {"asOf", "chains"}  # wagers, not a profile someone else was sent
     assert headers.get("X-PAYMENT-RESPONSE")

@@ -7,6 +7,7 @@ import re
 from typing import Final
 
 import pytest
+
 from assistant_contract import (
     ALL_SCOPES,
     DESCRIPTION_MAX,
@@ -24,7 +25,6 @@ from assistant_contract import (
     x_fairwins_tools,
 )
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
-
 from tests import wording
 from tests.outputs import keywords
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from assistant_contract import ALL_SCOPES, DESCRIPTION_MAX, OUTPUT_SCHEMAS, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 
+from assistant_contract import ALL_SCOPES, DESCRIPTION_MAX, OUTPUT_SCHEMAS, PUBLIC_PATHS, ROUTES, TOOL_DEFS, results
 from mcp_server.fairwins.outcomes import Failure, Wording, chain_notes
 from mcp_server.fairwins.snapshot import load
 from mcp_server.fairwins.tools import BUILD_INTENT, build_tools

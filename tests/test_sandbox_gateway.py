@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from assistant_contract import routes as contract
 
+from assistant_contract import routes as contract
 from tests.sandbox_gateway import (
     _ROUTES,
     ACCOUNT_A,

@@ -15,8 +15,8 @@ import sys
 from typing import Any, Final
 
 import pytest
-from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
 
+from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
 from tests.conftest import ROOT, server_env
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 

@@ -3,7 +3,8 @@
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
 nothing here raises for what the gateway did. Each call has a deadline enforced by the shared
 watchdog, redirects are never followed, bodies and headers are size-capped, connections are
-reused per worker thread, and only unpaid GETs are ever retried.
+reused per worker thread (never one on which anything arrived while it sat idle), and only unpaid
+GETs are ever retried.
 """
 
 from __future__ import annotations
@@ -224,6 +225,12 @@ class HttpTransport:
         key = (target.scheme, target.host, target.port)
         pool = self._pool()
         conn = None if fresh else pool.pop(key, None)
+        if conn is not None and not conn.quiet():
+            # Whatever came while it sat in the pool would be read as this request's answer: another
+            # member's data, or a 408 meant for nobody. Nothing has been written on it, so nothing
+            # was sent, and the request leaves on a fresh connection instead.
+            conn.close()
+            conn = None
         aborted: list[str] = []
         live: list[http1.Stream] = []
 

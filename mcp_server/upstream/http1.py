@@ -9,6 +9,7 @@ through a proxy. HTTP status is data; a broken exchange is an exception naming w
 from __future__ import annotations
 
 import re
+import select
 import socket
 from typing import Final, Protocol
 
@@ -125,6 +126,7 @@ class Stream(Protocol):
     def settimeout(self, value: float | None, /) -> None: ...
     def shutdown(self, how: int, /) -> None: ...
     def close(self) -> None: ...
+    def fileno(self) -> int: ...
 
 
 class Connection:
@@ -143,6 +145,17 @@ class Connection:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def quiet(self) -> bool:
+        """Whether nothing has arrived since the last answer: no byte, no end, no error. Never waits.
+
+        Asked of a kept-alive connection before it carries another request. Bytes that came while it
+        sat idle answer no request of ours (an unsolicited or duplicated answer, a 408 written before
+        an idle close): read as the answer to the next request, they would hand one caller another's
+        data. An end means the next request would go nowhere. Such a connection is dropped, as urllib3
+        and Go's net/http drop it, before anything is written on it.
+        """
+        return not self._buf and not _held(self.sock) and not _readable(self.sock)
 
     def close(self) -> None:
         try:
@@ -190,7 +203,7 @@ class Connection:
         else:
             body = self._until_close(max_body)
             keep = False
-        if self._buf:
+        if self._buf or _held(self.sock):
             keep = False  # bytes past the answer: the connection is out of step, never reused
         return Response(status, headers, body, keep)
 
@@ -285,6 +298,26 @@ class Connection:
                 return body
             buf += chunk
         raise BodyTooLarge(f"over {max_body} bytes")
+
+
+def _held(sock: Stream) -> bool:
+    # TLS keeps records it has received, decrypted or not, in memory, where polling the socket
+    # cannot see them (mcp_server.upstream.tls.Stream and ssl.SSLSocket both say how many by pending()).
+    pending = getattr(sock, "pending", None)
+    return pending is not None and bool(pending())
+
+
+def _readable(sock: Stream) -> bool:
+    """Whether a read on `sock` would return at once (bytes, an end or an error): one system call, no wait."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True  # closed: no more use than a connection with something waiting on it
+    if hasattr(select, "poll"):  # no limit on descriptor numbers, where select() has one
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))  # POLLHUP and POLLERR are reported whether asked for or not
+    readable, _, failed = select.select([fd], [], [fd], 0)
+    return bool(readable or failed)
 
 
 def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:

@@ -164,6 +164,13 @@ class Stream:
     def close(self) -> None:
         self._sock.close()
 
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def pending(self) -> int:
+        """Bytes received and held in memory, decrypted or not: what polling the socket cannot see."""
+        return self._in.pending + self._tls.pending()
+
     def version(self) -> str | None:
         return self._tls.version()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -45,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
+    if config.http_port is None and hasattr(signal, "pthread_sigmask"):
+        # Held back until stdio.run has its handlers in place (it answers what was read, then
+        # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
+        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     logs.configure(config.log_level, config.log_format, config.trace_project)
     if config.api_token:
         logs.register_secret(config.api_token)

@@ -1,8 +1,10 @@
 """`fairwins-mcp install claude-desktop|claude-code`: put this server into a client's configuration, token never shown.
 
-claude-desktop merges an entry into Claude Desktop's claude_desktop_config.json (at the operating
-system's own path; mcp_server/client_configs.py), keeping every other server and setting and a
-backup of the file, and refuses to replace a different entry of the same name without --force.
+claude-desktop edits Claude Desktop's claude_desktop_config.json (at the operating system's own
+path; mcp_server/client_configs.py): our entry goes in, every other byte stays, a backup of the file
+is kept, and a different entry of the same name is replaced only with --force. A file Claude
+Desktop cannot read (not JSON, not UTF-8, not an object) is refused with nothing written; a symlink
+is written through, the file it points at replaced atomically, its mode kept.
 claude-code runs `claude mcp add` when `claude` is on PATH, and prints the command otherwise.
 The entry launches this very interpreter with `-m mcp_server`, checked first the way the client
 will start it (another directory, no PYTHONPATH), so it runs from a virtual environment, pipx or
@@ -20,16 +22,19 @@ import os
 import pathlib
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
 
 from . import __version__
 from .client_configs import (
     CLAUDE_CODE_SCOPES,
+    FIX_IT,
     TOKEN_VARIABLE,
     URL_VARIABLE,
     InstallError,
@@ -171,32 +176,114 @@ def _shown(entry: dict[str, Any], token: str | None) -> dict[str, Any]:
     return {**entry, "env": {**entry["env"], TOKEN_VARIABLE: redact(token)}}
 
 
-def _write(path: pathlib.Path, text: str, old: bytes | None) -> pathlib.Path | None:
-    """Atomically replace `path` with `text`, readable by its owner only; the old bytes go to a backup first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if old is not None:
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        backup = path.with_name(f"{path.name}.bak-{stamp}")
-        n = 1
-        while backup.exists():
-            n += 1
-            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(old)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+@dataclass(frozen=True)
+class _Existing:
+    """The configuration file as found: where it really is (through any symlink), its bytes and its status."""
+
+    target: pathlib.Path
+    data: bytes | None  # None: no such file
+    status: os.stat_result | None
+
+
+def _read(path: pathlib.Path) -> _Existing:
+    """The file at `path`, followed through symlinks, or a refusal when it is not one this can safely replace."""
+    # Written through the link: replacing a symlink by a regular file would cut it from the file it
+    # points at (a dotfiles repository, a synced folder), which Desktop would then no longer see.
+    target = pathlib.Path(os.path.realpath(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        # Non-blocking, so a FIFO put where the file should be is refused instead of waited on.
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return _Existing(target, None, None)
+    with os.fdopen(fd, "rb") as fh:
+        status = os.fstat(fh.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise InstallError(f"{target} is not a regular file; nothing was changed")
+        if status.st_nlink > 1:
+            # os.replace would give this name a new file and leave the other names on the old one.
+            raise InstallError(
+                f"{target} has {status.st_nlink} hard links, which replacing it would split; "
+                "nothing was changed (make it a single file, or a symlink, and run this again)"
+            )
+        return _Existing(target, fh.read(), status)
+
+
+def _mode(found: _Existing, holds_token: bool) -> int:
+    """The new file's mode: the old one's (or 0600 for a new file), never readable by others when it holds a token."""
+    mode = stat.S_IMODE(found.status.st_mode) if found.status else 0o600
+    return mode & ~0o077 if holds_token else mode
+
+
+def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> pathlib.Path | None:
+    """Atomically replace the file `found` (through the link `path` may be) with `data`; its old bytes to a backup.
+
+    The new file is written beside the target, with its mode and owner, and renamed over it, so a
+    reader sees the old file or the new, never a part; if the file changed since it was read (Desktop
+    saves its settings there), nothing is written.
+    """
+    target = found.target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    backup = None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
+            os.chmod(temporary, mode)
+            if found.status and _is_root():
+                # Run as root (sudo) on a member's file: it stays theirs, or their Desktop could not read it.
+                os.fchown(fh.fileno(), found.status.st_uid, found.status.st_gid)
             os.fsync(fh.fileno())
-        os.chmod(temporary, 0o600)  # it now holds a token: the owner's alone
-        os.replace(temporary, path)
+        now = _read(path)
+        if (now.target, now.data) != (target, found.data):
+            raise InstallError(f"{target} changed while this ran; nothing was changed, run this again")
+        if found.data is not None:
+            backup = _backup(path, found.data, found.status)
+        os.replace(temporary, target)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
+        if backup:
+            backup.unlink(missing_ok=True)
         raise
+    _sync_directory(target.parent)
     return backup
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and hasattr(os, "fchown") and os.geteuid() == 0
+
+
+def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pathlib.Path:
+    """The old bytes beside `path` (the name the member knows), for the file's owner only: it may hold tokens."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    backup = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while True:
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+            break
+        except FileExistsError:
+            n += 1
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+    with os.fdopen(fd, "wb") as fh:
+        if owner and _is_root():
+            os.fchown(fh.fileno(), owner.st_uid, owner.st_gid)
+        fh.write(data)
+    return backup
+
+
+def _sync_directory(directory: pathlib.Path) -> None:
+    """The rename itself made durable (POSIX); where a directory cannot be opened, the OS's own guarantee stands."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
@@ -211,23 +298,28 @@ def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
             + (f"; {TOKEN_VARIABLE} is shown redacted: the real entry holds the whole token)\n" if token else ")\n")
         )
         return 0
-    try:
-        old = path.read_bytes()
-    except FileNotFoundError:
-        old = None
-    if old is not None:
+    found = _read(path)
+    if found.data is not None:
         try:
-            existing = old.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise InstallError(f"{path} is not UTF-8 text; fix it or move it aside, then run this again") from None
+            existing = found.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InstallError(
+                f"{path} is not UTF-8 text (byte offset {exc.start}), as Claude Desktop reads it; {FIX_IT}"
+            ) from None
     else:
         existing = None
     result = merge(existing, args.name, entry, force=args.force, where=str(path))
-    out.line("config", str(path) + ("" if old is not None else " (new file)"))
+    linked = f" (a symlink to {found.target}, written through it)" if path.is_symlink() else ""
+    out.line("config", str(path) + ("" if found.data is not None else " (new file)") + linked)
     if result.outcome == "unchanged":
         out.line("server", f'"{args.name}" is already installed exactly so: nothing changed')
         return 0
-    backup = _write(path, result.text, old)
+    try:
+        data = result.text.encode("utf-8")
+    except UnicodeEncodeError:  # only our own entry can hold what UTF-8 cannot: a path in another encoding
+        raise InstallError(f"{command} cannot be written in UTF-8, as Claude Desktop reads its config") from None
+    mode = _mode(found, bool(token))
+    backup = _write(path, found, data, mode)
     what = "replaced (--force; it differed in " + ", ".join(result.differences) + ")"
     out.line(
         "server",
@@ -238,8 +330,13 @@ def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
         out.line("token", f"{redact(token)} (from {source}), kept in plain text in that file, readable by you only")
     else:
         out.line("token", f"none ({source}): the public tools only")
-    if result.others:
-        out.line("kept", f"{len(result.others)} other server(s) ({', '.join(result.others)}) and every other setting")
+    if found.status and mode != stat.S_IMODE(found.status.st_mode):
+        out.line("mode", f"{stat.S_IMODE(found.status.st_mode):04o} -> {mode:04o}: the file now holds your token")
+    kept = f"{len(result.others)} other server(s) ({', '.join(result.others)}) and " if result.others else ""
+    if found.data is not None:
+        out.line("kept", f"{kept}every other byte of the file")
+    if result.bom_dropped:
+        out.line("note", "the byte-order mark at the start of the file was dropped: Claude Desktop cannot read it")
     if backup:
         out.line("backup", str(backup))
     out.stream.write("Restart Claude Desktop (quit it fully) to load the server.\n")

@@ -95,16 +95,25 @@ FAILURE_KINDS: Final = frozenset(
         "payment_rejected",
     }
 )
-MAX_ID: Final = 64  # characters of a client-chosen string kept in a record (ids, client name/version)
+# Characters kept of a string a client chose (HTTP method, path and User-Agent; JSON-RPC method and
+# id; clientInfo name and version), each cut by `clip` as it is written, in either format. The
+# longest such value a real client sends is a browser's User-Agent (Chrome's is about 120
+# characters); a UUID id is 36, and a client's name, version, method or path is shorter still. With
+# every field at the bound a line stays near 2 KiB, and about 10 KiB when every character is one
+# JSON escapes as 12 bytes (a JSON line repeats the text form in `message`), whatever was sent.
+CLIENT_TEXT: Final = 128
 
 
-def _printable(value: object, limit: int = MAX_ID) -> str:
-    """A client-chosen string fit for one log line: printable characters only, at most `limit` of them."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) <= limit and text.isprintable():
-        return text
-    cut = "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
-    return cut + "…" if len(text) > limit else cut
+def clip(value: str) -> str:
+    """A client-chosen string fit for one log line: printable characters only, at most CLIENT_TEXT of them.
+
+    A cut shows how much was left out: `GETGETGET…(+59872)`.
+    """
+    if len(value) <= CLIENT_TEXT and value.isprintable():
+        return value
+    shown = "".join(ch if ch.isprintable() else "?" for ch in value[:CLIENT_TEXT])
+    left = len(value) - CLIENT_TEXT
+    return f"{shown}…(+{left})" if left > 0 else shown
 
 
 _PLAIN_METHODS: Final = METHODS | NOTIFICATIONS  # written as they are; any other is checked and quoted
@@ -118,7 +127,10 @@ def _logfmt(value: str) -> str:
 
 @dataclass(slots=True)
 class HttpFacts:
-    """The HTTP side of a record (Cloud Logging's `httpRequest`); never a header's value but User-Agent's."""
+    """The HTTP side of a record (Cloud Logging's `httpRequest`); never a header's value but User-Agent's.
+
+    Method, path and User-Agent are held as the client sent them; `clip` cuts them as they are written.
+    """
 
     method: str
     path: str
@@ -274,13 +286,19 @@ class Record:
         name, version = info.get("name"), info.get("version")
         if not isinstance(name, str):
             return None
-        return _printable(name) + (f"/{_printable(version)}" if isinstance(version, str) else "")
+        return clip(name) + (f"/{clip(version)}" if isinstance(version, str) else "")
 
     def _rpc_id(self) -> int | str | None:
+        """The id as written: an integer as it is, unless its digits are past the bound (then cut, as text)."""
         rid = self.rpc_id
-        if rid is None or isinstance(rid, int):
-            return rid
-        return _printable(rid)
+        if rid is None:
+            return None
+        if isinstance(rid, int):
+            # One limit (sys.get_int_max_str_digits) bounds the digits json.loads reads and str()
+            # writes, so any id a client sent can be written.
+            digits = str(rid)
+            return rid if len(digits) <= CLIENT_TEXT else clip(digits)
+        return clip(rid)
 
     def __str__(self) -> str:
         """The text form: one line, logfmt after the HTTP request line (when there is one)."""
@@ -292,12 +310,12 @@ class Record:
         parts: list[str] = []
         http = self.http
         if http is not None:
-            parts.append(f"{http.method or '-'} {http.path or '-'} {http.status}")
+            parts.append(f"{clip(http.method) or '-'} {clip(http.path) or '-'} {http.status}")
             if http.batch is not None:
                 parts.append(f"batch={http.batch}")
         method = self.method
         if method is not None:
-            parts.append(method if method in _PLAIN_METHODS else _logfmt(_printable(method)))
+            parts.append(method if method in _PLAIN_METHODS else _logfmt(clip(method)))
         elif self.outcome:
             parts.append("(unreadable)")  # a message with no method the server could read
         if self.kind is not None and self.name is not None:
@@ -323,9 +341,9 @@ class Record:
             payment = self.payment_outcome
             if payment is not None:
                 parts.append(f"payment={payment}")
-        rid = self.rpc_id
+        rid = self._rpc_id()
         if rid is not None:
-            parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(_printable(rid))}")
+            parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(rid)}")
         trace = self._trace if self._trace is not None else self.traced
         if trace is not None:
             parts.append(f"trace={trace.trace_id} span={trace.span_id}")
@@ -337,7 +355,7 @@ class Record:
         if self.transport:
             out["transport"] = self.transport
         if self.method is not None:
-            out["method"] = _printable(self.method)
+            out["method"] = clip(self.method)
         if self.kind is not None and self.name is not None:
             out[self.kind] = self.name
         if self.outcome:
@@ -351,7 +369,7 @@ class Record:
             out["era"] = self.era
         client = self.client
         if isinstance(client, dict) and isinstance(client.get("name"), str):
-            out["client"] = {k: _printable(client[k]) for k in ("name", "version") if isinstance(client.get(k), str)}
+            out["client"] = {k: clip(client[k]) for k in ("name", "version") if isinstance(client.get(k), str)}
         rid = self._rpc_id()
         if rid is not None:
             out["rpcId"] = rid
@@ -381,8 +399,8 @@ class Record:
         http = self.http
         if http is not None:
             request: dict[str, Any] = {
-                "requestMethod": http.method,
-                "requestUrl": http.path,
+                "requestMethod": clip(http.method),
+                "requestUrl": clip(http.path),
                 "status": http.status,
                 "latency": f"{self.seconds:.6f}s",
                 "protocol": http.protocol,
@@ -392,7 +410,7 @@ class Record:
             if http.response_size is not None:
                 request["responseSize"] = str(http.response_size)
             if http.user_agent:
-                request["userAgent"] = _printable(http.user_agent, 200)
+                request["userAgent"] = clip(http.user_agent)
             out["httpRequest"] = request
             if http.batch is not None:
                 out["batch"] = http.batch

@@ -38,6 +38,7 @@ from .protocol import Dispatcher, Session
 log = logging.getLogger("fairwins_mcp.stdio")
 
 MAX_LINE: Final = 4 * 1024 * 1024
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
 def claim_stdout() -> BinaryIO:
@@ -68,6 +69,7 @@ class StdioServer:
         self._inflight_lock = threading.Lock()
         self._pending: set[Future[None]] = set()
         self._stopping = False
+        self._signal = 0
         self._input_fd: int | None = None
         self._wire_broken = False
         self._client_logged = False
@@ -184,11 +186,14 @@ class StdioServer:
             self.write(reply.message)
         self.finish(ctx.record)
 
-    def _on_sigterm(self, signum: int, frame: object) -> None:
+    def _on_stop(self, signum: int, frame: object) -> None:
+        # SIGTERM, or SIGINT (how Claude Code stops a stdio server, and a terminal's Ctrl-C).
         # Never raise here: an exception landing just after readline() returned would lose the
-        # line it read. Instead the input is made non-blocking, so the interrupted read returns
-        # what it has, and run() answers every whole line already written, then stops.
+        # line it read (SIGINT's default, KeyboardInterrupt, did). Instead the input is made
+        # non-blocking, so the interrupted read returns what it has, and run() answers every
+        # whole line already written, then stops.
         self._stopping = True
+        self._signal = signum
         if self._input_fd is not None:
             try:
                 os.set_blocking(self._input_fd, False)
@@ -201,13 +206,17 @@ class StdioServer:
                 self._input_fd = reader.fileno()
             except (AttributeError, OSError, ValueError):
                 self._input_fd = None
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_stop)
+            if hasattr(signal, "pthread_sigmask"):
+                # cli.main holds them back while the server starts: one sent meanwhile lands now.
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         partial = b""
         try:
             while not self._stopping:
                 line = reader.readline(MAX_LINE + 1)
                 if not line:
-                    break  # EOF: the client closed stdin (or SIGTERM found nothing to read)
+                    break  # EOF: the client closed stdin (or the signal found nothing to read)
                 if self._stopping and not line.endswith(b"\n"):
                     partial = line  # cut short by the signal: the rest of it may be in the pipe
                     break
@@ -223,15 +232,19 @@ class StdioServer:
                 if line:
                     self.receive(line)
         finally:
-            if self._stopping:
+            signalled = signal.Signals(self._signal).name if self._stopping else None
+            if signalled is not None:
+                log.info("stopping on %s: every request already read is answered", signalled)
                 self._drain_buffered(reader, partial)
             # Every request already read gets its answer before the process leaves.
             wait(list(self._pending))
             self.pool.shutdown(wait=True)
+            if signalled is not None:
+                log.info("stopped: every request read before %s was answered", signalled)
         return 0
 
     def _drain_buffered(self, reader: BinaryIO, partial: bytes = b"") -> None:
-        """After SIGTERM, the whole lines the client already wrote are requests too: answer them.
+        """After SIGTERM or SIGINT, the whole lines the client already wrote are requests too: answer them.
 
         The signal can land while readline() holds several lines in its buffer, with more waiting
         in the pipe; dropping them would leave requests the client saw leave unanswered. Nothing

@@ -13,8 +13,10 @@ import json
 import os
 import pathlib
 import pty
+import random
 import select
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -24,9 +26,17 @@ from typing import Any, Final
 import pytest
 
 from mcp_server import __version__
-from mcp_server.client_configs import InstallError, desktop_config_path, merge, server_entry
+from mcp_server import install as install_module
+from mcp_server.client_configs import (
+    InstallError,
+    JsonSyntaxError,
+    desktop_config_path,
+    merge,
+    scan,
+    server_entry,
+)
 from tests.conftest import ROOT, StdioProcess
-from tests.hosts import hold_session, tool
+from tests.hosts import hold_session, node, tool
 from tests.sandbox_gateway import TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
 
@@ -135,15 +145,208 @@ def test_a_different_entry_of_the_same_name_is_refused_without_force_and_named_w
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ('{"mcpServers": {"github": {"env": {"GITHUB_TOKEN": "ghp_secret"}}', "not valid JSON (line 1, column"),
+        (
+            '{"mcpServers": {"github": {"env": {"GITHUB_TOKEN": "ghp_secret"}}',
+            "a comma or '}' was expected at line 1, col",
+        ),
+        ('{"github": "ghp_secret",\n  "windowZoom": NaN}', "JSON has no NaN, Infinity, comments"),
+        (
+            '{"github": "ghp_secret", "windowZoom": Infinity}',
+            "not valid JSON: a value was expected (JSON has no NaN, Infinity, comments, single quotes or trailing "
+            "commas) at line 1, column 40",
+        ),
+        (
+            '{"github": "ghp_secret", "windowZoom": -Infinity}',
+            "a number is malformed (JSON has no NaN or Infinity) at line 1, column 40",
+        ),
+        ('// ghp_secret\n{"mcpServers": {}}', "at line 1, column 1"),
+        ('{"mcpServers": {"github": "ghp_secret",}}', "a member's name in double quotes was expected at line 1"),
+        ("{'github': 'ghp_secret'}", "a member's name in double quotes"),
+        ('{"github": "ghp_secret\x01"}', "a string is not closed, or holds a control character"),
+        ('{"github": "ghp_secret"} {}', "something follows the end of the JSON value"),
         ("[1, 2]", "does not hold a JSON object"),
-        ('{"mcpServers": []}', '"mcpServers" in c is not an object'),
+        ('{"mcpServers": []}', 'c holds an "mcpServers" that is not an object'),
+        (
+            '{"mcpServers": {}, "mcpServers": null}',
+            'c holds an "mcpServers" that is not an object',
+        ),  # JSON.parse keeps the last
     ],
 )
 def test_a_config_that_cannot_be_merged_is_refused_without_quoting_it(text: str, why: str) -> None:
     with pytest.raises(InstallError) as refused:
         merge(text, "fairwins", ENTRY, force=True, where="c")
     assert why in str(refused.value) and "ghp_secret" not in str(refused.value)
+
+
+# --- what Claude Desktop's parser reads: JSON.parse, in Node --------------------------------------
+
+_JSON_PARSE: Final = """
+let input = '';
+process.stdin.setEncoding('utf8').on('data', (c) => (input += c)).on('end', () => {
+  const answers = JSON.parse(input).map((text) => {
+    let value;
+    try { value = JSON.parse(text); } catch (e) { return { ok: false }; }
+    try { return { ok: true, value: JSON.stringify(value) }; } catch (e) { return { ok: true }; }  // too deep to write
+  });
+  process.stdout.write(JSON.stringify(answers));
+});
+"""
+
+
+def _json_parse(texts: list[str]) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [node(), "-e", _JSON_PARSE], input=json.dumps(texts), capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr
+    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    return answers
+
+
+def json_parse(texts: list[str]) -> list[str | None]:
+    """Each text as JSON.parse reads it (what Claude Desktop and Claude Code read their configs with), written
+    back by JSON.stringify; None where it throws. One Node process for the lot."""
+    return [a.get("value") if a["ok"] else None for a in _json_parse(texts)]
+
+
+def json_parse_accepts(texts: list[str]) -> list[bool]:
+    return [bool(a["ok"]) for a in _json_parse(texts)]
+
+
+def accepted(text: str) -> bool:
+    try:
+        scan(text)
+    except JsonSyntaxError:
+        return False
+    return True
+
+
+def mutations(seed: str, count: int) -> list[str]:
+    """`count` near-misses of `seed`: one to three characters inserted, deleted or replaced (seeded)."""
+    alphabet = [*'{}[]",:0123456789eE.+- \n\t\r\\u/abtnrflNI', "\u00a0", "\ufeff", "é", "\x00", "\x1f", "\u2028"]
+    rng = random.Random(23)
+    found = []
+    for _ in range(count):
+        chars = list(seed)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(chars))
+            match rng.randrange(3):
+                case 0:
+                    chars.insert(at, rng.choice(alphabet))
+                case 1:
+                    del chars[at]
+                case _:
+                    chars[at] = rng.choice(alphabet)
+        found.append("".join(chars))
+    return found
+
+
+SEED: Final = (
+    '{\n  "mcpServers": {"gh": {"command": "/x", "args": ["-y", 1.5e3, -0, true, null],'
+    ' "env": {"K": "v\\u00e9\\n"}}},\n  "z": [[], {}, 12345678901234567890]\n}\n'
+)
+EDGES: Final = [
+    "{}", "[]", " {} ", "\ufeff{}", "\u00a0{}", '{"a": 1e999}', '{"a": -1E+999}', '{"a": NaN}', '{"a": Infinity}',
+    '{"a": -Infinity}', '{"a": 01}', '{"a": 1.}', '{"a": .5}', '{"a": -}', '{"a": +1}', '{"a": 0x10}',
+    '{"a": 1,}', "[1,]", '{"a" 1}', '{a: 1}', "{'a': 1}", '{"a": "\\x41"}', '{"a": "\\u00e"}', '{"a": "\t"}',
+    '{"a": "\\ud800"}', '{"a": "\u2028"}', '{"a": 1} // c', "/* c */ {}", '{"a": tru}', '{"a": True}', '{"a": nul}',
+    '{"a": 1, "a": 2}', '{"mcp\\u0053ervers": {}}', "", " ", "{", "}", '"\\"', '{"a": [1 2]}', '{"a": [,1]}',
+    "[" * 20000 + "]" * 20000, '{"a":' * 20000 + "1" + "}" * 20000,
+]  # fmt: skip
+
+
+def test_the_scanner_accepts_exactly_what_json_parse_accepts() -> None:
+    # Python's json.loads is not the judge: it takes NaN and Infinity, which JSON.parse refuses.
+    texts = [SEED, *EDGES, *mutations(SEED, 3000)]
+    verdicts = json_parse_accepts(texts)
+    assert verdicts[0] and 300 < sum(verdicts) < len(texts) - 300, "the corpus must hold both kinds"
+    disagree = [text[:200] for text, verdict in zip(texts, verdicts, strict=True) if accepted(text) != verdict]
+    assert not disagree, disagree[:3]
+
+
+def kept_outside(old: str, new: str) -> tuple[str, str]:
+    """(what was taken out of `old`, what was put into `new`) at the one place they differ."""
+    head = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    rest = zip(reversed(old[head:]), reversed(new[head:]), strict=False)
+    tail = next((i for i, (a, b) in enumerate(rest) if a != b), min(len(old), len(new)) - head)
+    return old[head : len(old) - tail], new[head : len(new) - tail]
+
+
+def with_entry(parsed: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(parsed)
+    config.setdefault("mcpServers", {})[name] = entry
+    return config
+
+
+STYLES: Final = {
+    "two spaces": EXISTING + "\n",
+    "tabs": '{\n\t"mcpServers": {\n\t\t"github": {"command": "/opt/gh-mcp"}\n\t},\n\t"a": 1\n}\n',
+    "crlf": '{\r\n    "windowZoom": 1.2,\r\n    "mcpServers": {\r\n        "github": {}\r\n    }\r\n}\r\n',
+    "one line": '{"mcpServers":{"github":{"command":"/opt/gh-mcp"}},"a":[1,2]}',
+    "one line, no servers": '{"windowZoom":1.2}',
+    "overflowing, huge": '{\n  "windowZoom": 1e999,\n  "id": 123456789012345678901234567890,\n  "f": 1.10\n}',
+    "duplicate keys": '{"mcpServers": {"a": {}}, "x": 1, "mcpServers": {"github": {}, "github": {"args": []}}}',
+    "escaped key": '{\n  "mcp\\u0053ervers": {\n    "git\\u0068ub": {"env": {"T": "\\u00e9\\ud83d\\ude00"}}\n  }\n}',
+    "empty object": "{}",
+    "empty servers": '{\n  "mcpServers": {}\n}\n',
+    "empty servers, one line": '{"mcpServers":{},"a":1}',
+    "no trailing newline, trailing spaces": '{"a": {"b": [{}]}}   ',
+}
+
+
+@pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
+def test_the_entry_is_added_with_every_other_byte_kept_and_json_parse_reads_the_result(old: str) -> None:
+    result = merge(old, "fairwins", ENTRY, force=False, where="c")
+    assert result.outcome == "added"
+    removed, inserted = kept_outside(old, result.text)
+    assert removed == "", "only an insertion"
+    assert json.dumps(ENTRY["env"]["FAIRWINS_API_TOKEN"]) in inserted
+    before, after = json_parse([old, result.text])
+    assert before is not None and after is not None
+    # As Claude Desktop reads it: what it read before, and the entry.
+    assert after == json.dumps(with_entry(before, "fairwins", ENTRY), separators=(",", ":"), ensure_ascii=False)
+    assert merge(result.text, "fairwins", ENTRY, force=False, where="c").outcome == "unchanged"
+
+
+@pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
+def test_force_replaces_the_entry_json_parse_reads_and_nothing_else(old: str) -> None:
+    stale = server_entry("/old/python", ["-m", "mcp_server"], "https://relay.fairwins.app", None)
+    first = merge(old, "fairwins", stale, force=False, where="c").text
+    result = merge(first, "fairwins", ENTRY, force=True, where="c")
+    assert result.outcome == "replaced" and result.differences == ("command", "env FAIRWINS_API_TOKEN")
+    servers = next(m for m in reversed(scan(first).members) if m.key == "mcpServers")
+    old_value = next(m for m in reversed(servers.value.members) if m.key == "fairwins").value
+    head, tail = first[: old_value.start], first[old_value.end :]
+    assert result.text.startswith(head) and result.text.endswith(tail), "only the old entry's value is replaced"
+    assert json.loads(result.text[len(head) : len(result.text) - len(tail)]) == ENTRY
+    before, after = json_parse([first, result.text])
+    assert before is not None and after is not None
+    assert after == json.dumps(with_entry(before, "fairwins", ENTRY), separators=(",", ":"), ensure_ascii=False)
+
+
+def test_of_duplicate_names_the_one_json_parse_keeps_is_replaced() -> None:
+    old = '{"mcpServers": {"fairwins": {"command": "/first"}, "github": {}, "fairwins": {"command": "/last"}}}'
+    result = merge(old, "fairwins", ENTRY, force=True, where="c")
+    assert result.others == ("github",) and result.differences[0] == "args"
+    assert result.text.startswith('{"mcpServers": {"fairwins": {"command": "/first"}, "github": {}, "fairwins": {"co')
+    (after,) = json_parse([result.text])
+    assert after is not None and json.loads(after)["mcpServers"]["fairwins"] == ENTRY
+
+
+def test_a_leading_byte_order_mark_json_parse_refuses_is_dropped_and_nothing_else_changes() -> None:
+    old = "\ufeff" + EXISTING
+    result = merge(old, "fairwins", ENTRY, force=False, where="c")
+    assert result.bom_dropped and kept_outside(EXISTING, result.text)[0] == ""
+    before, after = json_parse([old, result.text])
+    assert before is None and after is not None, "JSON.parse refuses the mark and reads the file without it"
+    again = merge("\ufeff" + result.text, "fairwins", ENTRY, force=False, where="c")
+    assert again.outcome == "unchanged" and again.text == "\ufeff" + result.text, "a file left alone keeps it"
+
+
+def test_an_entry_nested_deeper_than_python_reads_is_a_different_entry_not_a_crash() -> None:
+    deep = '{"mcpServers": {"fairwins": {"args": ' + "[" * 100_000 + "]" * 100_000 + "}}}"
+    with pytest.raises(InstallError, match="differs in the whole entry"):
+        merge(deep, "fairwins", ENTRY, force=False, where="c")
+    assert json.loads(merge(deep, "fairwins", ENTRY, force=True, where="c").text)["mcpServers"]["fairwins"] == ENTRY
 
 
 # --- claude-desktop, end to end in a scratch HOME ---------------------------------------------------
@@ -218,7 +421,7 @@ def test_claude_desktop_writes_a_working_server_beside_the_others_keeping_a_back
     assert f'server   "fairwins" added: {sys.executable} -m mcp_server' in out
     assert f"gateway  {sandbox.url}" in out
     assert f"token    {REDACTED_A} (from FAIRWINS_API_TOKEN), kept in plain text in that file" in out
-    assert "kept     1 other server(s) (github) and every other setting" in out
+    assert "kept     1 other server(s) (github) and every other byte of the file" in out
     assert TOKEN_MEMBER_A not in out + done.stderr
     config = json.loads(path.read_text(encoding="utf-8"))
     assert config["mcpServers"]["github"] == json.loads(EXISTING)["mcpServers"]["github"]
@@ -350,6 +553,160 @@ def test_the_prompt_asks_for_the_token_without_echoing_it(home: pathlib.Path) ->
     assert TOKEN_MEMBER_A not in text and f"{REDACTED_A} (from the prompt)" in text
     entry = json.loads(desktop_file(home).read_text())["mcpServers"]["fairwins"]
     assert entry["env"]["FAIRWINS_API_TOKEN"] == TOKEN_MEMBER_A
+
+
+# --- claude-desktop on the files members really have --------------------------------------------
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file in `directory`: its bytes, mtime and mode (symlinks not followed)."""
+    found = {}
+    for path in sorted(directory.iterdir()):
+        status = path.lstat()
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        found[path.name] = (data, status.st_mtime_ns, status.st_mode)
+    return found
+
+
+def test_a_config_json_parse_reads_keeps_every_byte_and_gains_only_the_entry(home: pathlib.Path) -> None:
+    # Claude Desktop writes `windowZoom` itself; 1e999 is JSON, and JSON.parse reads it (as Infinity).
+    old = (
+        b'{\n  "windowZoom": 1e999,\n  "accountId": 123456789012345678901234567890,\n  "mcpServers": {\n'
+        b'    "github": {"command": "/opt/gh-mcp", "env": {"GITHUB_TOKEN": "ghp_secret"}},\n    "github": {}\n  }\n}\n'
+    )
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(old)
+    done = install(home, "claude-desktop", FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    assert done.returncode == 0, done.stderr
+    assert "kept     1 other server(s) (github) and every other byte of the file" in done.stdout
+    new = path.read_bytes()
+    cut = old.index(b"\n  }\n}\n")
+    assert new[:cut] == old[:cut] and new.endswith(old[cut:]), "an insertion before the servers' closing brace"
+    before, after = json_parse([old.decode(), new.decode()])
+    assert before is not None and after is not None, "Claude Desktop reads the file before and after"
+    assert json.loads(after) == json.loads(before) | {
+        "mcpServers": {"github": {}, "fairwins": json.loads(new)["mcpServers"]["fairwins"]}
+    }
+    assert b'"windowZoom": 1e999' in new and b"Infinity" not in new
+
+
+REFUSED: Final = {
+    "NaN": (b'{"windowZoom": NaN, "mcpServers": {}}', "not valid JSON: a value was expected"),
+    "Infinity": (b'{\n  "windowZoom": Infinity\n}\n', "at line 2, column 17"),
+    "-Infinity": (b'{"windowZoom": -Infinity}', "a number is malformed (JSON has no NaN or Infinity)"),
+    "a comment": (b'{\n  // my servers\n  "mcpServers": {}\n}\n', "at line 2, column 3"),
+    "a trailing comma": (b'{"mcpServers": {"github": {},}}', "a member's name in double quotes was expected"),
+    "not an object": (b'["mcpServers"]', "does not hold a JSON object"),
+    "servers not an object": (b'{"mcpServers": ["github"]}', 'holds an "mcpServers" that is not an object'),
+    "Latin-1": ('{"mcpServers": {}, "name": "Renée"}'.encode("latin-1"), "is not UTF-8 text (byte offset 31)"),
+    "UTF-16": ('{"mcpServers": {}}'.encode("utf-16"), "is not UTF-8 text (byte offset 0)"),
+}
+
+
+@pytest.mark.parametrize(("data", "why"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_config_claude_desktop_cannot_read_is_refused_with_nothing_written(
+    home: pathlib.Path, data: bytes, why: str
+) -> None:
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    before = snapshot(path.parent)
+    done = install(home, "claude-desktop", "--force", FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"fairwins-mcp install: {path} ") and why in done.stderr, done.stderr
+    assert "nothing was changed" in done.stderr
+    assert "Traceback" not in done.stderr and "ghp_" not in done.stderr
+    assert snapshot(path.parent) == before, "the file untouched (bytes and mtime), no backup, no temporary file"
+
+
+def test_a_symlinked_config_is_written_through_the_link_keeping_the_link_and_the_targets_mode(
+    home: pathlib.Path,
+) -> None:
+    dotfiles = home / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude.json"
+    target.write_text(EXISTING, encoding="utf-8")
+    target.chmod(0o640)
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(os.path.relpath(target, path.parent))  # relative, as dotfile managers make them
+    link = os.readlink(path)
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 0, done.stderr
+    assert f"config   {path} (a symlink to {target}, written through it)" in done.stdout
+    assert path.is_symlink() and os.readlink(path) == link, "still the same link"
+    assert json.loads(target.read_text(encoding="utf-8"))["mcpServers"]["fairwins"]["env"] == {
+        "FAIRWINS_API_URL": "https://relay.fairwins.app"
+    }
+    assert target.stat().st_mode & 0o777 == 0o640, "no token written: the mode is the member's"
+    (backup,) = path.parent.glob("claude_desktop_config.json.bak-*")  # beside the name the member knows
+    assert backup.read_text(encoding="utf-8") == EXISTING and not backup.is_symlink()
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["claude.json"], "no temporary file left beside the target"
+    # With a token, the target (not the link) becomes the owner's alone.
+    done = install(home, "claude-desktop", "--force", FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    assert done.returncode == 0, done.stderr
+    assert "mode     0640 -> 0600: the file now holds your token" in done.stdout
+    assert path.is_symlink() and target.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text(encoding="utf-8"))["mcpServers"]["fairwins"]["env"]["FAIRWINS_API_TOKEN"] == (
+        TOKEN_MEMBER_A
+    )
+
+
+def test_a_symlink_to_a_file_not_yet_there_creates_the_file_and_stays_a_link(home: pathlib.Path) -> None:
+    target = home / "dotfiles" / "claude.json"
+    target.parent.mkdir()
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(target)
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 0, done.stderr
+    assert path.is_symlink() and os.readlink(path) == str(target)
+    assert json.loads(target.read_text(encoding="utf-8"))["mcpServers"]["fairwins"]["command"] == sys.executable
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_files_mode_is_kept_unless_a_token_goes_in(home: pathlib.Path) -> None:
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING, encoding="utf-8")
+    path.chmod(0o644)
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 0 and "mode " not in done.stdout, done.stderr
+    assert path.stat().st_mode & 0o777 == 0o644
+    done = install(home, "claude-desktop", "--force", FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    assert done.returncode == 0 and "mode     0644 -> 0600" in done.stdout, done.stderr
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_config_with_another_hard_link_or_not_a_regular_file_is_refused(home: pathlib.Path) -> None:
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING, encoding="utf-8")
+    os.link(path, home / "other-name.json")
+    before = snapshot(path.parent)
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 1 and "has 2 hard links, which replacing it would split" in done.stderr
+    assert snapshot(path.parent) == before
+    (home / "other-name.json").unlink()
+    path.unlink()
+    os.mkfifo(path)  # nothing writes to it: reading it would wait for ever
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 1 and f"{path} is not a regular file; nothing was changed" in done.stderr
+    assert stat.S_ISFIFO(path.lstat().st_mode)
+
+
+def test_a_config_that_changed_since_it_was_read_is_not_replaced(home: pathlib.Path) -> None:
+    # What Claude Desktop saving its settings between our read and our write looks like.
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING, encoding="utf-8")
+    found = install_module._read(path)
+    path.write_text(EXISTING.replace("Ctrl+Space", "Alt+Space"), encoding="utf-8")
+    before = snapshot(path.parent)
+    with pytest.raises(InstallError, match="changed while this ran; nothing was changed"):
+        install_module._write(path, found, b"{}", 0o600)
+    assert snapshot(path.parent) == before, "no backup, no temporary file"
 
 
 # --- claude-code, with the real Claude Code CLI -----------------------------------------------------

@@ -5,7 +5,8 @@ fenced block whose info string is `sh runnable`, on any page, is run here with b
 pipefail`) from the repository root, as if the virtual environment were active (this
 interpreter's bin directory first on PATH), against a sandbox gateway started for it: the page's
 `127.0.0.1:8787` (where `make demo` puts the sandbox) is pointed at that gateway's free port.
-Every other block is prose. A fact is looked for on whichever page holds it now.
+Every other block is checked by the program that reads it, or found to be prose:
+tests/test_handed_out_configs.py. A fact is looked for on whichever page holds it now.
 """
 
 from __future__ import annotations

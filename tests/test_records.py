@@ -30,7 +30,7 @@ from mcp_server.http.admission import SLOT_WAIT
 from mcp_server.http.server import McpHTTPServer
 from mcp_server.jsonrpc import Request
 from mcp_server.metrics import CONTENT_TYPE, ServerMetrics
-from mcp_server.records import FAILURE_KINDS, Record
+from mcp_server.records import CLIENT_TEXT, FAILURE_KINDS, Record
 from mcp_server.server import build_dispatcher
 from mcp_server.tracecontext import parse_traceparent
 from mcp_server.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
@@ -588,8 +588,9 @@ def test_what_a_client_chose_is_cut_short_and_kept_to_one_line() -> None:
     record.begin(Request("x" * 500, "ping\nFAKE 2026 INFO forged line", {}))
     record.client = {"name": "n\r\n" + "y" * 500, "version": 3}
     record.reply({"result": {}})
-    for text in (str(record), json.dumps(record.fields())):
-        assert "x" * 65 not in text and "y" * 65 not in text
+    for text in (str(record), json.dumps(record.fields(), ensure_ascii=False)):
+        assert "x" * (CLIENT_TEXT + 1) not in text and "y" * (CLIENT_TEXT + 1) not in text
+        assert "x" * CLIENT_TEXT + f"…(+{500 - CLIENT_TEXT})" in text
     assert "\n" not in str(record) and "ping?FAKE" in str(record)
 
 

@@ -40,10 +40,9 @@ class Exchange:
             return
         self.logged = True
         record = self.record
-        path = "".join(ch if 32 < ord(ch) < 127 else "?" for ch in self.path[:200])
         record.http = records.HttpFacts(
             self.method or "-",
-            path or "-",
+            self.path or "-",
             self.status,
             self.request_size,
             self.response_size,

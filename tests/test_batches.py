@@ -27,7 +27,7 @@ from tests.sandbox_gateway import SandboxGateway
 from tests.stdio_harness import StdioHarness
 from tests.test_payments import b64, v1_payment
 
-MAX_ITEMS = 64  # the stated maximum (README: Limits and their defaults)
+MAX_ITEMS = 64  # the stated maximum (docs/security.md: Limits and their defaults)
 OLD = {"MCP-Protocol-Version": "2025-03-26"}
 
 

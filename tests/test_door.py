@@ -31,7 +31,7 @@ def test_a_rolling_restart_behind_a_stock_nginx_fails_no_request() -> None:
         replicas = [start_replica(port, gateway.url, REPLICA_ARGS[i]) for i, port in enumerate(ports)]
         # A stock reverse proxy (keepalive 32, proxy_http_version 1.1, Connection "", nginx's default
         # proxy_next_upstream and passive health), its upstream keep-alive shorter than the server's
-        # drain grace, as the README says to set it.
+        # drain grace, as docs/hosting.md says to set it.
         with Nginx(ports, keepalive_timeout="5s") as lb:
             load = Load(lb.port, MEMBERS).start()
             try:

@@ -4,7 +4,8 @@ tests/handed_out.py finds every fenced block in the docs and says what kind it i
 has its checker, and a block of a kind without one fails:
 
 - nginx: `nginx -t` on it as the http-level config it is, then nginx runs it in front of the
-  server started as the README starts it there, and real clients hold MCP sessions through it;
+  server started as its page (README.md or docs/) starts it there, and real clients hold MCP
+  sessions through it;
 - Prometheus scrape configs: `promtool check config`;
 - JSON: parsed (a Claude Desktop config is then checked by tests/test_readme.py);
 - shell: `bash -n`; `sh runnable` blocks are run by tests/test_readme.py and `sh container` blocks
@@ -53,7 +54,7 @@ from tests.handed_out import (
 from tests.inspector import LAUNCHER, NODE, VERSION
 from tests.mcp_http import LegacyClient
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
-from tests.test_readme import env_names_the_server_reads
+from tests.test_readme import PAGES, env_names_the_server_reads
 
 BINDIR: Final = pathlib.Path(sys.executable).parent
 TIMEOUT: Final = 120.0
@@ -72,7 +73,7 @@ CHECKED_BY: Final = {
     "python": "compiled (here)",
     "prose": "looks like no config (here)",
 }
-# Kinds whose checker reads only README.md.
+# Kinds whose checker reads only README.md and the pages under docs/ (tests/test_readme.py PAGES).
 README_ONLY: Final = ("runnable", "container", "claude-desktop")
 
 
@@ -96,8 +97,8 @@ def inventory_problems(found: list[Block]) -> list[str]:
             problems.append(f"{block.where}: no checker for a block of kind {block.kind!r}")
         elif block.looks_like() - {block.kind}:
             problems.append(f"{block.where}: looks like {sorted(block.looks_like())} but is marked {block.kind!r}")
-        elif block.kind in README_ONLY and block.doc != "README.md":
-            problems.append(f"{block.where}: {block.kind!r} blocks are checked in README.md only")
+        elif block.kind in README_ONLY and block.doc not in PAGES:
+            problems.append(f"{block.where}: {block.kind!r} blocks are checked in README.md and docs/*.md only")
     return problems
 
 

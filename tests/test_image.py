@@ -70,7 +70,7 @@ REAL_BASE: Final[dict[str, str]] = {
     "purelib": "/usr/local/lib/python3.11/site-packages",
     "CMD": '["python3"]',
 }
-KNOWN_DIFFERENCES: Final = {"python", "stdlib", "purelib"}  # README "Hosted mode" says what they could hide
+KNOWN_DIFFERENCES: Final = {"python", "stdlib", "purelib"}  # docs/hosting.md says what they could hide
 
 PROBE_BASE: Final = """
 import json, os, platform, shutil, sysconfig
@@ -298,7 +298,7 @@ def test_stand_in_base_matches_python_3_11_slim_where_it_can(
         say(request, f"stand-in base differs in {key}: {found.get(key)} here, {REAL_BASE[key]} in python:3.11-slim")
     assert differs == KNOWN_DIFFERENCES, (
         f"the stand-in now differs from python:3.11-slim in {sorted(differs - KNOWN_DIFFERENCES)} and no longer in "
-        f"{sorted(KNOWN_DIFFERENCES - differs)}: update tests/image/standin.sh or KNOWN_DIFFERENCES and the README"
+        f"{sorted(KNOWN_DIFFERENCES - differs)}: update tests/image/standin.sh or KNOWN_DIFFERENCES and docs/hosting.md"
     )
     assert found["python"].startswith("3.11.")
     assert base["Config"]["Env"] and f"PYTHON_VERSION={found['python']}" in base["Config"]["Env"]
@@ -528,7 +528,7 @@ def test_sigterm_drains_and_exits_0(podman: Podman, container: Container, gatewa
     assert drained == pids, container.logs()
 
 
-# --- the README's container lines ----------------------------------------------------------------
+# --- the container lines of docs/hosting.md -------------------------------------------------------
 
 
 def readme_lines(

@@ -1,11 +1,11 @@
 """Every Claude Desktop and Claude Code configuration a member is handed, read by the programs that read it.
 
-The claude_desktop_config.json snippets (README's, `fairwins-mcp install claude-desktop --print`'s,
+The claude_desktop_config.json snippets (README's or docs/'s, `fairwins-mcp install claude-desktop --print`'s,
 `make demo`'s) are parsed by JSON.parse in Node, as Claude Desktop reads its file, and must have the
 shape Desktop reads (mcpServers → name → command, args, env). Each entry then goes to the real
 Claude Code CLI (npm @anthropic-ai/claude-code, pinned) with `claude mcp add-json`, which checks it
 against Claude Code's own schema, and `claude mcp get` must show it back. Every `claude mcp add`
-line (README's, `install claude-code --print`'s for each scope, `make demo`'s) is run by bash with
+line (README's or docs/'s, `install claude-code --print`'s for each scope, `make demo`'s) is run by bash with
 that CLI; what Claude Code then stored (~/.claude.json, or .mcp.json for the project scope) is
 parsed and checked the same way, and goes through `claude mcp add-json` unchanged. All of it in a
 scratch HOME: this machine's own Claude configuration is never read or touched.
@@ -25,11 +25,12 @@ from typing import Any, Final
 import pytest
 
 from demo.demo import connect_lines
-from tests.conftest import ROOT
 from tests.hosts import tool
 from tests.test_install import QUIET_CLAUDE, RUN_TIMEOUT, install, json_parse, scratch_env
+from tests.test_readme import TEXT
 
-README: Final = (ROOT / "README.md").read_text(encoding="utf-8")
+# README.md and every page under docs/, one after another: wherever a member copies a config from.
+PAGES_TEXT: Final = TEXT
 _FENCE: Final = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
 # The README's placeholder token, which the member replaces with their own; no secret of the test run.
 MEMBER_TOKEN: Final = "fw1.your-own-token"
@@ -37,7 +38,7 @@ DEMO_LINES: Final = connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1
 
 
 def readme_blocks(info: str) -> list[str]:
-    return [m[2] for m in _FENCE.finditer(README) if m[1].strip() == info]
+    return [m[2] for m in _FENCE.finditer(PAGES_TEXT) if m[1].strip() == info]
 
 
 # --- the shapes the clients read ------------------------------------------------------------------

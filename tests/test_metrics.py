@@ -682,7 +682,7 @@ def test_a_metrics_port_already_taken_stops_the_start_with_a_sentence(sandbox: S
 
 
 def test_a_reverse_proxy_that_forwards_every_path_exposes_no_metrics(sandbox: SandboxGateway) -> None:
-    # The README's nginx block forwards `location /` whole: /metrics must not be there to forward.
+    # The nginx block in docs/hosting.md forwards `location /` whole: /metrics must not be there to forward.
     server = Server(sandbox.url, "--metrics", "127.0.0.1:0")
     try:
         scrapes = metrics_port(server)

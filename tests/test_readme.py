@@ -1,10 +1,12 @@
-"""README.md, tried as a newcomer would: its runnable blocks run, its snippets fit the real CLIs, its tables are true.
+"""README.md and the pages under docs/, tried as a newcomer would: runnable blocks run, snippets fit the real CLIs.
 
-A fenced block whose info string is `sh runnable` is run here with bash (`-e -o pipefail`) from the
-repository root, as if the virtual environment were active (this interpreter's bin directory
-first on PATH), against a sandbox gateway started for it: the README's `127.0.0.1:8787` (where
-`make demo` puts the sandbox) is pointed at that gateway's free port. Every other block is checked
-by the program that reads it, or found to be prose: tests/test_handed_out_configs.py.
+Its tables are true, the README stays a front page, and every link between the pages lands. A
+fenced block whose info string is `sh runnable`, on any page, is run here with bash (`-e -o
+pipefail`) from the repository root, as if the virtual environment were active (this
+interpreter's bin directory first on PATH), against a sandbox gateway started for it: the page's
+`127.0.0.1:8787` (where `make demo` puts the sandbox) is pointed at that gateway's free port.
+Every other block is checked by the program that reads it, or found to be prose:
+tests/test_handed_out_configs.py. A fact is looked for on whichever page holds it now.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import shlex
 import subprocess
 import sys
 import tomllib
+import unicodedata
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -30,10 +34,25 @@ from tests.inspector import NPX as INSPECTOR_NPX
 from tests.sandbox_gateway import SandboxGateway
 
 README: Final = ROOT / "README.md"
-TEXT: Final = README.read_text(encoding="utf-8")
+README_TEXT: Final = README.read_text(encoding="utf-8")
+# The README first, then every page under docs/; each page's text, by its path from the root.
+PAGES: Final = {
+    path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+    for path in [README, *sorted((ROOT / "docs").glob("*.md"))]
+}
+# Every page, one after another: where a fact is looked for, whichever page holds it.
+TEXT: Final = "\n".join(PAGES.values())
+# Pages whose links are checked: the README, docs/ and the benchmark report the pages link to.
+LINKED_PAGES: Final = [*PAGES, "BENCHMARKS.md"]
+README_MAX_LINES: Final = 300
 SANDBOX_ADDRESS: Final = "127.0.0.1:8787"
 BLOCK_TIMEOUT: Final = 120.0
 _FENCE: Final = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
+_HEADING: Final = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*$", re.M)
+# A code span may run over a line break, never over a blank line.
+_CODE_SPAN: Final = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))*`")
+_LINK: Final = re.compile(r"\[[^\]]*\]\(([^()\s]+)\)")
+_SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 # `claude mcp add --help`, Claude Code 2.1.332 (npm @anthropic-ai/claude-code): option → (its name,
 # what it takes: "1" one value, "*" several (commander's variadic options swallow every following
@@ -55,13 +74,19 @@ INSPECTOR: Final = {
 }  # fmt: skip
 
 
+def page_blocks(info: str | None = None) -> list[tuple[str, str, str]]:
+    """(page, info string, body) of every fenced block on every page, or only those whose info string is `info`."""
+    found = [(page, m[1].strip(), m[2]) for page, text in PAGES.items() for m in _FENCE.finditer(text)]
+    return [b for b in found if info is None or b[1] == info]
+
+
 def blocks(info: str | None = None) -> list[tuple[str, str]]:
-    """(info string, body) of every fenced block, or only those whose info string is `info`."""
-    found = [(m[1].strip(), m[2]) for m in _FENCE.finditer(TEXT)]
-    return [b for b in found if info is None or b[0] == info]
+    """(info string, body) of every fenced block on every page, or only those whose info string is `info`."""
+    return [(found, body) for _, found, body in page_blocks(info)]
 
 
-RUNNABLE: Final = [body for _, body in blocks("sh runnable")]
+RUNNABLE_ON: Final = [(page, body) for page, _, body in page_blocks("sh runnable")]
+RUNNABLE: Final = [body for _, body in RUNNABLE_ON]
 
 
 def commands_starting(prefix: str, text: str) -> list[list[str]]:
@@ -72,6 +97,81 @@ def commands_starting(prefix: str, text: str) -> list[list[str]]:
         if raw.strip().startswith(prefix + " "):
             found.append(shlex.split(raw.strip(), comments=True))
     return found
+
+
+def _blank(match: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", match[0])
+
+
+def prose(text: str) -> str:
+    """`text` with its fenced blocks blanked out (line numbers kept): what Markdown reads as headings and links."""
+    return _FENCE.sub(_blank, text)
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """(level, title) of every heading outside the fenced blocks, in order."""
+    return [(len(m[1]), m[2]) for m in _HEADING.finditer(prose(text))]
+
+
+def section_text(title: str) -> str:
+    """The text under the one heading `title` on any page, up to the next heading of its level or above."""
+    found = []
+    for text in PAGES.values():
+        body = prose(text)
+        for m in _HEADING.finditer(body):
+            if m[2] == title:
+                level = len(m[1])
+                after = text[m.end() :]
+                end = next((n.start() for n in _HEADING.finditer(body[m.end() :]) if len(n[1]) <= level), len(after))
+                found.append(after[:end])
+    assert len(found) == 1, f"{len(found)} pages have a heading {title!r}"
+    return found[0]
+
+
+def slug(title: str) -> str:
+    """The anchor GitHub gives a heading: its text lower-cased, punctuation dropped, each space a hyphen."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title).replace("`", "").lower()
+    kept = "".join(c for c in text if c in " -_" or unicodedata.category(c)[0] in "LMN")
+    return kept.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every anchor a page's headings give, a repeated one numbered as GitHub numbers it (`-1`, `-2`)."""
+    seen: dict[str, int] = {}
+    found = set()
+    for _, title in headings(text):
+        base = slug(title)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def links(text: str) -> list[tuple[int, str]]:
+    """(line, target) of every inline Markdown link outside fenced blocks and code spans."""
+    body = _CODE_SPAN.sub(_blank, prose(text))
+    return [(body.count("\n", 0, m.start()) + 1, m[1]) for m in _LINK.finditer(body)]
+
+
+def link_problems(page: str, text: str, root: pathlib.Path = ROOT) -> list[str]:
+    """Each relative link on `page` (a path from `root`) whose file, or whose heading, does not exist."""
+    problems = []
+    for line, target in links(text):
+        if _SCHEME.match(target):
+            continue  # a web address: not a link between the pages
+        path, _, anchor = (urllib.parse.unquote(part) for part in target.partition("#"))
+        where = f"{page}:{line}: ({target})"
+        file = (root / page).parent / path if path else root / page
+        resolved = file.resolve()
+        if not resolved.is_relative_to(root.resolve()):
+            problems.append(f"{where} leaves the repository")
+        elif not resolved.exists():
+            problems.append(f"{where} names a file that does not exist")
+        elif anchor and resolved.suffix != ".md":
+            problems.append(f"{where} names a heading in a file that is not Markdown")
+        elif anchor and anchor not in anchors(text if not path else resolved.read_text(encoding="utf-8")):
+            problems.append(f"{where} names a heading that {path or page} does not have")
+    return problems
 
 
 def env_names_the_server_reads() -> set[str]:
@@ -109,7 +209,7 @@ def sandbox() -> Iterator[SandboxGateway]:
         yield gateway
 
 
-@pytest.mark.parametrize("body", RUNNABLE, ids=[f"block{i}" for i in range(len(RUNNABLE))])
+@pytest.mark.parametrize("body", RUNNABLE, ids=[f"{page}:block{i}" for i, (page, _) in enumerate(RUNNABLE_ON)])
 def test_every_runnable_block_runs(body: str, sandbox: SandboxGateway) -> None:
     bindir = pathlib.Path(sys.executable).parent
     assert (bindir / console_script()).exists(), f"{console_script()} is not installed beside {sys.executable}"
@@ -125,16 +225,16 @@ def test_every_runnable_block_runs(body: str, sandbox: SandboxGateway) -> None:
         text=True,
         timeout=BLOCK_TIMEOUT,
     )
-    assert done.returncode == 0, f"this README block failed ({done.returncode}):\n{body}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"this block failed ({done.returncode}):\n{body}\n{done.stdout}\n{done.stderr}"
 
 
 # --- the first commands -------------------------------------------------------------------------
 
 
 def test_the_first_section_gives_the_two_commands_that_do_all_the_set_up() -> None:
-    sections = re.findall(r"^## (.+)$", TEXT, re.M)
+    sections = re.findall(r"^## (.+)$", README_TEXT, re.M)
     assert sections[0] == "First commands"
-    first = TEXT.split("## First commands", 1)[1]
+    first = README_TEXT.split("## First commands", 1)[1]
     info, body = next((m[1].strip(), m[2]) for m in _FENCE.finditer(first))
     commands = [shlex.split(line, comments=True) for line in body.splitlines() if line.strip()]
     assert info == "sh" and commands == [["make", "demo"], ["make", "test"]]
@@ -147,7 +247,7 @@ def test_the_first_section_gives_the_two_commands_that_do_all_the_set_up() -> No
 
 
 def desktop_configs() -> list[tuple[str, dict[str, Any]]]:
-    found = [("README", json.loads(body)) for info, body in blocks("json") if "mcpServers" in body]
+    found = [(page, json.loads(body)) for page, _, body in page_blocks("json") if "mcpServers" in body]
     printed = connect_lines("http://127.0.0.1:8790/mcp", "http://127.0.0.1:8787")
     found.append(("make demo", json.loads(printed[printed.index("{") : printed.rindex("}") + 1])))
     return found
@@ -155,7 +255,7 @@ def desktop_configs() -> list[tuple[str, dict[str, Any]]]:
 
 def test_the_claude_desktop_configs_launch_the_real_command_with_the_real_variables() -> None:
     configs = desktop_configs()
-    assert [where for where, _ in configs] == ["README", "make demo"]
+    assert [where for where, _ in configs] == ["README.md", "make demo"]
     for where, config in configs:
         for name, entry in config["mcpServers"].items():
             assert set(entry) <= {"command", "args", "env"}, (where, name)
@@ -270,18 +370,18 @@ def test_every_inspector_line_uses_flags_that_exist_and_starts_the_real_server()
 
 
 def test_the_catalog_table_is_what_the_server_serves() -> None:
-    assert generator.render(TEXT) == TEXT, "README.md's catalog is stale: run make readme"
+    assert generator.render(README_TEXT) == README_TEXT, "README.md's catalog is stale: run make readme"
 
 
 def test_the_generator_check_fails_on_a_stale_table_and_names_the_fix(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stale = tmp_path / "README.md"
-    stale.write_text(TEXT.replace("| `get_fees` |", "| `get_fee` |"), encoding="utf-8")
+    stale.write_text(README_TEXT.replace("| `get_fees` |", "| `get_fee` |"), encoding="utf-8")
     monkeypatch.setattr(generator, "README", stale)
     assert generator.main(["--check"]) == 1
     assert "make readme" in capsys.readouterr().err
-    assert generator.main([]) == 0 and stale.read_text(encoding="utf-8") == TEXT
+    assert generator.main([]) == 0 and stale.read_text(encoding="utf-8") == README_TEXT
     assert generator.main(["--check"]) == 0
 
 
@@ -291,7 +391,7 @@ def test_the_generator_refuses_a_readme_without_its_markers() -> None:
 
 
 def configuration_rows() -> set[str]:
-    section = TEXT.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    section = section_text("Configuration")
     return {m[1] for m in re.finditer(r"^\| `([^`]+)`", section, re.M)}
 
 
@@ -307,3 +407,65 @@ def test_the_configuration_table_lists_every_variable_and_flag_and_nothing_else(
     listed_flags = {row.split()[0] for row in rows if not row.startswith(variables)}
     assert listed_flags == flags
     assert {row for row in rows if row.startswith(variables)} == env_names_the_server_reads()
+
+
+# --- the pages and the links between them ------------------------------------------------------
+
+
+def test_the_readme_is_a_front_page_of_at_most_300_lines() -> None:
+    lines = len(README_TEXT.splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move a section to a page under docs/"
+
+
+def test_every_link_between_the_pages_lands_on_a_file_and_a_heading_that_exist() -> None:
+    problems = []
+    for page in LINKED_PAGES:
+        problems += link_problems(page, (ROOT / page).read_text(encoding="utf-8"))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_links_every_page_under_docs() -> None:
+    linked = {(pathlib.PurePosixPath(target.partition("#")[0])).as_posix() for _, target in links(README_TEXT)}
+    pages = {page for page in PAGES if page != "README.md"}
+    assert pages <= linked, f"README.md's Read on does not link {sorted(pages - linked)}"
+    assert "BENCHMARKS.md" in linked
+
+
+def test_the_link_check_finds_a_missing_page_a_missing_heading_and_a_link_out_of_the_repository(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Project\n\n## First commands\n\n## Install\n", encoding="utf-8")
+    page = """# A page
+
+## Stopping: a drain a load balancer survives
+
+[fine](../README.md#first-commands) and [fine too](#stopping-a-drain-a-load-balancer-survives),
+[the page itself](other.md) and [a web page](https://example.com/nowhere.md#nothing).
+
+[no such page](gone.md) and [no such heading](../README.md#first-command), [none
+here](#stopping) and [out](../../etc/passwd) and [not Markdown](../Makefile#demo).
+
+```sh
+echo "[inside a fence](gone-too.md)"
+```
+and `[inside a code span](gone-as-well.md)`.
+"""
+    (tmp_path / "docs" / "other.md").write_text(page, encoding="utf-8")
+    (tmp_path / "Makefile").write_text("demo:\n", encoding="utf-8")
+    problems = link_problems("docs/other.md", page, tmp_path)
+    assert problems == [
+        "docs/other.md:8: (gone.md) names a file that does not exist",
+        "docs/other.md:8: (../README.md#first-command) names a heading that ../README.md does not have",
+        "docs/other.md:8: (#stopping) names a heading that docs/other.md does not have",
+        "docs/other.md:9: (../../etc/passwd) leaves the repository",
+        "docs/other.md:9: (../Makefile#demo) names a heading in a file that is not Markdown",
+    ]
+
+
+def test_headings_get_the_anchors_github_gives_them() -> None:
+    text = "# fairwins-mcp\n## Check a set-up: `fairwins-mcp check`\n### Workers: every vCPU\n## Install\n## Install\n"
+    text += "```sh\n# a comment in a block, not a heading\n```\n"
+    assert anchors(text) == {
+        "fairwins-mcp", "check-a-set-up-fairwins-mcp-check", "workers-every-vcpu", "install", "install-1"
+    }  # fmt: skip

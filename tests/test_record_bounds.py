@@ -15,10 +15,11 @@ from typing import Any, Final
 import pytest
 
 from mcp_server.ops.records import CLIENT_TEXT, clip
-from tests.conftest import ROOT, StdioProcess, server_env
+from tests.conftest import StdioProcess, server_env
 from tests.sandbox_gateway import SandboxGateway
 from tests.secret_canaries import record_output
 from tests.test_http import run_cli, wait_for_url
+from tests.test_readme import TEXT
 
 WAIT: Final = 30.0
 LONG: Final = 60_000
@@ -165,6 +166,6 @@ def test_clip_keeps_a_short_printable_string_and_marks_what_it_cuts() -> None:
 
 
 def test_the_readme_states_the_bound_the_code_keeps() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = TEXT  # README.md and docs/*.md: the bound is stated where records and limits are
     assert f"(method, path, `User-Agent`, id, `clientInfo`) | {CLIENT_TEXT} characters | fixed |" in readme
     assert f"cut to {CLIENT_TEXT} characters" in readme

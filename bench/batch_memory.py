@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.run import (
+from bench.runner import (
     REPO,
     BenchError,
     Deadline,

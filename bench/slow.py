@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.run import (  # one harness for both tables
+from bench.runner import (  # one harness for both tables
     REPO,
     START_TIMEOUT_S,
     BenchError,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from bench.load import REPO, START_TIMEOUT, TOKEN, _env, _wait_for_line
-from bench.run import _process_tree, cpu_ms
+from bench.runner import _process_tree, cpu_ms
 
 
 def _drain(stream: IO[bytes] | None) -> None:

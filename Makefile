@@ -36,8 +36,9 @@ test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
-# needs it never skips): nginx in front of the server (tests/test_proxy.py); promtool, which checks
-# /metrics, and a Prometheus server that scrapes it (tests/test_metrics.py, tests/test_prometheus.py).
+# needs it never skips): nginx in front of the server (tests/test_proxy.py) and running the README's
+# nginx config (tests/test_handed_out_configs.py); promtool, which checks /metrics and the README's
+# scrape config, and a Prometheus server that scrapes it (tests/test_metrics.py, tests/test_prometheus.py).
 test-tools:
 	bash tests/tools/apt.sh nginx nginx-light
 	bash tests/tools/apt.sh promtool prometheus
@@ -119,11 +120,13 @@ tls-fixtures:
 
 # The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
 # packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
-# when tests/image/standin.sh changes: tests/test_image.py, one check per test. Needs root.
+# when tests/image/standin.sh changes: tests/test_image.py, one check per test, then the README's
+# container lines (podman for docker; curl for its probe). Needs root.
 image-test: $(VPY)
 	bash tests/tools/apt.sh podman podman runc mmdebstrap
 	bash tests/tools/apt.sh runc runc
 	bash tests/tools/apt.sh mmdebstrap mmdebstrap
+	bash tests/tools/apt.sh curl curl
 	$(VPY) -m pytest -m image -vv tests/test_image.py
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).

@@ -1,11 +1,13 @@
-"""A real nginx in front of test servers: pooled upstream keep-alive, in a temp dir, on a free port.
+"""A real nginx in front of test servers, in a temp dir, on a free port: a pooled proxy, or an operator's config.
 
 nginx is Debian's `nginx-light`, installed by `make test` (tests/tools/apt.sh) when it is missing;
 a missing nginx fails the test that needs it, loudly. It runs as one unprivileged-safe process
 (`master_process off`, no user switch, no privileged port): its config, pid file, error log and
 temp paths all live in its own temp dir, and `Nginx.close()` stops it, from a `finally`. Its access
 log names the upstream that answered each request (`access_log()`), which is how a test knows a
-restarted replica is back in rotation.
+restarted replica is back in rotation. `check()` is `nginx -t` on an http-level config, the way
+an operator's file in /etc/nginx/conf.d/ is read; `check_in_conf_d()` reads it inside Debian's own
+nginx.conf.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -25,7 +27,8 @@ from typing import Final
 START_TIMEOUT: Final = 10.0
 ATTEMPTS: Final = 5  # a free port can be taken by someone else before nginx binds it: try again
 
-CONFIG: Final = """\
+# The main context around an http-level config: one process, no user switch, every path in `dir`.
+MAIN: Final = """\
 master_process off;
 daemon off;
 worker_processes 1;
@@ -40,18 +43,23 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-    upstream mcp {{
+    include {http};
+}}
+"""
+
+# The tests' own stock reverse proxy: pooled upstream keep-alive to the servers.
+POOLED: Final = """\
+upstream mcp {{
 {servers}
-        keepalive 32;{keepalive_timeout}
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://mcp;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host localhost;
-        }}
+    keepalive 32;{keepalive_timeout}
+}}
+server {{
+    listen 127.0.0.1:{port};
+    location / {{
+        proxy_pass http://mcp;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host localhost;
     }}
 }}
 """
@@ -100,16 +108,87 @@ def _free_port() -> int:
         return port
 
 
-class Nginx:
-    """nginx proxying 127.0.0.1:`port` to the servers on 127.0.0.1:`upstream` (one port, or several), keep-alive pooled.
+def write_config(directory: Path, http: str) -> Path:
+    """nginx.conf in `directory`: the main context (MAIN), with `http` as the http-level config, included."""
+    (directory / "http.conf").write_text(http, encoding="utf-8")
+    conf = directory / "nginx.conf"
+    conf.write_text(MAIN.format(dir=directory, http=directory / "http.conf"), encoding="utf-8")
+    return conf
 
-    `keepalive_timeout`: how long nginx keeps an idle upstream connection (its default, 60 s, when None).
+
+def check(http: str) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` on `http` as the http-level config (what a file in /etc/nginx/conf.d/ is); its verdict on stderr.
+
+    `nginx -t` binds every `listen` address to test it: give it free loopback ones."""
+    binary = nginx_binary()
+    with tempfile.TemporaryDirectory(prefix="fairwins-nginx-t-") as tmp:
+        directory = Path(tmp)
+        conf = write_config(directory, http)
+        return subprocess.run(
+            [binary, "-t", "-p", str(directory), "-c", str(conf), "-e", str(directory / "error.log")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+def pooled(ports: Sequence[int], keepalive_timeout: str | None) -> Callable[[int], str]:
+    """POOLED in front of the servers on 127.0.0.1:`ports`, for the port nginx listens on."""
+    assert ports, "no upstream to proxy to"
+    servers = "\n".join(f"    server 127.0.0.1:{p};" for p in ports)
+    keepalive = f"\n    keepalive_timeout {keepalive_timeout};" if keepalive_timeout else ""
+    return lambda port: POOLED.format(servers=servers, keepalive_timeout=keepalive, port=port)
+
+
+DEBIAN_CONF: Final = Path("/etc/nginx/nginx.conf")
+CONF_D: Final = "include /etc/nginx/conf.d/*.conf;"
+SITES: Final = "include /etc/nginx/sites-enabled/*;"
+
+
+def check_in_conf_d(http: str) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` on the machine's own /etc/nginx/nginx.conf (Debian's, from nginx-common) with `http` as
+    the one file in its conf.d/, beside its stock http settings, as an operator drops it in. What it
+    writes (logs, pid) moves to a temp dir, and its sites (the default one listens on port 80, which
+    `nginx -t` binds) are left out, so it runs unprivileged."""
+    binary = nginx_binary()
+    stock = DEBIAN_CONF.read_text(encoding="utf-8")
+    assert stock.count(CONF_D) == 1 and stock.count(SITES) == 1, f"{DEBIAN_CONF} is not Debian's stock nginx.conf"
+    with tempfile.TemporaryDirectory(prefix="fairwins-nginx-conf-d-") as tmp:
+        directory = Path(tmp)
+        (directory / "fairwins-mcp.conf").write_text(http, encoding="utf-8")
+        conf = stock.replace(CONF_D, f"include {directory}/fairwins-mcp.conf;").replace(SITES, "")
+        conf = conf.replace("/var/log/nginx/", f"{directory}/").replace("/run/nginx.pid", f"{directory}/nginx.pid")
+        (directory / "nginx.conf").write_text(conf, encoding="utf-8")
+        return subprocess.run(
+            [binary, "-t", "-c", str(directory / "nginx.conf"), "-e", str(directory / "error.log")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+class Nginx:
+    """nginx listening on 127.0.0.1 on a free port, until `close()`.
+
+    By default it proxies to the servers on 127.0.0.1:`upstream` (one port, or several), keep-alive
+    pooled (POOLED); `keepalive_timeout`: how long it keeps an idle upstream connection (nginx's
+    default, 60 s, when None). `http` replaces that config: given the port to listen on, it returns
+    the http-level config to run (an operator's, from the README).
     """
 
-    def __init__(self, upstream: int | Sequence[int], *, keepalive_timeout: str | None = None) -> None:
-        ports = [upstream] if isinstance(upstream, int) else list(upstream)
-        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports)
-        keepalive = f"\n        keepalive_timeout {keepalive_timeout};" if keepalive_timeout else ""
+    def __init__(
+        self,
+        upstream: int | Sequence[int] = (),
+        *,
+        keepalive_timeout: str | None = None,
+        http: Callable[[int], str] | None = None,
+    ) -> None:
+        if http is None:
+            http = pooled([upstream] if isinstance(upstream, int) else list(upstream), keepalive_timeout)
         self.dir = Path(tempfile.mkdtemp(prefix="fairwins-nginx-"))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -117,10 +196,7 @@ class Nginx:
         try:
             for _ in range(ATTEMPTS):
                 self.port = _free_port()
-                conf = self.dir / "nginx.conf"
-                conf.write_text(
-                    CONFIG.format(dir=self.dir, servers=servers, keepalive_timeout=keepalive, port=self.port)
-                )
+                conf = write_config(self.dir, http(self.port))
                 self.proc = subprocess.Popen(
                     [binary, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
                     stdin=subprocess.DEVNULL,

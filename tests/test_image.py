@@ -15,7 +15,9 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -26,6 +28,7 @@ from typing import Any, Final
 import pytest
 
 from tests.conftest import client_for
+from tests.handed_out import container_commands, of_kind
 from tests.image.podman import BASE_TAG, BUILD_TIMEOUT, CACHE, ROOT, Podman, disk_use, ulimits
 from tests.mcp_http import LegacyClient, post
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -37,6 +40,7 @@ RUN_ID: Final = uuid.uuid4().hex[:10]
 IMAGE: Final = f"localhost/fairwins-mcp-test:{RUN_ID}"
 PROBE: Final = f"localhost/fairwins-mcp-context-probe:{RUN_ID}"
 CONTAINER: Final = f"fairwins-mcp-test-{RUN_ID}"
+README_IMAGE: Final = f"localhost/fairwins-mcp-readme:{RUN_ID}"  # what the README's lines build and run
 READY_TIMEOUT: Final = 60.0  # seconds from `podman run` to /healthz answering 200
 STOP_GRACE: Final = 30  # `podman stop -t`: longer than the server's own drain (gateway timeout + 5 s)
 IN_FLIGHT_DELAY: Final = 2.0  # seconds the sandbox gateway holds the call that is in flight at SIGTERM
@@ -522,3 +526,73 @@ def test_sigterm_drains_and_exits_0(podman: Podman, container: Container, gatewa
     assert len(stopped) == len(pids) and sum(stopped) == 1, container.logs()
     drained = {int(m.group(2)) for line in messages if (m := DRAINED_LINE.match(line))}
     assert drained == pids, container.logs()
+
+
+# --- the README's container lines ----------------------------------------------------------------
+
+
+def readme_lines(
+    block_lines: list[list[str]], host_port: int, podman: Podman
+) -> tuple[list[str], list[str], list[str]]:
+    """The README's podman build, docker run and curl lines as they run here (checked to fit together by
+    tests/test_handed_out_configs.py): the image name is README_IMAGE, the published port a free
+    one on loopback, `docker` is podman (its private storage), and the flags this sandbox needs
+    are added (rlimits it grants; no registry, so never pull). Nothing else changes."""
+    (build,) = [w for w in block_lines if w[:2] == ["podman", "build"]]
+    (run,) = [w for w in block_lines if w[:2] == ["docker", "run"]]
+    (probe,) = [w for w in block_lines if w[0] == "curl"]
+    tag = build[build.index("-t") + 1]
+    published = run[run.index("-p") + 1]
+    old_host = published.rsplit(":", 1)[0]
+    build = [*podman.argv, "build", "--pull=never", *ulimits(), *(README_IMAGE if w == tag else w for w in build[2:])]
+    run = [*podman.argv, "run", *ulimits(), *run[2:]]
+    run[run.index(published)] = f"127.0.0.1:{host_port}:{published.rsplit(':', 1)[1]}"
+    assert run[-1] == tag, "the run line runs another image than the build line builds"
+    run[-1] = README_IMAGE
+    probe = [w.replace(f"127.0.0.1:{old_host}/", f"127.0.0.1:{host_port}/") for w in probe]
+    return build, run, probe
+
+
+def test_the_readme_container_lines_build_this_image_run_it_and_answer_healthz(
+    podman: Podman, image: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    (block,) = of_kind("container")
+    build, run, probe = readme_lines(container_commands(block), free_port(), podman)
+    server: subprocess.Popen[str] | None = None
+    try:
+        done = subprocess.run(build, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+        assert done.returncode == 0, f"the README's build line failed:\n{done.stderr[-3000:]}"
+        # The same Dockerfile and context as the image this module checks: every step comes from its
+        # build, so the README's line names that very image.
+        assert podman.json("image", "inspect", README_IMAGE)[0]["Id"] == image["Id"]
+        # `docker run` in the foreground, as typed; the probe from "another terminal" until it answers.
+        server = subprocess.Popen(
+            run, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        started = time.monotonic()
+        while (answered := subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)).returncode:
+            assert server.poll() is None, f"the README's run line exited {server.returncode} before /healthz answered"
+            assert time.monotonic() - started < READY_TIMEOUT, f"/healthz did not answer within {READY_TIMEOUT:.0f} s"
+            time.sleep(0.2)
+        assert json.loads(answered.stdout)["status"] == "ok"
+        say(
+            request,
+            f"README lines: built {block.doc}:{block.line}'s image, /healthz answered through the published port",
+        )
+        # Ctrl-C: podman hands the signal to the server, which drains and exits 0; --rm removes it.
+        server.send_signal(signal.SIGINT)
+        output, _ = server.communicate(timeout=STOP_GRACE + 30)
+        record_output("the README's run line", output)
+        assert server.returncode == 0, f"the README's run line exited {server.returncode}:\n{output[-3000:]}"
+        assert "stopped: all 0 requests in flight at the signal were answered" in output
+        left = podman("ps", "--all", "--quiet", "--filter", f"ancestor={README_IMAGE}").stdout.split()
+        assert left == [], "--rm left the container behind"
+    finally:
+        if server is not None and server.poll() is None:
+            server.kill()
+            server.communicate(timeout=STOP_GRACE)
+        for name in podman(
+            "ps", "--all", "--quiet", "--filter", f"ancestor={README_IMAGE}", check=False
+        ).stdout.split():
+            podman("rm", "--force", "--time", "0", name, check=False)
+        podman("rmi", README_IMAGE, check=False)  # a tag of the checked image: removing it keeps that one

@@ -3,7 +3,8 @@
 A fenced block whose info string is `sh runnable` is run here with bash (`-e -o pipefail`) from the
 repository root, as if the virtual environment were active (this interpreter's bin directory
 first on PATH), against a sandbox gateway started for it: the README's `127.0.0.1:8787` (where
-`make demo` puts the sandbox) is pointed at that gateway's free port. Every other block is prose.
+`make demo` puts the sandbox) is pointed at that gateway's free port. Every other block is checked
+by the program that reads it, or found to be prose: tests/test_handed_out_configs.py.
 """
 
 from __future__ import annotations

@@ -15,22 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.run import (
+from bench.runner import (
     REPO,
     BenchError,
     Deadline,
     HttpConn,
-    LineReader,
-    StderrDrain,
-    _child_env,
+    StubProcess,
+    child_env,
     rss_mib,
-    spawn,
+    start_http,
     stop,
     stop_all,
 )
@@ -60,19 +58,12 @@ def batch_request(port: int, items: int) -> bytes:
 
 
 def measure(server_cmd: list[str], items: int, answer_mib: float, deadline: Deadline) -> dict[str, Any]:
-    stub_cmd = [sys.executable, "-m", "bench.stub_gateway", "--port", "0", "--status-bytes", str(int(answer_mib * MIB))]
-    stub = spawn(stub_cmd, _child_env("", None), stderr=subprocess.DEVNULL)
+    stub = StubProcess(0.0, deadline, status_bytes=int(answer_mib * MIB))
     try:
-        assert stub.stdout is not None
-        line = LineReader(stub.stdout.fileno()).readline(time.perf_counter_ns() + int(deadline.bound(10) * 1e9))
-        stub_url = line.decode().rsplit(" ", 1)[-1].strip()
-        env = _child_env(stub_url, None)
+        env = child_env(stub.url, None)
         env["FAIRWINS_MCP_TIMEOUT"] = "120"  # the batch's deadline is the gateway timeout: let it finish
-        proc = spawn([*server_cmd, "--http", "0", "--host", "127.0.0.1"], env, stderr=subprocess.PIPE)
+        proc, drain = start_http(server_cmd, env, deadline)
         try:
-            assert proc.stderr is not None
-            drain = StderrDrain(proc.stderr)
-            drain.found.wait(deadline.bound(10))
             if drain.port is None:
                 raise BenchError(f"the server did not start: {drain.tail()!r}")
             conn = HttpConn(drain.port)
@@ -88,7 +79,7 @@ def measure(server_cmd: list[str], items: int, answer_mib: float, deadline: Dead
         finally:
             stop(proc)
     finally:
-        stop(stub)
+        stub.close()
     answers = json.loads(body)
     errors = sum(1 for m in answers if isinstance(m, dict) and "error" in m) if isinstance(answers, list) else 1
     return {

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parent.parent
-TOKEN = "fw1.sandbox-member-a-7f3k"  # the sandbox's member A (tests/sandbox_gateway.py)
-START_TIMEOUT = 15.0
+from bench.runner import REPO, SANDBOX_TOKEN, plain_env, rss_mib, start_sandbox_gateway, wait_for_line
+
 REQUEST_TIMEOUT = 15.0
 STDIO_WINDOW = 8  # requests the stdio client keeps outstanding
 # Allowed RSS growth of each server from the end of warm-up to the end of the load: room for the
@@ -57,36 +56,6 @@ MIX: tuple[tuple[float, str, dict[str, Any], bool], ...] = (
 
 
 # ---- processes ---------------------------------------------------------------------------------------
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWINS_")}
-    env["PYTHONPATH"] = str(REPO)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def _wait_for_line(stream: IO[bytes], pattern: re.Pattern[bytes], what: str) -> re.Match[bytes]:
-    deadline = time.monotonic() + START_TIMEOUT
-    seen = []
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        seen.append(line)
-        match = pattern.search(line)
-        if match:
-            return match
-    raise SystemExit(f"{what} did not start: {b''.join(seen).decode(errors='replace')[-2000:]}")
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class StderrCounter:
@@ -134,31 +103,18 @@ class Servers:
 
 
 def start(delay: float, max_concurrency: int) -> Servers:
-    gateway = subprocess.Popen(
-        [sys.executable, "-m", "tests.sandbox_gateway", "--port", "0", "--delay", str(delay)],
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert gateway.stdout is not None
-    url = (
-        _wait_for_line(gateway.stdout, re.compile(rb"sandbox gateway on (\S+)"), "the sandbox gateway")
-        .group(1)
-        .decode()
-    )
-    threading.Thread(target=lambda: [None for _ in gateway.stdout], daemon=True).start()  # type: ignore[union-attr]
-    server_env = _env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max_concurrency))
+    gateway, url = start_sandbox_gateway(delay)
+    server_env = plain_env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max_concurrency))
     http = subprocess.Popen(
         [sys.executable, "-m", "mcp_server", "--http", "0"],
         cwd=REPO, env=server_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert http.stderr is not None
-    port = int(
-        _wait_for_line(
-            http.stderr, re.compile(rb"listening on http://127\.0\.0\.1:(\d+)/mcp"), "the HTTP server"
-        ).group(1)
-    )
+    listening = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)/mcp")
+    port = int(wait_for_line(http.stderr, listening, "the HTTP server").group(1))
     stdio = subprocess.Popen(
         [sys.executable, "-m", "mcp_server"],
-        cwd=REPO, env={**server_env, "FAIRWINS_API_TOKEN": TOKEN},
+        cwd=REPO, env={**server_env, "FAIRWINS_API_TOKEN": SANDBOX_TOKEN},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert stdio.stderr is not None
@@ -228,7 +184,7 @@ def http_client(
         body = json.dumps({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if member:
-            headers["Authorization"] = f"Bearer {TOKEN}"
+            headers["Authorization"] = f"Bearer {SANDBOX_TOKEN}"
         started = time.monotonic()
         try:
             conn.request("POST", "/mcp", body=body, headers=headers)
@@ -393,6 +349,8 @@ def run_phase(
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The value at the rounded index q% of the way along, as bench.load has always reported it
+    (bench.runner.percentile is nearest-rank: the two can differ by one sample)."""
     if not sorted_values:
         return float("nan")
     index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.run import (  # one harness for both tables
+from bench.runner import (  # one harness for both tables
     REPO,
     START_TIMEOUT_S,
     BenchError,
@@ -37,20 +37,21 @@ from bench.run import (  # one harness for both tables
     HttpConn,
     StderrDrain,
     StubProcess,
-    _child_env,
-    _loadavg,
-    _round,
-    _sdk_cmd,
-    _ts_cmd,
+    child_env,
     compile_ours,
+    loadavg,
     mcp_post,
     ok_tool_call,
+    our_python,
+    rounded,
     rss_mib,
     run_load,
-    spawn,
+    sdk_command,
+    start_http,
     stop,
     stop_all,
     tree_mib,
+    ts_command,
 )
 
 LEVELS = (32, 128, 256)
@@ -114,11 +115,8 @@ def wait_ready(label: str, port: int, proc: subprocess.Popen[bytes], drain: Stde
 
 
 def measure(server: Server, env: dict[str, str], levels: Sequence[int], duration: float, deadline: Deadline) -> None:
-    proc = spawn([*server.cmd, "--http", "0", "--host", "127.0.0.1"], env, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    drain = StderrDrain(proc.stderr)
+    proc, drain = start_http(server.cmd, env, deadline)
     try:
-        drain.found.wait(deadline.bound(START_TIMEOUT_S))
         if drain.port is None:
             raise BenchError(f"{server.label}: no URL on stderr (exit code {proc.poll()}); stderr: {drain.tail()!r}")
         port = drain.port
@@ -215,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=str(DEFAULT_JSON))
     args = parser.parse_args(argv)
     deadline = Deadline(args.time_limit)
-    python = args.compare if args.compare and os.access(args.compare, os.X_OK) else sys.executable
+    python = our_python(None, args.compare)
     compile_ours(python)
     servers: list[Server] = []
     for workers in args.ours_workers:
@@ -226,20 +224,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     sdk_version = ""
     if args.compare:
         try:
-            sdk_cmd, sdk_version = _sdk_cmd(args.compare)
+            sdk_cmd, sdk_version = sdk_command(args.compare)
             sdk = Server(f"Python SDK {sdk_version}", sdk_cmd)
             servers.append(sdk)
         except (BenchError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"Python SDK: {exc}")
     if args.compare_ts:
         try:
-            ts_cmd, ts_version = _ts_cmd(args.compare_ts)
+            ts_cmd, ts_version = ts_command(args.compare_ts)
             servers.append(Server(f"TypeScript SDK {ts_version.split(' on ')[0]}", ts_cmd))
         except (BenchError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"TypeScript SDK: {exc}")
-    load_before = _loadavg()
+    load_before = loadavg()
     stub = StubProcess(args.delay_ms, deadline)
-    env = _child_env(stub.url, None)
+    env = child_env(stub.url, None)
     try:
         for server in servers:
             sys.stderr.write(f"bench.slow: {server.label}: {', '.join(map(str, args.levels))} clients\n")
@@ -275,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_round(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(rounded(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"\nresults: {path}")
     return 1 if errors else 0
 

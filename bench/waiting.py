@@ -25,8 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from bench.load import REPO, START_TIMEOUT, TOKEN, _env, _wait_for_line
-from bench.run import _process_tree, cpu_ms
+from bench.runner import (
+    REPO,
+    SANDBOX_TOKEN,
+    cpu_ms,
+    plain_env,
+    start_sandbox_gateway,
+    tree_fields,
+    wait_for_line,
+)
+
+TIMEOUT_S = 15.0  # to connect, and for an answer that does not wait on the gateway
 
 
 def _drain(stream: IO[bytes] | None) -> None:
@@ -36,17 +45,7 @@ def _drain(stream: IO[bytes] | None) -> None:
 
 def status(pid: int) -> dict[str, float]:
     """VmRSS and VmSize (KiB) and Threads, summed over the process tree."""
-    total = {"VmRSS": 0.0, "VmSize": 0.0, "Threads": 0.0}
-    for p in _process_tree(pid):
-        try:
-            with open(f"/proc/{p}/status") as fh:
-                for line in fh:
-                    key, _, value = line.partition(":")
-                    if key in total:
-                        total[key] += float(value.split()[0])
-        except OSError:
-            pass
-    return total
+    return tree_fields(pid, "status", ("VmRSS", "VmSize", "Threads"))
 
 
 def established_to(port: int) -> int:
@@ -71,7 +70,7 @@ def request_bytes(port: int, rid: int, method: str = "tools/call") -> bytes:
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
-        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Authorization: Bearer {SANDBOX_TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 
@@ -105,7 +104,7 @@ class Crowd:
         self.pending: list[Pending] = []
         self.keep_open = keep_open
         for i in range(n):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=START_TIMEOUT)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
             sock.setblocking(False)
             item = Pending(sock, request_bytes(port, i + 1, method))
             self.pending.append(item)
@@ -144,30 +143,20 @@ class Crowd:
 
 
 def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
-    gateway = subprocess.Popen(
-        [sys.executable, "-m", "tests.sandbox_gateway", "--port", "0", "--delay", str(delay)],
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    gateway, url = start_sandbox_gateway(delay)
     server: subprocess.Popen[bytes] | None = None
     try:
-        assert gateway.stdout is not None
-        url = (
-            _wait_for_line(gateway.stdout, re.compile(rb"sandbox gateway on (\S+)"), "the sandbox gateway")
-            .group(1)
-            .decode()
-        )
-        _drain(gateway.stdout)
         gateway_port = int(url.rsplit(":", 1)[1])
         argv = [sys.executable, "-m", "mcp_server", "--http", "0"]
         if workers > 1:
             argv += ["--workers", str(workers)]
-        env = _env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max(n, 1)), FAIRWINS_MCP_TIMEOUT="60")
+        env = plain_env(FAIRWINS_API_URL=url, FAIRWINS_MCP_MAX_CONCURRENCY=str(max(n, 1)), FAIRWINS_MCP_TIMEOUT="60")
         server = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert server.stderr is not None
-        port = int(_wait_for_line(server.stderr, re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp"), "the server").group(1))
+        port = int(wait_for_line(server.stderr, re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp"), "the server").group(1))
         _drain(server.stderr)
         warm = Crowd(port, 8)  # every code path loaded once before the baseline
-        warm.run(START_TIMEOUT + delay)
+        warm.run(TIMEOUT_S + delay)
         time.sleep(0.5)
         idle = status(server.pid)
         cpu0 = cpu_ms(server.pid) / 1000
@@ -195,7 +184,7 @@ def measure(n: int, delay: float, workers: int) -> dict[str, Any]:
         time.sleep(0.5)
         before_idle = status(server.pid)
         idlers = Crowd(port, n, method="ping", keep_open=True)  # answered at once, then left open and idle
-        idlers.run(START_TIMEOUT)
+        idlers.run(TIMEOUT_S)
         time.sleep(0.5)
         idle_open = status(server.pid)
         for item in idlers.pending:

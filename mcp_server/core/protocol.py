@@ -19,7 +19,7 @@ from mcp_server.core import batches
 from mcp_server.core.batches import DEFAULT_BATCH_LIMITS, BatchLimits
 from mcp_server.core.catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
 from mcp_server.core.context import LOG_LEVELS, PaymentAllowance, RequestContext
-from mcp_server.ops import logs
+from mcp_server.ops import logs, records
 from mcp_server.wire import x402
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
@@ -291,7 +291,7 @@ class Dispatcher:
             return Reply(error_response(req.id, exc.to_error()), table.get(exc.code, 200))
         except Exception:
             # Unexpected: the detail goes to stderr, never to the wire.
-            log.exception("unexpected failure handling %s", req.method)
+            log.exception("unexpected failure handling %s", records.clip(req.method))  # a client chose it
             err = error_object(INTERNAL_ERROR, "Internal error")
             return Reply(error_response(req.id, err), 500 if modern else 200)
         return Reply(response(req.id, result), 200)

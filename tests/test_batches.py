@@ -9,6 +9,7 @@ stated size of answers held, and a payment forwarded at most once, whatever carr
 from __future__ import annotations
 
 import json
+import random
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +17,15 @@ from typing import Any
 
 import pytest
 
+from mcp_server.core import batches
+from mcp_server.core.batches import BatchLimits
 from mcp_server.core.context import PaymentAllowance, RequestContext
-from mcp_server.core.protocol import Session
+from mcp_server.core.protocol import Dispatcher, Session
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.server import McpHTTPServer
-from mcp_server.wire.jsonrpc import Request
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.jsonrpc import INVALID_REQUEST, Invalid, Message, Notification, Request, error_object, response
 from tests.mcp_http import Raw, post, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.stdio_harness import StdioHarness
@@ -52,6 +56,18 @@ def status_calls(n: int) -> list[dict[str, Any]]:
     return [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params} for i in range(n)]
 
 
+def compact(batch: list[Any]) -> bytes:
+    return json.dumps(batch, separators=(",", ":")).encode()
+
+
+# Malformed entries are answered (`-32600`, id null) and so cost as much as calls: every one counts.
+OVER_THE_LIMIT_WITH_MALFORMED = {
+    "63 calls, 1 and {}": [*status_calls(MAX_ITEMS - 1), 1, {}],
+    "65 {}": [{}] * (MAX_ITEMS + 1),
+    "200,000 times 1": [1] * 200_000,  # once answered with 27.6 MB, past the 16 MiB answer cap
+}
+
+
 def test_a_batch_at_the_limit_is_answered_item_by_item() -> None:
     with running(None) as server:
         answer = post(server.url, pings(MAX_ITEMS), OLD)
@@ -68,6 +84,88 @@ def test_a_batch_over_the_limit_is_refused_whole_and_runs_nothing(sandbox: Sandb
     assert error["id"] is None and error["error"]["code"] == -32600
     assert f"{MAX_ITEMS}" in error["error"]["message"] and f"{items}" in error["error"]["message"]
     assert not [r for r in sandbox.seen if r.path == "/status"], "a refused batch sent something to the gateway"
+
+
+@pytest.mark.parametrize("batch", OVER_THE_LIMIT_WITH_MALFORMED.values(), ids=OVER_THE_LIMIT_WITH_MALFORMED.keys())
+def test_malformed_entries_count_toward_the_item_limit(sandbox: SandboxGateway, batch: list[Any]) -> None:
+    with running(sandbox.url) as server:
+        answer = post(server.url, compact(batch), OLD)
+    assert answer.status == 400
+    (error,) = answer.messages
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert f"a batch of {len(batch)} messages" in error["error"]["message"]
+    assert not [r for r in sandbox.seen if r.path == "/status"], "a refused batch sent something to the gateway"
+
+
+def test_malformed_entries_are_answered_within_the_answer_cap(sandbox: SandboxGateway) -> None:
+    # One call whose answer fits the cap on its own, then 63 malformed entries, each owed an error:
+    # room is kept for those errors, so the call's answer is the one dropped, and the cap holds.
+    sandbox.fault("/status", "large", size=20_000)
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))
+    with serving(dispatcher) as server:
+        alone = post(server.url, status_calls(1), OLD)
+        assert alone.status == 200 and "result" in alone.messages[0]
+        cap = len(alone.body) + 1000  # the call's answer and a few errors, not 63 of them
+        dispatcher.batch_limits = BatchLimits(max_answer_bytes=cap)
+        sandbox.clear_seen()
+        answer = post(server.url, compact(status_calls(1) + [1] * (MAX_ITEMS - 1)), OLD)
+    assert answer.status == 200
+    assert len(answer.body) <= cap, f"{len(answer.body)} bytes of answers against a cap of {cap}"
+    call, *malformed = answer.messages
+    assert len(malformed) == MAX_ITEMS - 1
+    assert all(m["id"] is None and m["error"]["code"] == -32600 for m in malformed)
+    assert call["id"] == 0 and call["error"]["code"] == -32000 and "was dropped" in call["error"]["message"]
+    assert f"{cap} bytes" in call["error"]["message"]
+    assert len([r for r in sandbox.seen if r.path == "/status"]) == 1
+
+
+def test_a_batch_whose_shortest_answers_pass_the_answer_cap_is_refused_whole(sandbox: SandboxGateway) -> None:
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))
+    dispatcher.batch_limits = BatchLimits(max_answer_bytes=4096)
+    with serving(dispatcher) as server:
+        answer = post(server.url, compact(status_calls(2) + [1, {}] * 20), OLD)
+    assert answer.status == 400
+    (error,) = answer.messages
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert "4096 bytes" in error["error"]["message"] and "nothing in it was run" in error["error"]["message"]
+    assert not [r for r in sandbox.seen if r.path == "/status"]
+
+
+def test_whatever_a_batch_holds_its_answers_stay_within_the_cap() -> None:
+    # The core alone, over many shapes: calls with answers of any size, malformed entries with
+    # long ids or none, notifications. Whatever `over_limits` lets through is answered entry by
+    # entry (a notification excepted) and never past the cap.
+    rng = random.Random(23)
+    for _ in range(300):
+        cap = rng.choice([2_000, 8_000, 40_000])
+        items: list[Message] = []
+        for n in range(rng.randint(1, MAX_ITEMS)):
+            kind = rng.choice(["call", "malformed", "notification"])
+            if kind == "call":
+                items.append(Request(n, "tools/call", {"size": rng.choice([10, 500, 5_000, 30_000])}))
+            elif kind == "malformed":
+                some_id = rng.choice([None, n, "é" * rng.randint(1, 300)])
+                items.append(Invalid(some_id, error_object(INVALID_REQUEST, "Invalid Request: not an object")))
+            else:
+                items.append(Notification("notifications/initialized"))
+        limits = BatchLimits(max_answer_bytes=cap)
+
+        def answer(item: Message, ctx: RequestContext) -> dict[str, Any] | None:
+            if isinstance(item, Request):
+                return response(item.id, {"text": "x" * item.params["size"]})
+            if isinstance(item, Invalid):
+                return {"jsonrpc": "2.0", "id": item.id, "error": item.error}
+            return None
+
+        if batches.over_limits(items, limits) is not None:
+            continue
+        encoded = batches.run(items, limits, Cancellation(), RequestContext, answer)
+        owed = [item.id for item in items if isinstance(item, (Request, Invalid))]
+        if encoded is None:
+            assert not owed
+            continue
+        assert len(encoded.data) <= cap
+        assert [m["id"] for m in json.loads(encoded.data)] == owed
 
 
 def test_a_payment_in_two_batch_items_reaches_the_gateway_at_most_once(sandbox: SandboxGateway) -> None:
@@ -163,8 +261,10 @@ def test_answers_over_the_batch_budget_are_errors_not_memory(sandbox: SandboxGat
 # ---- stdio shares the dispatcher, and so the bounds --------------------------------------------------
 
 
-def stdio_batch(sandbox: SandboxGateway, batch: list[dict[str, Any]], *, timeout: float = 5.0) -> Any:
-    harness = StdioHarness(build_dispatcher(Config(api_url=sandbox.url, timeout=timeout)))
+def stdio_batch(
+    sandbox: SandboxGateway, batch: list[Any], *, timeout: float = 5.0, dispatcher: Dispatcher | None = None
+) -> Any:
+    harness = StdioHarness(dispatcher or build_dispatcher(Config(api_url=sandbox.url, timeout=timeout)))
     try:
         init, _ = harness.request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {}})
         assert init["result"]["protocolVersion"] == "2025-03-26"
@@ -178,6 +278,30 @@ def test_a_stdio_batch_over_the_limit_is_refused_whole(sandbox: SandboxGateway) 
     answer = stdio_batch(sandbox, status_calls(MAX_ITEMS + 1))
     assert isinstance(answer, dict) and answer["id"] is None and answer["error"]["code"] == -32600
     assert not [r for r in sandbox.seen if r.path == "/status"]
+
+
+@pytest.mark.parametrize("batch", OVER_THE_LIMIT_WITH_MALFORMED.values(), ids=OVER_THE_LIMIT_WITH_MALFORMED.keys())
+def test_malformed_entries_count_toward_the_stdio_item_limit(sandbox: SandboxGateway, batch: list[Any]) -> None:
+    answer = stdio_batch(sandbox, batch)
+    assert isinstance(answer, dict) and answer["id"] is None and answer["error"]["code"] == -32600
+    assert f"a batch of {len(batch)} messages" in answer["error"]["message"]
+    assert not [r for r in sandbox.seen if r.path == "/status"]
+
+
+def test_malformed_entries_on_stdio_are_answered_within_the_answer_cap(sandbox: SandboxGateway) -> None:
+    sandbox.fault("/status", "large", size=20_000)
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))
+    alone = stdio_batch(sandbox, status_calls(1), dispatcher=dispatcher)
+    assert "result" in alone[0]
+    cap = len(compact(alone)) + 1000  # the line is compact ASCII JSON: the same bytes, re-encoded
+    dispatcher.batch_limits = BatchLimits(max_answer_bytes=cap)
+    sandbox.clear_seen()
+    answer = stdio_batch(sandbox, status_calls(1) + [1] * (MAX_ITEMS - 1), dispatcher=dispatcher)
+    assert len(compact(answer)) <= cap
+    call, *malformed = answer
+    assert len(malformed) == MAX_ITEMS - 1 and all(m["error"]["code"] == -32600 for m in malformed)
+    assert call["error"]["code"] == -32000 and "was dropped" in call["error"]["message"]
+    assert len([r for r in sandbox.seen if r.path == "/status"]) == 1
 
 
 def test_a_stdio_batch_has_one_deadline(sandbox: SandboxGateway) -> None:

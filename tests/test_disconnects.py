@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -47,6 +46,22 @@ def call(watcher: DisconnectWatcher, served: socket.socket) -> Iterator[threadin
         unwatch()
 
 
+def close_and_wait_until_seen(watcher: DisconnectWatcher, served: socket.socket, client: socket.socket) -> None:
+    """Close `client`; return once the watcher's thread has handled its end, whether a call was watched or not."""
+    client.close()
+    served.settimeout(WAIT)
+    # The end has reached the server's socket, and so its registration: it is queued for the watcher.
+    assert served.recv(1, socket.MSG_PEEK) == b""
+    # The watcher is told of ends in the order they came (epoll's ready list is first in, first out):
+    # once a later end has cancelled its call, the watcher's thread has handled this one too.
+    with pair() as (marker_served, marker_client):
+        watcher.attach(marker_served)
+        with call(watcher, marker_served) as marker:
+            marker_client.close()
+            assert marker.wait(WAIT), "the watcher never handled a later end"
+        watcher.detach(marker_served)
+
+
 @pytest.fixture(params=["epoll", "selector"])
 def watcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[DisconnectWatcher]:
     """Both ways the watcher works: epoll (Linux), and a selector as on every other system."""
@@ -76,8 +91,7 @@ def test_a_client_gone_before_its_call_began_cancels_it(watcher: DisconnectWatch
     # Its end was reported (once: the registration is edge-triggered) while no call was watched.
     with pair() as (served, client):
         watcher.attach(served)
-        client.close()
-        time.sleep(QUIET)  # the watcher has seen the end with nothing to cancel
+        close_and_wait_until_seen(watcher, served, client)  # with nothing to cancel
         with call(watcher, served) as fired:
             assert fired.wait(WAIT), "the call of a client already gone must be cancelled"
 
@@ -122,8 +136,7 @@ def test_a_descriptor_reused_by_a_new_connection_starts_clean(watcher: Disconnec
     # The first connection's end was seen; the next one given the same descriptor must not inherit it.
     with pair() as (served, client):
         watcher.attach(served)
-        client.close()
-        time.sleep(QUIET)
+        close_and_wait_until_seen(watcher, served, client)
         fd = served.fileno()
         watcher.detach(served)
     with pair() as (served, client):

@@ -295,3 +295,45 @@ def test_chunk_extensions_by_the_grammar_are_ignored(server: McpHTTPServer, size
 )
 def test_chunk_extensions_off_the_grammar_are_400(server: McpHTTPServer, size_line: bytes) -> None:
     refused_and_closed(server, chunked_ping(size_line), 400)
+
+
+# ---- trailers: read to their end, never the start of the next request ---------------------------
+
+
+def chunked_ping_with_trailers(trailers: bytes, message_id: int) -> bytes:
+    body = PING % message_id
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n%s\r\n" % (len(body), body, trailers)
+    )
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [b"", b"X-Trailer: t\r\n", b"X-One: 1\r\nX-Two:\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"],
+    ids=["none", "one", "framing-names"],
+)
+def test_a_request_pipelined_after_trailers_is_answered_in_step(server: McpHTTPServer, trailers: bytes) -> None:
+    # Trailer fields are read past, never acted on (a framing name in them frames nothing), and
+    # the next request on the connection starts where they end.
+    first, second, third = exchange(
+        server, chunked_ping_with_trailers(trailers, 9) + chunked_ping_with_trailers(trailers, 10) + ping(11), 3
+    )
+    assert answered_ping(first, 9), first
+    assert answered_ping(second, 10), second
+    assert answered_ping(third, 11), third
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        b"Bad Trailer\r\n",
+        b"X-T: a\x01b\r\n",
+        b"POST /mcp HTTP/1.1\r\n",
+        b"".join(b"X-T%d: %s\r\n" % (i, b"v" * 1000) for i in range(70)),
+    ],
+    ids=["space-in-name", "control", "a-request-line", "over-64-kib"],
+)
+def test_trailers_off_the_grammar_or_over_64_kib_are_400_and_closed(server: McpHTTPServer, trailers: bytes) -> None:
+    answer = refused_and_closed(server, chunked_ping_with_trailers(trailers, 9) + ping(10), 400)
+    assert json.loads(answer.body)["error"] == "bad_framing"

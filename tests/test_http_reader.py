@@ -211,6 +211,36 @@ def test_a_malformed_chunked_body_is_refused_400_in_any_split(body: bytes) -> No
     assert isinstance(found[-1], Refusal) and found[-1].status == 400, found
 
 
+@pytest.mark.parametrize("trailers", [b"", b"Trailer: t\r\n", b"X-One: 1\r\nX-Two:\r\nContent-Length: 99\r\n"])
+def test_trailers_are_read_to_their_end_and_the_next_request_starts_after_them(trailers: bytes) -> None:
+    data = chunked(b"5\r\nhello\r\n0\r\n" + trailers + b"\r\n") + GET
+    for step in (None, 1, 3):
+        reader = RequestReader()
+        found: list[Event] = []
+        chunks = [data] if step is None else [data[i : i + step] for i in range(0, len(data), step)]
+        for chunk in chunks:
+            reader.feed(chunk)
+            while not found or not isinstance(found[-1], Refusal):
+                event = reader.next_event()
+                if event is NEED_DATA:
+                    break
+                found.append(event)
+                if event is END:
+                    reader.next_request()
+        assert b"".join(e.data for e in found if isinstance(e, Data)) == b"hello"
+        first, end, following, last = [e for e in found if not isinstance(e, Data)]
+        assert isinstance(first, Head) and first.chunked and end is END and last is END, (step, found)
+        assert isinstance(following, Head) and following.method == "GET" and following.path == "/healthz"
+
+
+def test_trailers_over_64_kib_in_all_are_refused_though_each_line_is_short() -> None:
+    trailers = b"".join(b"X-T%d: %s\r\n" % (i, b"v" * 1000) for i in range(70))
+    found = events(chunked(b"5\r\nhello\r\n0\r\n" + trailers + b"\r\n"))
+    assert isinstance(found[-1], Refusal) and found[-1].status == 400 and "64 KiB" in found[-1].message
+    under = b"".join(b"X-T%d: %s\r\n" % (i, b"v" * 1000) for i in range(60))
+    assert events(chunked(b"5\r\nhello\r\n0\r\n" + under + b"\r\n"))[-1] is END
+
+
 def test_a_chunk_declaring_more_than_the_limit_is_refused_before_its_data_arrives() -> None:
     found = events(chunked(b"ffff\r\n"), limit=1024)
     assert isinstance(found[-1], Refusal) and found[-1].status == 413

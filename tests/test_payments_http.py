@@ -26,7 +26,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire import x402
 from tests.conftest import ROOT, WAIT, server_env
-from tests.mcp_http import serving
+from tests.mcp_http import Raw, serving
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway
 from tests.test_payments import (
     BUILD,
@@ -239,8 +239,38 @@ def test_a_payment_header_sent_twice_is_refused_and_nothing_is_forwarded(
     sandbox: SandboxGateway, server: McpHTTPServer
 ) -> None:
     other = b64(v1_payment() | {"network": "base"})
-    post(server, tools_call("get_wagers"), [("X-PAYMENT", b64(v1_payment())), ("X-PAYMENT", other)])
+    answer = post(server, tools_call("get_wagers"), [("X-PAYMENT", b64(v1_payment())), ("X-PAYMENT", other)])
+    assert answer.status == 400 and json.loads(answer.body)["error"] == "duplicate_header"
     assert payment_headers_seen(sandbox) == []
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("X-PAYMENT", "X-PAYMENT"), ("x-payment", "X-Payment"), ("PAYMENT-SIGNATURE", "payment-signature")],
+)
+def test_a_payment_header_sent_twice_is_refused_at_the_head_on_the_wire(
+    sandbox: SandboxGateway, server: McpHTTPServer, first: str, second: str
+) -> None:
+    # The head refuses it before any route or the payments layer reads it: the payments layer's
+    # own check (a comma in the value) is a second guard, and must not be the only one.
+    body = json.dumps(tools_call("get_wagers")).encode()
+    client = Raw(server.server_address[1])
+    try:
+        client.send(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n"
+            b"%s: %s\r\n%s: %s\r\n\r\n%s"
+            % (len(body), first.encode(), b64(v1_payment()).encode(), second.encode(), b64(v2_payment()).encode(), body)
+        )
+        answer = client.response()
+        assert answer is not None and answer.status == 400
+        refusal = json.loads(answer.body)
+        assert refusal["error"] == "duplicate_header" and first.lower() in refusal["message"]
+        assert client.response() is None, "a refused head must close the connection"
+    finally:
+        client.close()
+    assert attempts(sandbox, server, WAGERS) == 0 and payment_headers_seen(sandbox) == []
+    assert_no_secret(answer.body.decode(), b64(v1_payment()), b64(v2_payment()))
 
 
 def test_a_payment_header_on_a_batch_is_never_spent_twice(sandbox: SandboxGateway, server: McpHTTPServer) -> None:

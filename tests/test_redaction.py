@@ -23,13 +23,16 @@ from typing import Any, Final
 
 import pytest
 
+from mcp_server.core.catalog import Catalog
 from mcp_server.core.context import RequestContext
+from mcp_server.core.protocol import Dispatcher
 from mcp_server.core.redaction import MAX_CANDIDATES, Redactor
 from mcp_server.ops import logs
 from mcp_server.ops.logs import RequestFilter, request_bound
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.wire import x402
+from mcp_server.wire.jsonrpc import JSONObject
 from mcp_server.wire.x402 import Payment
 from tests.conftest import WAIT, client_for, run_stdio
 from tests.mcp_http import serving
@@ -271,6 +274,86 @@ def test_an_http_server_never_writes_back_an_echoed_credential_in_a_body_or_a_he
         + exposed(texts, payment_secret(pretty, payload))
     )
     assert not leaks, "\n".join(leaks[:10])
+
+
+# Every 4-character piece of it holds a character URL-escaping changes: escaped, no piece shows as it is.
+DENSE_TOKEN: Final = "a/b+c/d+e/f+g/h+i/j+k/l+m/n+o/p+"
+
+
+@pytest.mark.parametrize("form", ["url", "url_lower"])
+@pytest.mark.parametrize(
+    ("bearer", "shown"), [(COLON_TOKEN, "fw1.…w3Pz"), (DENSE_TOKEN, "…o/p+")], ids=["colon", "dense"]
+)
+def test_a_url_escaped_bearer_echoed_by_the_gateway_reaches_a_real_client_as_its_redacted_form(
+    sandbox: SandboxGateway, form: str, bearer: str, shown: str
+) -> None:
+    # Read off the socket by an HTTP client: the gateway's own words stay, and where it wrote the
+    # bearer (%3A, %2F, %2B) the client reads the whole bearer's redacted form, not pieces of it.
+    sandbox.fault(WAGERS, "echo", form=form, into="message", times=1)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {bearer}",
+    }
+    with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=2.0))) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT)
+        try:
+            conn.request("POST", "/mcp", body=json.dumps(body), headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+    assert resp.status == 200, raw
+    (block,) = json.loads(raw)["result"]["content"]
+    assert f"rejected {shown} (as received)" in block["text"], block["text"]
+    assert sandbox.seen[-1].header("Authorization") == f"Bearer {bearer}"  # it did go out, and came back
+    assert not exposed([raw.decode()], bearer_secret(bearer))
+
+
+class QuotingLibrary:
+    """A tool whose library fails quoting the URL it called, the bearer URL-escaped in its query."""
+
+    name = "quoting_library"
+
+    def definition(self) -> JSONObject:
+        return {"name": self.name, "inputSchema": {"type": "object"}}
+
+    def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
+        assert ctx.bearer is not None
+        raise ValueError(f"GET /v1/member/wagers?access_token={urllib.parse.quote(ctx.bearer, safe='')} failed")
+
+
+def test_a_url_escaped_bearer_in_a_log_line_of_a_real_http_request_is_written_redacted() -> None:
+    # The log side: the dispatcher logs the unexpected failure with its traceback while the
+    # request is handled; the filter the stderr handler carries writes the bearer redacted.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.addFilter(RequestFilter())
+    logger = logging.getLogger("fairwins_mcp")
+    logger.addHandler(handler)
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "quoting_library", "arguments": {}}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {FRESH_TOKEN}",
+    }
+    try:
+        with serving(Dispatcher(Catalog(tools=[QuotingLibrary()]))) as server:
+            conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT)
+            try:
+                conn.request("POST", "/mcp", body=json.dumps(body), headers=headers)
+                raw = conn.getresponse().read()
+            finally:
+                conn.close()
+    finally:
+        logger.removeHandler(handler)
+    assert json.loads(raw)["error"] == {"code": -32603, "message": "Internal error"}
+    written = stream.getvalue()
+    assert "unexpected failure handling tools/call" in written
+    assert "ValueError: GET /v1/member/wagers?access_token=fw1.…x7Vq failed" in written, written
+    assert not exposed([written], bearer_secret(FRESH_TOKEN))
 
 
 # ---- the redactor itself, pure ----------------------------------------------------------------------------

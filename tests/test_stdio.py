@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -22,8 +23,9 @@ from mcp_server.fairwins.snapshot import load
 from mcp_server.setup.server import build_catalog
 from mcp_server.transports.stdio import MAX_LINE, StdioServer
 from mcp_server.upstream.gateway import Gateway
-from tests.conftest import GATEWAY_TIMEOUT, WAIT, StdioProcess
-from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.conftest import GATEWAY_TIMEOUT, ROOT, WAIT, StdioProcess, server_env
+from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
+from tests.secret_canaries import record_output
 
 INIT = {
     "jsonrpc": "2.0",
@@ -455,6 +457,67 @@ def test_stray_prints_in_the_server_process_never_reach_stdout(stdio_process: Ca
     for stray in ("print() after the claim", "os.write(1) after the claim", "print() inside a tool"):
         assert stray in process.stderr
     assert "sys.stdout.write inside a tool" in process.stderr and "os.write(1) inside a tool" in process.stderr
+
+
+# The shipped entry point, `python -m mcp_server`, run with a library that writes to stdout, with
+# print() and on fd 1, whenever a connection is made: each gateway call, after stdout was claimed.
+NOISY_LIBRARY = textwrap.dedent(
+    """
+    import os, runpy, sys
+
+    def noisy(event, args):
+        if event == "socket.connect":
+            print("a library prints: connecting", flush=True)
+            os.write(1, b"a library writes to fd 1: connecting\\n")
+
+    sys.addaudithook(noisy)
+    runpy.run_module("mcp_server", run_name="__main__", alter_sys=True)
+    """
+)
+STRAYS = ("a library prints: connecting", "a library writes to fd 1: connecting")
+SDK_PYTHON = ROOT / ".venv-sdk" / "bin" / "python"
+
+
+def test_a_library_printing_during_calls_of_the_shipped_entry_point_never_reaches_stdout(
+    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
+) -> None:
+    process = stdio_process(
+        [sys.executable, "-c", NOISY_LIBRARY], FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A
+    )
+    process.send(INIT)
+    process.response_to("init")
+    process.send(call(2, "get_profile"))
+    assert process.response_to(2)["result"]["structuredContent"]["account"] == ACCOUNT_A
+    process.send(ping(3))
+    process.response_to(3)
+    process.close_stdin()
+    assert process.wait() == 0
+    assert_every_line_is_json_rpc(process)
+    assert len(process.lines) == 3  # init, the call, the ping: nothing else
+    for stray in STRAYS:
+        assert stray in process.stderr, process.stderr
+
+
+def test_the_sdk_client_reads_every_line_of_a_session_in_which_a_library_prints(sandbox: SandboxGateway) -> None:
+    assert SDK_PYTHON.exists(), f"the MCP Python SDK is not installed in {SDK_PYTHON.parent.parent}: run `make test`"
+    wanted = [["get_profile", {}], ["get_wagers", {}], ["get_profile", {}]]
+    done = subprocess.run(
+        [str(SDK_PYTHON), str(ROOT / "tests" / "sdk" / "stdio_calls.py"), "auto", sys.executable, "-c", NOISY_LIBRARY],
+        cwd=ROOT,
+        env=server_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A),
+        input="".join(json.dumps(c) + "\n" for c in wanted),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    record_output("SDK stdio session with a noisy library", done.stdout + done.stderr)
+    assert done.returncode == 0, f"the SDK session failed:\n{done.stdout}\n{done.stderr}"
+    report = json.loads(done.stdout)
+    assert report["unreadable"] == [], report["unreadable"]
+    assert [c["isError"] for c in report["calls"]] == [False, False, False], report["calls"]
+    assert report["calls"][0]["structuredContent"]["account"] == ACCOUNT_A
+    for stray in STRAYS:
+        assert stray in done.stderr  # the server's stderr, passed through by the SDK
 
 
 def test_sigterm_answers_every_request_already_read_then_exits_0(

@@ -5,6 +5,10 @@ slot, one gateway call at a time), all within one deadline; when the client leav
 flight is cancelled and nothing more runs; answers are encoded as they are made and at most
 `max_answer_bytes` of them are held; and no payment is forwarded from a batch at all (one
 payment is spent once: it cannot ride on several calls, and a batch could carry many).
+
+Every entry counts against both bounds, a malformed one (`1`, `{}`) as much as a call: each is
+answered, so each costs an answer. The shortest answer every entry may get (its own error, or a
+refusal) is set aside before anything runs, so the answers held never pass `max_answer_bytes`.
 """
 
 from __future__ import annotations
@@ -51,6 +55,61 @@ class BatchLimits:
 DEFAULT_BATCH_LIMITS: Final = BatchLimits()
 
 
+def _size(n: int) -> str:
+    return f"{n // MIB} MiB" if n % MIB == 0 else f"{n} bytes"
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusals:
+    """What an entry is answered when its own answer cannot be sent: the four ways, worded once per batch."""
+
+    not_run_late: str
+    cancelled_late: str
+    not_run_full: str
+    dropped: str
+
+    @classmethod
+    def of(cls, limits: BatchLimits) -> _Refusals:
+        late = f"Request timed out: the batch's {limits.deadline:g} s deadline passed before this call"
+        budget = _size(limits.max_answer_bytes)
+        return cls(
+            not_run_late=f"{late} ran; it was not run",
+            cancelled_late=f"{late} finished; it was cancelled",
+            not_run_full=f"Server error: the batch's answers reached this server's {budget} limit before this "
+            "call ran; it was not run: send it on its own",
+            dropped=f"Server error: this call ran, but its answer would take the batch's answers over this "
+            f"server's {budget} limit, so it was dropped: send it on its own",
+        )
+
+    def floor(self, item: Message) -> int:
+        """The most bytes (a separator included) `item` may need however its answer ends; 0 if it is never answered."""
+        if not isinstance(item, (Request, Invalid)):
+            return 0
+        ways = [(REQUEST_TIMEOUT, self.not_run_late), (REQUEST_TIMEOUT, self.cancelled_late)]
+        ways += [(SERVER_ERROR, self.not_run_full), (SERVER_ERROR, self.dropped)]
+        sizes = [len(dumps(error_response(item.id, error_object(code, text)))) for code, text in ways]
+        if isinstance(item, Invalid):
+            sizes.append(len(dumps(error_response(item.id, item.error))))
+        return max(sizes) + 1
+
+
+def over_limits(items: Sequence[Message], limits: BatchLimits) -> str | None:
+    """Why a batch is refused whole, before anything in it runs; None when it is within its bounds."""
+    if len(items) > limits.max_items:
+        return (
+            f"Invalid Request: a batch of {len(items)} messages is over this server's limit of {limits.max_items} "
+            f"per batch; nothing in it was run: send at most {limits.max_items} at a time"
+        )
+    refusals = _Refusals.of(limits)
+    if 2 + sum(refusals.floor(item) for item in items) > limits.max_answer_bytes:
+        return (
+            f"Invalid Request: the shortest answers to this batch's {len(items)} messages would be over this "
+            f"server's {_size(limits.max_answer_bytes)} limit for a batch's answers; nothing in it was run: "
+            "send fewer at a time, or shorter ids"
+        )
+    return None
+
+
 def _error(item: Message, code: int, message: str) -> bytes | None:
     """The encoded error answering `item`, or None when it is a notification or a response (never answered)."""
     if isinstance(item, (Request, Invalid)):
@@ -74,7 +133,10 @@ def run(
     make_ctx: Callable[[], RequestContext],
     answer: Callable[[Message, RequestContext], JSONObject | None],
 ) -> Encoded | None:
-    """Every item answered in order (None: nothing to send, or the client has gone)."""
+    """Every item answered in order (None: nothing to send, or the client has gone).
+
+    `items` are ones `over_limits` let through: the room every later answer may need is always held back.
+    """
     allowance = PaymentAllowance(closed=NO_PAYMENT)
     expired = threading.Event()
     lock = threading.Lock()
@@ -88,28 +150,30 @@ def run(
             ctx.cancellation.cancel()
 
     timer = WATCHDOG.schedule(time.monotonic() + limits.deadline, expire)
+    refusals = _Refusals.of(limits)
+    floors = [refusals.floor(item) for item in items]
     parts: list[bytes] = []
     held = 2  # the brackets
+    later = sum(floors)  # set aside for the answers still to come
     full = False
-    late = f"Request timed out: the batch's {limits.deadline:g} s deadline passed before this call"
-    budget = limits.max_answer_bytes // MIB
+
+    def keep(data: bytes) -> None:
+        nonlocal held
+        parts.append(data)
+        held += len(data) + 1
+
     try:
-        for item in items:
+        for item, floor in zip(items, floors, strict=True):
+            later -= floor
             if cancellation.is_set:
                 return None  # the client left: nobody will read the answer
             if (expired.is_set() or full) and not isinstance(item, Invalid):
-                refusal = (
-                    _error(item, REQUEST_TIMEOUT, f"{late} ran; it was not run")
-                    if expired.is_set()
-                    else _error(
-                        item,
-                        SERVER_ERROR,
-                        f"Server error: the batch's answers reached this server's {budget} MiB limit before this "
-                        "call ran; it was not run: send it on its own",
-                    )
-                )
+                if expired.is_set():
+                    refusal = _error(item, REQUEST_TIMEOUT, refusals.not_run_late)
+                else:
+                    refusal = _error(item, SERVER_ERROR, refusals.not_run_full)
                 if refusal is not None:
-                    parts.append(refusal)
+                    keep(refusal)
                 continue
             ctx = make_ctx()
             ctx.payment_allowance = allowance
@@ -125,27 +189,17 @@ def run(
             if cancellation.is_set:
                 return None
             if ctx.cancellation.is_set:  # cut short by the deadline
-                refusal = _error(item, REQUEST_TIMEOUT, f"{late} finished; it was cancelled")
+                refusal = _error(item, REQUEST_TIMEOUT, refusals.cancelled_late)
                 if refusal is not None:
-                    parts.append(refusal)
+                    keep(refusal)
                 continue
             if message is None:
                 continue
             data = _encode(message)
-            if held + len(data) + 1 > limits.max_answer_bytes:
+            if held + len(data) + 1 + later > limits.max_answer_bytes:
                 full = True
-                data = dumps(
-                    error_response(
-                        message.get("id"),
-                        error_object(
-                            SERVER_ERROR,
-                            f"Server error: this call ran, but its answer would take the batch's answers over this "
-                            f"server's {budget} MiB limit, so it was dropped: send it on its own",
-                        ),
-                    )
-                )
-            parts.append(data)
-            held += len(data) + 1
+                data = dumps(error_response(message.get("id"), error_object(SERVER_ERROR, refusals.dropped)))
+            keep(data)
     finally:
         timer.cancel()
     if not parts:

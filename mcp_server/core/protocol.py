@@ -247,14 +247,9 @@ class Dispatcher:
         if modern or session.legacy_version() != BATCH_VERSION:
             err = error_object(INVALID_REQUEST, f"Invalid Request: batches exist only in MCP {BATCH_VERSION}")
             return Reply(error_response(None, err), 400)
-        limit = self.batch_limits.max_items
-        if len(batch.items) > limit:
-            err = error_object(
-                INVALID_REQUEST,
-                f"Invalid Request: a batch of {len(batch.items)} messages is over this server's limit of {limit} "
-                f"per batch; nothing in it was run: send at most {limit} at a time",
-            )
-            return Reply(error_response(None, err), 400)
+        refusal = batches.over_limits(batch.items, self.batch_limits)
+        if refusal is not None:
+            return Reply(error_response(None, error_object(INVALID_REQUEST, refusal)), 400)
 
         def answer(item: Message, ctx: RequestContext) -> JSONObject | None:
             if isinstance(item, Request) and item.method == "initialize":

@@ -91,7 +91,7 @@ def image_defaults() -> tuple[dict[str, str], list[str]]:
     env: dict[str, str] = {}
     for line in joined.splitlines():
         if line.startswith("ENV "):
-            env.update(word.split("=", 1) for word in shlex.split(line[4:]))  # type: ignore[misc]
+            env.update(dict(word.split("=", 1) for word in shlex.split(line[4:])))
     (cmd,) = [json.loads(line[4:]) for line in joined.splitlines() if line.startswith("CMD ")]
     assert cmd[:2] == ["sh", "-c"], cmd
     words = shlex.split(cmd[2])

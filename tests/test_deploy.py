@@ -128,8 +128,9 @@ def test_cloud_run_revision_template_validates_as_a_core_pod(
 
 
 def quantity_mib(text: str) -> float:
-    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", text).groups()  # type: ignore[union-attr]
-    return int(number) * (1024 if unit == "Gi" else 1)
+    match = re.fullmatch(r"(\d+)(Mi|Gi)", text)
+    assert match is not None, f"not a quantity in Mi or Gi: {text}"
+    return int(match[1]) * (1024 if match[2] == "Gi" else 1)
 
 
 def test_cloud_run_service_keeps_within_cloud_runs_limits(run_service: dict[str, Any]) -> None:
@@ -420,7 +421,17 @@ def test_the_sizing_block_prints_what_the_doc_shows(
         == the_container(kube["Deployment"])["resources"]["limits"]["memory"]
     )
     assert int(inputs["CONCURRENCY"]) == pod_spec(run_service)["containerConcurrency"]
-    worst = int(re.search(r"gateway  200 ms: .*; (\d+) instances", shown).group(1))  # type: ignore[union-attr]
+    assert int(inputs["PER_WORKER"]) == server_in(the_container(kube["Deployment"])).config.max_concurrency
+    # Each measured figure it cites, as BENCHMARKS.md has it.
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    cited = re.findall(r"\(([\d.]+) to ([\d.]+)", script)
+    assert len(cited) == 4
+    for low, high in cited:
+        for figure in (low, high):
+            assert re.search(rf"(?<![\d.]){re.escape(figure)}(?!\d)", benchmarks), figure
+    found = re.search(r"gateway  200 ms: .*; (\d+) instances", shown)
+    assert found is not None, shown
+    worst = int(found[1])
     assert worst <= int(run_service["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"])
     assert worst <= kube["HorizontalPodAutoscaler"]["spec"]["maxReplicas"]
     assert kube["HorizontalPodAutoscaler"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == round(

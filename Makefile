@@ -26,13 +26,24 @@ $(SDK_READY): tests/sdk/requirements.txt
 	$(SDK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
 	touch $@
 
+# kubernetes-validate (tests/test_deploy.py, tests/test_kube_play.py) in .venv-k8s: it checks deploy/'s
+# manifests offline against the Kubernetes schemas it bundles. A venv of its own, never a project
+# dependency: it brings PyYAML and jsonschema, and the server runs on the standard library alone.
+K8S_VENV := .venv-k8s
+K8S_READY := $(K8S_VENV)/.installed
+
+$(K8S_READY): tests/k8s/requirements.txt
+	$(PYTHON) -m venv $(K8S_VENV)
+	$(K8S_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/k8s/requirements.txt
+	touch $@
+
 INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
 $(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
 	bash tests/tools/npm_tool.sh inspector >/dev/null
 	touch $@
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
-test: $(VPY) $(SDK_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
+test: $(VPY) $(SDK_READY) $(K8S_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
@@ -123,13 +134,15 @@ tls-fixtures:
 # The Dockerfile built and run with podman on a stand-in for python:3.11-slim made from Debian's
 # packages (no container registry is reachable), cached in .tools/image (git-ignored) and rebuilt
 # when tests/image/standin.sh changes: tests/test_image.py, one check per test, then the README's
-# container lines (podman for docker; curl for its probe). Needs root.
-image-test: $(VPY)
+# container lines (podman for docker; curl for its probe). Then deploy/kubernetes/deployment.yaml
+# played with `podman kube play` on the same Dockerfile's image (tests/test_kube_play.py,
+# docs/deploy.md). Needs root.
+image-test: $(VPY) $(K8S_READY)
 	bash tests/tools/apt.sh podman podman runc mmdebstrap
 	bash tests/tools/apt.sh runc runc
 	bash tests/tools/apt.sh mmdebstrap mmdebstrap
 	bash tests/tools/apt.sh curl curl
-	$(VPY) -m pytest -m image -vv tests/test_image.py
+	$(VPY) -m pytest -m image -vv tests/test_image.py tests/test_kube_play.py
 
 # Cold start, memory, stdio round trips, HTTP throughput and CPU per call (BENCHMARKS.md).
 BENCH_VENV := .venv-bench

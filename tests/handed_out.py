@@ -1,7 +1,7 @@
 """Every fenced block in the docs an operator or member copies from, and the kind of thing it is.
 
 A block's kind comes from its info string: `nginx`, `sh container` (docker/podman lines),
-`sh runnable`, `sh`, `python`, `text`; a `yaml` block holding `scrape_configs` is a Prometheus
+`sh deploy` (a deployment's commands, checked against deploy/), `sh runnable`, `sh`, `python`, `text`; a `yaml` block holding `scrape_configs` is a Prometheus
 config and a `json` block holding `mcpServers` a Claude Desktop config. Any other info string is a
 kind of its own, which no checker knows (tests/test_handed_out_configs.py then fails, naming it).
 Whatever the info string says, a body that looks like a config (an nginx block, a scrape config, a
@@ -65,8 +65,8 @@ class Block:
     def kind(self) -> str:
         language, _, tag = self.info.partition(" ")
         tag = tag.strip()
-        if language == "sh" and tag in ("", "runnable", "container"):
-            return {"": "commands", "runnable": "runnable", "container": "container"}[tag]
+        if language == "sh" and tag in ("", "runnable", "container", "deploy"):
+            return {"": "commands", "runnable": "runnable", "container": "container", "deploy": "deploy"}[tag]
         if language == "nginx" and not tag:
             return "nginx"
         if language in ("yaml", "yml") and not tag and LOOKS_LIKE["prometheus"].search(self.body):

@@ -1,9 +1,10 @@
 """Every fenced block in the docs an operator or member copies from, and the kind of thing it is.
 
 A block's kind comes from its info string: `nginx`, `sh container` (docker/podman lines),
-`sh deploy` (a deployment's commands, checked against deploy/), `sh runnable`, `sh`, `python`, `text`; a `yaml` block holding `scrape_configs` is a Prometheus
-config and a `json` block holding `mcpServers` a Claude Desktop config. Any other info string is a
-kind of its own, which no checker knows (tests/test_handed_out_configs.py then fails, naming it).
+`sh deploy` (a deployment's commands, checked against deploy/), `sh runnable`, `sh`, `python`,
+`text`; a `yaml` block holding `scrape_configs` is a Prometheus config and a `json` block holding
+`mcpServers` a Claude Desktop config. Any other info string is a kind of its own, which no
+checker knows (tests/test_handed_out_configs.py then fails, naming it).
 Whatever the info string says, a body that looks like a config (an nginx block, a scrape config, a
 Dockerfile, a systemd unit, a container command, …) must be of that config's kind: a config hidden
 in a `text` or `sh` block is found all the same.

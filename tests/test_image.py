@@ -91,8 +91,8 @@ DISTRIBUTIONS: Final = (
 )
 IMPORT_ALL: Final = (
     "import importlib, pkgutil, mcp_server; "
-    "names = [m.name for m in pkgutil.iter_modules(mcp_server.__path__) if not m.name.startswith('_')]; "
-    "[importlib.import_module('mcp_server.' + n) for n in names]; print(len(names))"
+    "names = [m.name for m in pkgutil.walk_packages(mcp_server.__path__, 'mcp_server.') if '._' not in m.name]; "
+    "[importlib.import_module(n) for n in names]; print(len(names))"
 )
 
 
@@ -366,7 +366,7 @@ def test_final_image_holds_the_package_and_nothing_else(
     assert packages == {"mcp_server", "fairwins_mcp-0.1.0.dist-info"}, packages  # no pip, setuptools or wheel
     assert "opt/fairwins-mcp/lib/python3.11/site-packages/mcp_server/toolDefs.snapshot.json" in names
     # Compiled at install: the server's user cannot write bytecode caches, so each start would compile.
-    assert "opt/fairwins-mcp/lib/python3.11/site-packages/mcp_server/__pycache__/cli.cpython-311.pyc" in names
+    assert "opt/fairwins-mcp/lib/python3.11/site-packages/mcp_server/setup/__pycache__/cli.cpython-311.pyc" in names
     # The base's own tools are the base's: the system interpreter sees exactly what it saw before.
     in_base = podman.run_in(BASE_TAG, "python3", "-c", DISTRIBUTIONS)
     in_image = podman.run_in(IMAGE, "/usr/local/bin/python3", "-c", DISTRIBUTIONS)

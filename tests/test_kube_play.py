@@ -422,7 +422,7 @@ def test_pod_runs_as_the_manifest_locks_it_down(pod: Pod, deployment: dict[str, 
     assert pod.exec("sh", "-c", tries).split() == ["/tmp"]
     # --workers auto against the CPU limit: the server's own reading of the cgroup, and its workers.
     limit = int(the_container(deployment)["resources"]["limits"]["cpu"])
-    assert int(pod.exec("python", "-c", "from mcp_server import cpus; print(cpus.available())")) == limit
+    assert int(pod.exec("python", "-c", "from mcp_server.ops import cpus; print(cpus.available())")) == limit
     messages = pod.wait_for_log(lambda found: sum(m.endswith(" serving") for m in found) >= limit)
     (started,) = [m for line in messages if (m := STARTED_LINE.match(line))]
     assert int(started.group(1)) == limit

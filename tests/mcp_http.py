@@ -257,7 +257,13 @@ def serving(dispatcher: Dispatcher, policy: gate.Policy | None = None, **options
     Every test that needs a real HTTP server starts it here, so start and stop are written once.
     """
     policy = policy or gate.Policy(loopback_bind=True, max_body=1024 * 1024)
-    server = McpHTTPServer(("127.0.0.1", 0), dispatcher, policy, **options)
+    with running(McpHTTPServer(("127.0.0.1", 0), dispatcher, policy, **options)) as server:
+        yield server
+
+
+@contextmanager
+def running(server: McpHTTPServer) -> Iterator[McpHTTPServer]:
+    """`server` accepting on a thread of its own until the block ends; then stopped and closed."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

@@ -293,16 +293,21 @@ def profile(client: McpClient, member: str) -> dict[str, Any]:
     return client.call_tool("get_profile", bearer=MEMBERS[member][0])
 
 
+def each_reads_their_own_after_the_spoiling(gateway: LingeringGateway) -> None:
+    """A, then (once the gateway has spoiled A's idle connection) B and C on one client: each their own."""
+    client = client_for(gateway.url, timeout=WAIT)
+    assert_own_profile("A", profile(client, "A"))
+    wait_until_said(gateway)
+    assert_own_profile("B", profile(client, "B"))
+    assert_own_profile("C", profile(client, "C"))
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_what_arrives_on_an_idle_pooled_connection_never_reaches_the_next_member(
     sandbox: SandboxGateway, mode: str
 ) -> None:
     with lingering(sandbox, mode) as gateway:
-        client = client_for(gateway.url, timeout=WAIT)
-        assert_own_profile("A", profile(client, "A"))
-        wait_until_said(gateway)
-        assert_own_profile("B", profile(client, "B"))
-        assert_own_profile("C", profile(client, "C"))
+        each_reads_their_own_after_the_spoiling(gateway)
         # A's connection was dropped before anything was written on it; B's replacement carried C's call too.
         assert gateway.spoiled_requests == 0
         assert gateway.connections == 2
@@ -317,11 +322,7 @@ def test_a_pooled_https_connection_is_checked_the_same_way_including_what_tls_ho
 ) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(CA_FILE))
     with lingering(sandbox, mode, tls=server_context()) as gateway:
-        client = client_for(gateway.url, timeout=WAIT)
-        assert_own_profile("A", profile(client, "A"))
-        wait_until_said(gateway)
-        assert_own_profile("B", profile(client, "B"))
-        assert_own_profile("C", profile(client, "C"))
+        each_reads_their_own_after_the_spoiling(gateway)
         assert gateway.spoiled_requests == 0
         assert gateway.connections == 2
 

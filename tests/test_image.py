@@ -16,7 +16,6 @@ import http.client
 import json
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,7 +28,7 @@ import pytest
 
 from tests.conftest import client_for
 from tests.handed_out import container_commands, of_kind
-from tests.image.podman import BASE_TAG, BUILD_TIMEOUT, CACHE, ROOT, Podman, disk_use, ulimits
+from tests.image.podman import BASE_TAG, BUILD_TIMEOUT, CACHE, ROOT, Podman, disk_use, free_port, ulimits
 from tests.mcp_http import LegacyClient, post
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import record_output, secrets
@@ -125,29 +124,13 @@ def base(podman: Podman, request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def image(podman: Podman, base: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """The real Dockerfile built on the stand-in, offline (`--network none`); removed afterwards."""
-    started = time.monotonic()
     try:
-        podman(
-            "build",
-            "--pull=never",
-            "--format",
-            "docker",  # the OCI format has no HEALTHCHECK
-            "--network",
-            "none",
-            *ulimits(),
-            "--tag",
-            IMAGE,
-            "--file",
-            str(ROOT / "Dockerfile"),
-            str(ROOT),
-            timeout=BUILD_TIMEOUT,
-        )
-        say(request, f"built {IMAGE} from Dockerfile in {time.monotonic() - started:.1f} s")
+        seconds = podman.build(IMAGE)
+        say(request, f"built {IMAGE} from Dockerfile in {seconds:.1f} s")
         record: dict[str, Any] = podman.json("image", "inspect", IMAGE)[0]
         yield record
     finally:
-        podman("rmi", "--force", IMAGE, check=False)
-        podman("image", "prune", "--force", check=False)  # the build stage's dangling layers
+        podman.remove(IMAGE)
         say(request, f"cache {CACHE.relative_to(ROOT)}: {disk_use(CACHE) / 1e6:.0f} MB on disk")
 
 
@@ -214,13 +197,6 @@ class Container:
             return response.status, response.read()
         finally:
             conn.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_ready(container: Container) -> bool:

@@ -24,7 +24,6 @@ import http.client
 import json
 import pathlib
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from typing import Any, Final
 import pytest
 
 from tests.conftest import client_for
-from tests.image.podman import BUILD_TIMEOUT, ROOT, Podman, ulimits
+from tests.image.podman import Podman, free_port, ulimits
 from tests.manifests import KUBERNETES, load, pod_spec, server_in, the_container
 from tests.mcp_http import ACCEPT_BOTH, LegacyClient
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -84,28 +83,11 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
 def image(podman: Podman, request: pytest.FixtureRequest) -> Iterator[str]:
     """The real Dockerfile on the stand-in base (cached by the image test), offline; removed afterwards."""
     podman.ensure_base()
-    started = time.monotonic()
     try:
-        podman(
-            "build",
-            "--pull=never",
-            "--format",
-            "docker",
-            "--network",
-            "none",
-            *ulimits(),
-            "--tag",
-            IMAGE,
-            "--file",
-            str(ROOT / "Dockerfile"),
-            str(ROOT),
-            timeout=BUILD_TIMEOUT,
-        )
-        say(request, f"built {IMAGE} in {time.monotonic() - started:.1f} s")
+        say(request, f"built {IMAGE} in {podman.build(IMAGE):.1f} s")
         yield IMAGE
     finally:
-        podman("rmi", "--force", IMAGE, check=False)
-        podman("image", "prune", "--force", check=False)
+        podman.remove(IMAGE)
 
 
 @pytest.fixture(scope="module")
@@ -290,13 +272,6 @@ class Pod:
 
     def exec(self, *argv: str) -> str:
         return self.podman("exec", self.container, *argv).stdout
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_ready(pod: Pod) -> float:

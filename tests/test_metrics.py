@@ -46,7 +46,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import METRICS_CONNECTIONS, McpHTTPServer, announce_metrics, metrics_server
 from mcp_server.wire.jsonrpc import Invalid, Notification, Request, error_object
 from tests.conftest import ROOT, WAIT, server_env
-from tests.mcp_http import Raw
+from tests.mcp_http import Raw, running
 from tests.nginx import Nginx
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_http_workers import Server, answered
@@ -433,15 +433,8 @@ def test_the_metrics_listener_admits_get_and_head_of_metrics_and_nothing_else() 
 @contextmanager
 def metrics_listening(registry: ServerMetrics) -> Iterator[McpHTTPServer]:
     """The metrics listener on 127.0.0.1:0 around `registry`, stopped on exit."""
-    server = metrics_server(build_dispatcher(Config()), registry)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with running(metrics_server(build_dispatcher(Config()), registry)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(WAIT)
 
 
 def scrape(port: int, method: str = "GET", path: str = "/metrics") -> tuple[int, dict[str, str], bytes]:

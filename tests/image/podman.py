@@ -14,6 +14,7 @@ import json
 import pathlib
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -106,6 +107,34 @@ class Podman:
         key_file.write_text(key + "\n")
         return True, time.monotonic() - started
 
+    def build(self, tag: str) -> float:
+        """The real Dockerfile on the stand-in base, offline (`--network none`), as `tag`; its seconds.
+
+        The docker format: the OCI format has no HEALTHCHECK.
+        """
+        started = time.monotonic()
+        self(
+            "build",
+            "--pull=never",
+            "--format",
+            "docker",
+            "--network",
+            "none",
+            *ulimits(),
+            "--tag",
+            tag,
+            "--file",
+            str(ROOT / "Dockerfile"),
+            str(ROOT),
+            timeout=BUILD_TIMEOUT,
+        )
+        return time.monotonic() - started
+
+    def remove(self, image: str) -> None:
+        """`image` gone, and the build stage's dangling layers with it."""
+        self("rmi", "--force", image, check=False)
+        self("image", "prune", "--force", check=False)
+
     def layers(self, image: str, skip: int = 0) -> Iterator[tuple[int, tarfile.TarInfo]]:
         """Every entry of every layer of `image` after the first `skip` (the base's), whiteouts included."""
         with tempfile.TemporaryDirectory(prefix="fairwins-image-") as tmp:
@@ -134,6 +163,14 @@ def ulimits() -> list[str]:
     nofile = 65536 if nofile == resource.RLIM_INFINITY else min(nofile, 65536)
     nproc = 4096 if nproc == resource.RLIM_INFINITY else min(nproc, 4096)
     return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+def free_port() -> int:
+    """A loopback port free at the time of asking (a container on the host's network binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def disk_use(path: pathlib.Path) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import redaction
 from .gateway import GatewayFailure, GatewayResponse, Outcome
-from .jsonrpc import JSONObject, NumberTooLong, loads
+from .jsonrpc import JSONObject, NumberTooLong, loads, verbatim, verbatim_text
 from .logs import redact
 from .retry_after import retry_after_seconds
 
@@ -226,6 +226,21 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
     if notes:
         notes.append(wording.unknown)
     return notes
+
+
+def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) -> JSONObject:
+    """`success_result` for an answer read and checked as text (answers.py): passed on as the gateway wrote it.
+
+    The text block is the gateway's text (its outer whitespace off), escaped once, here;
+    structuredContent is its bytes. Both are spliced into the message as it is encoded.
+    """
+    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text.strip(" \t\r\n"))}]
+    if notes:
+        content.append(text_block(" ".join(notes)))
+    result: JSONObject = {"content": content, "isError": False}
+    if is_object:
+        result["structuredContent"] = verbatim(text, raw)
+    return result
 
 
 def success_result(value: Any, notes: list[str]) -> JSONObject:

@@ -5,14 +5,19 @@ exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minIte
 anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
-schema's keywords once into a checker; `check` compiles and checks in one go.
+schema's keywords once into a checker; `check` compiles and checks in one go. `compile_bulk`
+checks a list of values at once with the C built-ins (a gateway answer's thousand wagers): it
+only ever vouches for the whole list, and what it cannot vouch for goes to the checker.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import re
+from collections import deque
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -308,3 +313,221 @@ def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str
         if name not in filled and isinstance(sub, dict) and "default" in sub:
             filled[name] = sub["default"]
     return filled
+
+
+# ---- many values at once ---------------------------------------------------------------------
+
+Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one
+
+# What `_TYPES` accepts, as exact types: parsed JSON holds no subclasses. An integral float is an
+# integer to the checker; it is left to the checker here (the exact types would refuse it).
+_EXACT: dict[str, frozenset[type]] = {
+    "string": frozenset({str}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+    "object": frozenset({dict}),
+    "array": frozenset({list}),
+    "null": frozenset({type(None)}),
+}
+_NUMBERS = frozenset({int, float})
+_ABSENT = object()
+_CHECKED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "minItems",
+        "maxItems",
+        "anyOf",
+    }
+)
+
+
+def _checks_nothing(schema: dict[str, Any]) -> bool:
+    return not (_CHECKED & schema.keys())
+
+
+def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
+    """The exact types a schema allows when `type` is all it checks (None: it checks more, or no type)."""
+    keywords = _CHECKED & schema.keys()
+    if keywords != {"type"}:
+        return None
+    wanted = schema["type"]
+    names = wanted if isinstance(wanted, list) else [wanted]
+    if not all(isinstance(n, str) and n in _EXACT for n in names):
+        return None
+    return frozenset().union(*(_EXACT[n] for n in names))
+
+
+def compile_bulk(schema: dict[str, Any]) -> Bulk:
+    """A check of many values at once, sound where it says yes: True only if each value would pass `check`.
+
+    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
+    `operator.contains`...), so a thousand values cost no Python per value. Whatever it cannot
+    settle so (an integral float, an enum of objects, an anyOf its first branch does not settle)
+    it answers False, and the caller checks those values one by one.
+    """
+    steps: list[Callable[[list[Any], set[type]], bool]] = []
+    allowed: frozenset[type] | None = None
+    wanted = schema.get("type")
+    if wanted is not None:
+        names = wanted if isinstance(wanted, list) else [wanted]
+        if all(isinstance(n, str) and n in _EXACT for n in names):
+            allowed = frozenset().union(*(_EXACT[n] for n in names))
+    if "enum" in schema:
+        options = schema["enum"]
+        if isinstance(options, list) and all(isinstance(o, str) for o in options):
+            texts = frozenset(options)
+            steps.append(lambda values, types: types <= {str} and set(values) <= texts)
+        else:
+            return _never
+    if "const" in schema:
+        constant = schema["const"]
+        if not isinstance(constant, str):
+            return _never
+        steps.append(lambda values, types: types <= {str} and set(values) <= {constant})
+    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
+    if bounds:
+
+        def in_bounds(values: list[Any], types: set[type]) -> bool:
+            if not types & _NUMBERS:
+                return True  # bounds apply to numbers only (true is no number here)
+            if not types <= _NUMBERS:
+                return False
+            low, high = min(values), max(values)
+            return all(test(low, limit) and test(high, limit) for limit, test in bounds)
+
+        steps.append(in_bounds)
+    text = _bulk_text(schema)
+    if text is not None:
+        steps.append(text)
+    array = _bulk_list(schema)
+    if array is not None:
+        steps.append(array)
+    objects = _bulk_object(schema)
+    if objects is not None:
+        steps.append(objects)
+    branches = schema.get("anyOf")
+    if isinstance(branches, list) and branches and isinstance(branches[0], dict):
+        first = compile_bulk(branches[0])  # each value fitting the first branch fits anyOf
+        steps.append(lambda values, types: first(values))
+
+    def bulk(values: list[Any]) -> bool:
+        types = set(map(type, values))
+        if allowed is not None and not types <= allowed:
+            return False
+        return all(step(values, types) for step in steps)
+
+    return bulk
+
+
+def _never(values: list[Any]) -> bool:
+    return not values
+
+
+def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
+    if low is None and high is None and source is None:
+        return None
+    pattern = _pattern(source) if source is not None else None
+
+    def texts(values: list[Any], types: set[type]) -> bool:
+        if str not in types:
+            return True
+        if types != {str}:
+            return False
+        if low is not None or high is not None:
+            sizes = list(map(len, values))
+            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
+                return False
+        return pattern is None or all(map(pattern.search, values))
+
+    return texts
+
+
+def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
+    """The values `name` has in each object that has it (`everywhere`: each one has, already checked)."""
+    column = list(map(operator.methodcaller("get", name, _ABSENT), values))
+    return column if everywhere else [v for v in column if v is not _ABSENT]
+
+
+def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+    each = compile_bulk(items) if isinstance(items, dict) and not _checks_nothing(items) else None
+    if low is None and high is None and each is None:
+        return None
+
+    def lists(values: list[Any], types: set[type]) -> bool:
+        if list not in types:
+            return True
+        if types != {list}:
+            return False
+        if low is not None or high is not None:
+            sizes = list(map(len, values))
+            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
+                return False
+        return each is None or each(list(chain.from_iterable(values)))
+
+    return lists
+
+
+def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    properties: dict[str, Any] = schema.get("properties", {})
+    required: list[str] = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    fields = {name: sub for name, sub in properties.items() if isinstance(sub, dict) and not _checks_nothing(sub)}
+    if not (fields or required or extra is not True):
+        return None
+    known = frozenset(properties)
+    # Properties whose schema is a type alone are settled together, from the types of every value
+    # of every object (a wager's six strings: one pass), when those types fit them all.
+    typed = {name: _type_only(sub) for name, sub in fields.items()}
+    plain = {name: allowed for name, allowed in typed.items() if allowed is not None}
+    loose = {name: compile_bulk(sub) for name, sub in fields.items() if typed[name] is None}
+    common = frozenset.intersection(*plain.values()) if plain else frozenset()
+
+    fetch = operator.itemgetter(*required) if required else None
+
+    def objects(values: list[Any], types: set[type]) -> bool:
+        if dict not in types:
+            return True
+        if types != {dict}:
+            return False
+        if fetch is not None:
+            try:
+                deque(map(fetch, values), maxlen=0)  # every required name, in every object
+            except KeyError:
+                return False
+        if extra is not True and not set().union(*values) <= known:
+            return False  # a name outside properties: closed, or with its own schema, is the checker's
+        settled = False
+        if str in common:
+            try:
+                "".join(chain.from_iterable(map(dict.values, values)))  # every value a string
+                settled = True
+            except TypeError:
+                pass
+        elif common:
+            settled = set(map(type, chain.from_iterable(map(dict.values, values)))) <= common
+        for name, allowed in ({} if settled else plain).items():
+            if not set(map(type, _column(values, name, name in required))) <= allowed:
+                return False
+        for name, each in loose.items():
+            column = _column(values, name, name in required)
+            if column and not each(column):
+                return False
+        return True
+
+    return objects

@@ -29,9 +29,11 @@ from .jsonrpc import (
     Notification,
     Request,
     dumps,
+    encode,
     error_object,
     error_response,
     parse,
+    pieces,
 )
 from .protocol import Dispatcher, Session
 
@@ -76,7 +78,7 @@ class StdioServer:
 
     def write(self, message: JSONObject | Encoded) -> None:
         try:
-            data = dumps(message) + b"\n"
+            parts = encode(message)
         except (ValueError, TypeError):
             # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
             # thread, stop the server): a response becomes -32603, anything else is dropped. (A
@@ -85,12 +87,16 @@ class StdioServer:
             answer = None if isinstance(message, Encoded) else _internal_error(message)
             if answer is None:
                 return
-            data = dumps(answer) + b"\n"
+            parts = [dumps(answer)]
         with self._write_lock:
             if self._wire_broken:
                 return
             try:
-                self.wire.write(data)
+                # One piece after another, the line's end last: a large answer is never copied
+                # into one buffer to be written (jsonrpc.encode).
+                for piece in pieces(parts):
+                    self.wire.write(piece)
+                self.wire.write(b"\n")
                 self.wire.flush()
             except (BrokenPipeError, ValueError, OSError):
                 self._wire_broken = True  # the client is gone; keep draining quietly
@@ -156,6 +162,7 @@ class StdioServer:
                     del self._inflight[work.id]
         if reply.message is not None and not ctx.cancellation.is_set:
             self.write(reply.message)
+        del reply  # an answer is not kept past its write (a large one is megabytes)
         self.finish(ctx.record)
 
     def receive(self, line: bytes) -> None:

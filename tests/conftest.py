@@ -16,7 +16,7 @@ import pytest
 
 from mcp_server.context import RequestContext
 from mcp_server.gateway import Gateway
-from mcp_server.jsonrpc import Notification, Request
+from mcp_server.jsonrpc import Notification, Request, dumps
 from mcp_server.protocol import Dispatcher, Session
 from mcp_server.server import build_catalog
 from tests import outputs
@@ -116,7 +116,10 @@ class McpClient:
         ctx = ctx or RequestContext(bearer=bearer, bearer_source="env" if bearer else "none")
         reply = self.dispatcher.handle(Request(self._next_id, method, params or {}), self.session, ctx)
         assert isinstance(reply.message, dict)
-        return reply.message
+        # As a client reads it: encoded as the transports encode it (an answer passed on verbatim
+        # is the gateway's bytes until then), and decoded.
+        message: dict[str, Any] = json.loads(dumps(reply.message))
+        return message
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> object:
         return self.dispatcher.handle(Notification(method, params or {}), self.session, RequestContext()).message

@@ -32,7 +32,7 @@ from mcp_server.context import Cancellation, RequestContext
 from mcp_server.gateway import Gateway, GatewayRequest, GatewayResponse, Target
 from mcp_server.http import gate
 from mcp_server.http.server import McpHTTPServer
-from mcp_server.jsonrpc import Batch, Encoded, Request, dumps, parse
+from mcp_server.jsonrpc import Batch, Encoded, Request, Verbatim, dumps, parse
 from mcp_server.protocol import Dispatcher, Session
 from mcp_server.server import build_catalog
 from mcp_server.stdio import MAX_LINE, StdioServer
@@ -499,7 +499,8 @@ def run_core(dispatcher: Dispatcher, data: bytes, session: Session, http_headers
         check_message(sent, where)
     if reply.message is not None:
         line = dumps(reply.message)  # must encode, as one line, and read back as what it was
-        original = line if isinstance(reply.message, Encoded) else json.dumps(reply.message)
+        # An answer passed on verbatim is read back as the value its bytes hold.
+        original = line if isinstance(reply.message, Encoded) else json.dumps(reply.message, default=Verbatim.value)
         assert b"\n" not in line and json.loads(line) == json.loads(original)
 
 

@@ -12,8 +12,10 @@ import logging
 import select
 import socket
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from ..jsonrpc import Part, pieces
 from . import gate, routes
 from .admission import HEADS_FULL, Slot
 from .head import Head, Refusal
@@ -258,7 +260,7 @@ class Connection:
 
     # ---- writing ------------------------------------------------------------------------------
 
-    def write(self, data: bytes) -> bool:
+    def write(self, data: bytes | memoryview) -> bool:
         """All of `data`, or False (and the connection closes) when the client is gone or stops reading.
 
         A client that reads nothing for `read_timeout` holds a thread no longer than one that
@@ -283,7 +285,7 @@ class Connection:
     def respond(
         self,
         status: int,
-        body: bytes,
+        body: bytes | Sequence[Part],
         *,
         content_type: str = "application/json",
         extra: dict[str, str] | None = None,
@@ -301,16 +303,21 @@ class Connection:
             self.closing = True
             # Refused, with part of the request possibly still on its way: close in stages.
             self.linger = self.linger or (status >= 400 if linger is None else linger)
-        self.record.response_size = len(body)
+        parts: Sequence[Part] = [body] if isinstance(body, bytes) else body
+        size = sum(len(part) for part in parts)  # a str part is ASCII: one byte a character
+        self.record.response_size = size
         if status >= 400 and not self.record.record.outcome:
-            self.record.error = error_code(body)  # a refusal: counted under its reason
-        data = head(status, len(body), content_type=content_type, extra=extra, close=close)
-        if self.record.method != "HEAD" and body:
-            if len(body) < 65536:
-                data += body
-            elif self.write(data):
-                data = body
-        self.write(data)
+            self.record.error = error_code(b"".join(pieces(parts)))  # a refusal: counted under its reason
+        data = head(status, size, content_type=content_type, extra=extra, close=close)
+        if self.record.method == "HEAD" or not size:
+            parts = []
+        elif size < 65536:
+            data = b"".join([data, *pieces(parts)])  # one write: a small answer is one packet
+            parts = []
+        # A large answer is written piece by piece as jsonrpc.encode made it, never joined.
+        sent = self.write(data)
+        for piece in pieces(parts):
+            sent = sent and self.write(piece)
         self.finish(status)
 
     def finish(self, status: int) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from .. import __version__, records
 from ..context import Cancellation, RequestContext
-from ..jsonrpc import Batch, Request, dumps, error_object, error_response, parse
+from ..jsonrpc import Batch, Request, dumps, encode, error_object, error_response, parse
 from ..metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ..protocol import Session
 from ..versions import LEGACY_VERSIONS
@@ -223,7 +223,7 @@ def _serve_message(
     if reply.message is None:
         conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
     else:
-        conn.respond(reply.status, dumps(reply.message), extra=extra)
+        conn.respond(reply.status, encode(reply.message), extra=extra)
 
 
 def _nothing() -> None:

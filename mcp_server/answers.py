@@ -93,8 +93,9 @@ class _Whole:
 class _Array:
     """An array read item by item (items that are walked objects) or a chunk of items at a time."""
 
-    def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan) -> None:
+    def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
         self.exact = compile_schema(schema)  # for a value that is not an array after all
+        self.chunk = chunk
         self.low: int | None = schema.get("minItems")
         self.high: int | None = schema.get("maxItems")
         self.walked = plan if not isinstance(plan, _Whole) else None
@@ -141,12 +142,19 @@ class _Array:
         single_until = i  # after a chunk that would not decode, item by item past where it ended
         while True:
             if i >= single_until and s[i] == "{":
-                # A chunk is the rest of the array when it ends within one chunk ("}]"), else it
-                # ends at a "}, {" between two items. Either found inside a string or deeper in
+                if batch:  # the items read one by one so far, before a chunk
+                    self._check(batch, kept)
+                    count += len(batch)
+                    batch = []
+                # A chunk ends at a "}, {" between two items, or is the rest of the array when
+                # that is less than a chunk ("}]"). Either found inside a string or deeper in
                 # an item, the "[...]" made of the chunk cannot decode (a string or a bracket is
                 # left open): so a chunk that decodes holds exactly whole items.
-                last = _LAST_OBJECT.search(s, i, i + CHUNK)
-                boundary = last or _NEXT_OBJECT.search(s, i + CHUNK)
+                # (The end is looked for only when no "}, {" follows a chunk's length on.)
+                last = None
+                boundary = _NEXT_OBJECT.search(s, i + self.chunk)
+                if boundary is None:
+                    boundary = last = _LAST_OBJECT.search(s, i, i + 2 * self.chunk)
                 if boundary is not None:
                     end_of_chunk = boundary.start() + 1
                     piece = "[" + s[i:end_of_chunk] + "]"
@@ -243,7 +251,7 @@ def _allows(schema: dict[str, Any], name: str) -> bool:
     return name in (wanted if isinstance(wanted, list) else [wanted])
 
 
-def _plan(schema: dict[str, Any], root: bool = False) -> _Plan:
+def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
     """How to read a value of `schema`: streamed where it holds an array of checked items, else whole."""
     if _allows(schema, "object") and not _VALUE_KEYWORDS & schema.keys():
         properties = schema.get("properties", {})
@@ -252,21 +260,21 @@ def _plan(schema: dict[str, Any], root: bool = False) -> _Plan:
         fields: dict[str, _Plan] = {}
         for name, sub in properties.items():
             if name not in named and isinstance(sub, dict):
-                plan = _plan(sub)
+                plan = _plan(sub, chunk)
                 if not isinstance(plan, _Whole):
                     fields[name] = plan
         if fields:
             return _Object(schema, fields)
     items = schema.get("items")
     if _allows(schema, "array") and isinstance(items, dict) and not (_CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
-        return _Array(schema, items, _plan(items))
+        return _Array(schema, items, _plan(items, chunk), chunk)
     branches = schema.get("anyOf")
     own = {k: v for k, v in schema.items() if k in _CHECKED and k != "anyOf"}
     if root and isinstance(branches, list) and branches and isinstance(branches[0], dict) and own.keys() <= {"type"}:
         first = branches[0]
         if "type" not in own or first.get("type", own["type"]) == own["type"]:
             # Stricter than the schema (its first branch alone), so what this vouches for fits.
-            plan = _plan({**first, **own})
+            plan = _plan({**first, **own}, chunk)
             if not isinstance(plan, _Whole):
                 return plan
     return _Whole(compile_schema(schema) if root else None)
@@ -277,10 +285,11 @@ class Reader:
 
     `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
     plan: a walked object without its streamed arrays, else whole): what the result's notes read.
+    `chunk` is how many characters of an array are decoded at once.
     """
 
-    def __init__(self, schema: dict[str, Any], kept: tuple[str, ...] = ()) -> None:
-        self._plan = _plan(schema, root=True)
+    def __init__(self, schema: dict[str, Any], kept: tuple[str, ...] = (), chunk: int = CHUNK) -> None:
+        self._plan = _plan(schema, chunk, root=True)
         fields = self._plan.fields if isinstance(self._plan, _Object) else {}
         for name in kept:
             array = fields.get(name)

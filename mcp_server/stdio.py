@@ -7,6 +7,8 @@ code, lands on stderr instead of corrupting the wire.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -45,7 +47,12 @@ MAX_LINE: Final = 4 * 1024 * 1024
 def claim_stdout() -> BinaryIO:
     """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
     sys.stdout.flush()
-    wire = os.fdopen(os.dup(1), "wb")
+    fd = os.dup(1)
+    with contextlib.suppress(OSError):
+        # A pipe holds 64 KiB by default: an answer of megabytes would be written in as many
+        # waits for the client to read. 1 MiB is Linux's default limit for an unprivileged process.
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    wire = os.fdopen(fd, "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return wire

@@ -116,13 +116,25 @@ def verbatim(text: str, raw: bytes | None = None) -> Verbatim:
     return Verbatim(text)
 
 
-def verbatim_text(text: str) -> Verbatim:
+def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
     """`text` as a JSON string, escaped now (ASCII, one line), for a message to carry as it is.
 
     A large string escaped inside the whole message costs that escape again in copies as the
     encoder's buffer grows; escaped alone, it is one pass, and the message around it is small.
+    Given `raw`, the text's bytes, and both JSON that `loads` accepted: when they are ASCII they
+    are escaped as bytes, in half the work of escaping the text, since the only characters JSON
+    text holds that a string must escape are then `\\`, `"` and the whitespace between tokens.
     """
-    return Verbatim(encode_basestring_ascii(text))
+    if raw is None or not raw.isascii():
+        return Verbatim(encode_basestring_ascii(text))
+    data = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    for space, escaped in _SPACES:
+        if space in data:
+            data = data.replace(space, escaped)
+    return Verbatim(b"".join((b'"', data, b'"')))
+
+
+_SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
 
 
 class McpError(Exception):

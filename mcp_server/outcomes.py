@@ -234,7 +234,8 @@ def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) ->
     The text block is the gateway's text (its outer whitespace off), escaped once, here;
     structuredContent is its bytes. Both are spliced into the message as it is encoded.
     """
-    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text.strip(" \t\r\n"))}]
+    stripped = raw.strip(b" \t\r\n") if raw.isascii() else None
+    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text.strip(" \t\r\n"), stripped)}]
     if notes:
         content.append(text_block(" ".join(notes)))
     result: JSONObject = {"content": content, "isError": False}

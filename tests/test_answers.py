@@ -324,11 +324,11 @@ def test_what_the_bulk_check_cannot_settle_it_leaves_to_the_checker(node: dict[s
 def test_a_verbatim_answer_is_one_ascii_line_and_reads_back_as_the_gateway_sent_it(text: str) -> None:
     raw = text.encode("utf-8")
     value = jsonrpc.loads(text)
-    for structured in (verbatim(text, raw), verbatim(text)):
+    for structured, escaped in [(verbatim(text, raw), verbatim_text(text, raw)), (verbatim(text), verbatim_text(text))]:
         message = jsonrpc.response(
             7,
             {
-                "content": [{"type": "text", "text": verbatim_text(text)}],
+                "content": [{"type": "text", "text": escaped}],
                 "structuredContent": structured,
                 "isError": False,
             },

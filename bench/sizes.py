@@ -464,6 +464,128 @@ def render_profile(rows: list[dict[str, Any]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# instructions: the same work counted by valgrind (callgrind), whatever else the machine runs
+
+
+def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callable[[], object]:
+    """One pass of ours (or the floor, or the whole call in this process) as a function to repeat."""
+    body = answer_bytes(count)
+    text = body.decode("utf-8")
+    if name == "floor":
+        return lambda: (json.loads(body), json.dumps(text))
+    from mcp_server import answers, jsonrpc, redaction
+    from mcp_server.snapshot import load
+
+    if name == "call":
+        from mcp_server.context import RequestContext
+        from mcp_server.gateway import Gateway
+        from mcp_server.jsonrpc import Request
+        from mcp_server.protocol import Dispatcher, Session
+        from mcp_server.server import build_catalog
+
+        stub = StubProcess(0.0, deadline)  # its own process: valgrind counts ours alone
+        dispatcher = Dispatcher(build_catalog(Gateway(stub.url, timeout=120.0)))
+        session = Session(http=False)
+        init = Request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+        dispatcher.handle(init, session, RequestContext())
+        params = {"name": "get_wagers", "arguments": arguments(count)}
+        encode: Callable[[Any], Any] = getattr(jsonrpc, "encode", jsonrpc.dumps)
+        pieces: Callable[[Any], Any] = getattr(jsonrpc, "pieces", lambda parts: parts)
+
+        def call() -> None:
+            ctx = RequestContext(bearer=token, bearer_source="header")
+            reply = dispatcher.handle(Request(1, "tools/call", params), session, ctx)
+            for _ in pieces(encode(reply.message)):
+                pass
+
+        call()  # the connection opened, the patterns compiled: what every later call finds done
+        return call
+    reader = answers.Reader(load().output_schemas["member.wagers"], kept=("chains",))
+    redactor = redaction.Redactor(token, None)
+    redactor.might_be_in(body)
+    passes: dict[str, Callable[[], object]] = {
+        "decode": lambda: body.decode("utf-8"),
+        "parse + check (answers.Reader)": lambda: reader.read(text),
+        "redaction prefilter (might_be_in)": lambda: redactor.might_be_in(body),
+        "text block (verbatim_text)": lambda: jsonrpc.verbatim_text(text, body),
+        "structuredContent (verbatim)": lambda: jsonrpc.verbatim(text, body),
+    }
+    return passes[name]
+
+
+INSTRUCTION_PASSES = (
+    "decode",
+    "parse + check (answers.Reader)",
+    "redaction prefilter (might_be_in)",
+    "text block (verbatim_text)",
+    "structuredContent (verbatim)",
+    "call",
+    "floor",
+)
+
+
+def instructions(counts: Sequence[int], token: str, repeat: int, deadline: Deadline) -> dict[str, dict[int, float]]:
+    """Instructions per run of each pass (valgrind --tool=callgrind), the same on a busy machine or a quiet one."""
+    found: dict[str, dict[int, float]] = {}
+    for name in INSTRUCTION_PASSES:
+        for count in counts:
+            deadline.check()
+            totals = []
+            for times in (0, repeat):
+                cmd = [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                    sys.executable,
+                    "-m",
+                    "bench.sizes",
+                    "--run-pass",
+                    name,
+                    "--counts",
+                    str(count),
+                    "--token-value",
+                    token,
+                    "--calls",
+                    str(times),
+                ]
+                done = subprocess.run(
+                    cmd,
+                    cwd=os.getcwd(),
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                    env={**os.environ, "PYTHONHASHSEED": "0"},
+                    check=False,
+                )
+                refs = [line for line in done.stderr.splitlines() if "I   refs:" in line]
+                if done.returncode != 0 or not refs:
+                    raise BenchError(f"valgrind {name} ({count}): {done.stderr[-500:]}")
+                totals.append(int(refs[-1].split(":")[1].replace(",", "")))
+            found.setdefault(name, {})[count] = (totals[1] - totals[0]) / repeat
+            sys.stderr.write(f"bench.sizes: {name}, {size_label(count)}: {found[name][count] / 1e6:.2f} M\n")
+    return found
+
+
+def render_instructions(found: dict[str, dict[int, float]], counts: Sequence[int]) -> str:
+    header = ["pass (million instructions per run)", *(size_label(c) for c in counts), "per KB"]
+    rows = []
+    for name, by_count in found.items():
+        points = [{"bytes": len(answer_bytes(c)), "v": by_count[c] / 1e6} for c in counts]
+        label = {"call": "the whole call, in this process", "floor": "floor: json.loads + one escape"}.get(name, name)
+        rows.append(
+            [label, *(f"{by_count[c] / 1e6:.3f}" for c in counts), f"{per_kb(points, lambda r: r['v']) * 1e6:,.0f}"]
+        )
+    if "call" in found and "floor" in found:
+        base = found["call"].get(BASE)
+        ratios = []
+        for c in counts:
+            added = found["call"][c] - base if base is not None else math.nan
+            ratios.append("—" if c == BASE else f"{added / found['floor'][c]:.2f}")
+        rows.append(["what the answer adds to the call, over the floor", *ratios, ""])
+    return _table(header, rows)
+
+
+# ---------------------------------------------------------------------------------------------
 # the run
 
 
@@ -776,6 +898,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="ours in this process, CPU per call pass by pass")
     parser.add_argument("--calls", type=int, default=200, help="--profile: calls per size (fewer for large)")
     parser.add_argument("--token", choices=sorted(TOKENS), default="random", help="--profile: the member token")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="ours pass by pass and the floor in instructions (valgrind callgrind): repeatable on a busy machine",
+    )
+    parser.add_argument("--run-pass", help=argparse.SUPPRESS)  # one pass, run --calls times (under valgrind)
+    parser.add_argument("--token-value", help=argparse.SUPPRESS)
     parser.add_argument("--time-limit", type=float, default=3600.0)
     parser.add_argument("--json", default=str(DEFAULT_JSON))
     parser.add_argument("--strict", action="store_true", help="exit 1 when any target is MISS")
@@ -795,6 +924,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = _loadavg()
     started = time.time()
     machine = f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average {load_before:.2f} at the start"
+    if args.run_pass:
+        work = _pass_work(args.run_pass, args.counts[0], args.token_value or RANDOM_TOKEN, deadline)
+        for _ in range(args.calls):
+            work()
+        stop_all()
+        return 0
+    if args.instructions:
+        counts = [BASE, *args.counts]
+        found = instructions(counts, TOKENS[args.token], 3, deadline)
+        print(
+            f"instructions: ours in this process, token {args.token}, valgrind {platform.python_version()}; {machine}"
+        )
+        print(render_instructions(found, counts))
+        path = Path(args.json).with_name(f"sizes-instructions-{args.token}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report = {"token": args.token, "instructions": {k: {str(c): v for c, v in d.items()} for k, d in found.items()}}
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"\nresults: {path}")
+        return 0
     if args.profile:
         rows = profile([BASE, *args.counts], args.calls, TOKENS[args.token], deadline)
         print(f"profile: ours in this process, token {args.token}, CPU per call (this thread) in ms; {machine}")

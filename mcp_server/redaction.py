@@ -136,11 +136,20 @@ class Redactor:
         self._bytes: list[tuple[bytes, int]] | None = None
         if all(needle.folded.isascii() for needle in needles):
             self._bytes = [(needle.folded.encode("ascii"), needle.min_run) for needle in needles]
-            self._letters = frozenset(c for folded, _ in self._bytes for c in folded)
-            # Needles of letters, digits and the like: a JSON escape that writes a quote, a
-            # backslash or a control character cannot hide a piece of one (_views).
-            self._plain = not any(c in b'"\\' or c < 0x20 for c in self._letters)
         self._short: list[tuple[bytes, list[tuple[int, bytes]]]] | None = None  # probes for short texts
+        # No more places a text of n characters can be searched at than n times this (_runs):
+        # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
+        self._anchor_bound = sum(len(needle.folded) // _ANCHOR + 2 for needle in needles)
+
+    @functools.cached_property
+    def _letters(self) -> frozenset[int]:
+        return frozenset(c for folded, _ in self._bytes or () for c in folded)
+
+    @functools.cached_property
+    def _plain(self) -> bool:
+        """Needles of letters, digits and the like: a JSON escape that writes a quote, a backslash or a
+        control character cannot hide a piece of one (_views)."""
+        return not any(c in b'"\\' or c < 0x20 for c in self._letters)
 
     @functools.cached_property
     def _anchors(self) -> list[tuple[int, int, str]]:
@@ -175,6 +184,16 @@ class Redactor:
     def scrub(self, text: str) -> str:
         """`text` with every match replaced (the same object when there is none)."""
         # Decoding escapes only shortens a text: one shorter than a run that counts holds none.
+        if not self._needles or len(text) < self._shortest:
+            return text
+        if len(text) * self._anchor_bound < MAX_CANDIDATES and self._bytes is not None:
+            # A text too short to exhaust the search's budget: the raw bytes' test settles it.
+            if not self.might_be_in(text.encode("utf-8", "surrogatepass")):
+                return text
+        return self.scrub_exact(text)
+
+    def scrub_exact(self, text: str) -> str:
+        """`scrub` by the search alone, without the raw bytes' test first (what that test is held to)."""
         if not self._needles or len(text) < self._shortest or not self._might_hold(_fold(text)):
             return text
         view = _View(text)

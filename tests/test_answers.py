@@ -26,12 +26,14 @@ import pytest
 
 from mcp_server import jsonrpc, schema
 from mcp_server.answers import STREAMED, Reader
+from mcp_server.config import Config
 from mcp_server.context import Payment, RequestContext
 from mcp_server.jsonrpc import dumps, encode, pieces, verbatim, verbatim_text
 from mcp_server.redaction import MIN_RUN, Redactor
+from mcp_server.server import build_dispatcher
 from mcp_server.snapshot import load
-from tests.conftest import client_for, run_stdio
-from tests.mcp_http import serving
+from tests.conftest import client_for, run_stdio, server_env
+from tests.mcp_http import post, serving
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import ECHO_FORMS, TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import canary_payment, header_value
@@ -371,13 +373,13 @@ def _strings(value: Any) -> Iterator[str]:
 def scrub_would_change(redactor: Redactor, body: bytes) -> bool:
     """What the exact path finds: a credential in a string of the answer, or in its text as a text block."""
     text = body.decode("utf-8")
-    if redactor.scrub(text) is not text:
+    if redactor.scrub_exact(text) is not text:
         return True
     try:
         value = jsonrpc.loads(text)
     except ValueError:
         return False
-    return any(redactor.scrub(s) is not s for s in _strings(value))
+    return any(redactor.scrub_exact(s) is not s for s in _strings(value))
 
 
 def _spellings(secret: str, rng: random.Random) -> list[str]:
@@ -435,6 +437,18 @@ def test_the_prefilter_suspects_every_echo_of_a_payment_scrub_would_change() -> 
                     found += 1
                     assert redactor.might_be_in(body), form
         assert found >= 2 * (len(ECHO_FORMS) - 2)  # every form but a piece too short to count, and one more
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_short_text_is_scrubbed_as_the_search_alone_scrubs_it(seed: int) -> None:
+    # scrub asks the raw bytes' test first for texts too short to exhaust the search's budget.
+    rng = random.Random(seed)
+    for _ in range(60):
+        token = "fw1." + "".join(rng.choice(TOKEN_CHARS) for _ in range(rng.randrange(6, 40)))
+        redactor = Redactor(token, None)
+        for spelled in _spellings(token, rng):
+            text = f"rejected {spelled} ({rng.choice(['as received', 'x' * 40, ''])})"
+            assert redactor.scrub(text) == redactor.scrub_exact(text), (token, text)
 
 
 @pytest.mark.parametrize("token", ["fw1.benchtoken0000", "fw1.2026-12Usdc", "fw1.w-10000open"])
@@ -540,29 +554,30 @@ def test_a_large_answer_over_stdio_is_one_line_and_the_same_value(sandbox: Sandb
     assert result["structuredContent"] == value and json.loads(result["content"][0]["text"]) == value
 
 
-def test_a_large_answer_over_http_is_one_body_and_the_same_value(sandbox: SandboxGateway) -> None:
-    from mcp_server.config import Config
-    from mcp_server.server import build_dispatcher
-    from tests.mcp_http import post
-
-    value = envelope(BIG)
-    sandbox.fault(WAGERS, "status", status=200, body=value)
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "sse"])
+def test_a_large_answer_over_http_is_one_body_and_the_same_value(sandbox: SandboxGateway, streamed: bool) -> None:
+    # With a progressToken the answer is the last event of an SSE stream, written in pieces too.
+    value = envelope(BIG, random.Random(3))
+    text = json.dumps(value, ensure_ascii=False)  # not ASCII: the text block is escaped as text
+    sandbox.fault(WAGERS, "status", status=200, body=text.encode("utf-8"))
+    params: dict[str, Any] = {"name": "get_wagers", "arguments": {}}
+    if streamed:
+        params["_meta"] = {"progressToken": "p"}
     with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))) as server:
         url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
-        headers = {"Authorization": f"Bearer {TOKEN_MEMBER_A}", "Accept": "application/json, text/event-stream"}
-        answer = post(url, call, headers)
-    assert answer.status == 200 and answer.content_type == "application/json"
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = post(url, call, {"Authorization": f"Bearer {TOKEN_MEMBER_A}"})
+    assert answer.status == 200
+    assert answer.content_type == ("text/event-stream" if streamed else "application/json")
+    assert answer.body.isascii()
     result = answer.result
-    assert result["structuredContent"] == value and json.loads(result["content"][0]["text"]) == value
+    assert result["structuredContent"] == value and result["content"][0]["text"] == text
 
 
 def test_the_official_sdk_client_validates_a_large_verbatim_answer() -> None:
     text = json.dumps(envelope(BIG), indent=2, ensure_ascii=False)
     with SandboxGateway() as gateway:
         gateway.fault(WAGERS, "status", status=200, body=text.encode("utf-8"))
-        from tests.conftest import server_env
-
         report = sdk(
             "calls",
             "legacy",

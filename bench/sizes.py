@@ -473,8 +473,7 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
     text = body.decode("utf-8")
     if name == "floor":
         return lambda: (json.loads(body), json.dumps(text))
-    from mcp_server import answers, jsonrpc, redaction
-    from mcp_server.snapshot import load
+    from mcp_server import jsonrpc
 
     if name == "call":
         from mcp_server.context import RequestContext
@@ -500,6 +499,9 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
 
         call()  # the connection opened, the patterns compiled: what every later call finds done
         return call
+    from mcp_server import answers, redaction
+    from mcp_server.snapshot import load
+
     reader = answers.Reader(load().output_schemas["member.wagers"], kept=("chains",))
     redactor = redaction.Redactor(token, None)
     redactor.might_be_in(body)
@@ -524,10 +526,12 @@ INSTRUCTION_PASSES = (
 )
 
 
-def instructions(counts: Sequence[int], token: str, repeat: int, deadline: Deadline) -> dict[str, dict[int, float]]:
+def instructions(
+    counts: Sequence[int], token: str, repeat: int, deadline: Deadline, passes: Sequence[str] = INSTRUCTION_PASSES
+) -> dict[str, dict[int, float]]:
     """Instructions per run of each pass (valgrind --tool=callgrind), the same on a busy machine or a quiet one."""
     found: dict[str, dict[int, float]] = {}
-    for name in INSTRUCTION_PASSES:
+    for name in passes:
         for count in counts:
             deadline.check()
             totals = []
@@ -903,6 +907,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="ours pass by pass and the floor in instructions (valgrind callgrind): repeatable on a busy machine",
     )
+    parser.add_argument(
+        "--passes", nargs="+", choices=INSTRUCTION_PASSES, help="--instructions: only these (call, floor: any code)"
+    )
     parser.add_argument("--run-pass", help=argparse.SUPPRESS)  # one pass, run --calls times (under valgrind)
     parser.add_argument("--token-value", help=argparse.SUPPRESS)
     parser.add_argument("--time-limit", type=float, default=3600.0)
@@ -932,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.instructions:
         counts = [BASE, *args.counts]
-        found = instructions(counts, TOKENS[args.token], 3, deadline)
+        found = instructions(counts, TOKENS[args.token], 3, deadline, args.passes or INSTRUCTION_PASSES)
         print(
             f"instructions: ours in this process, token {args.token}, valgrind {platform.python_version()}; {machine}"
         )

@@ -26,16 +26,18 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from .jsonrpc import DECODER
-from .schema import Checker, compile_bulk, compile_schema
+from .schema import Verdict, compile_bulk, compile_verdict
 
 CHUNK: Final = 64 * 1024  # characters of an array decoded at once
 BATCH: Final = 512  # items checked at once when an array is read one item at a time
+SMALL: Final = 8 * 1024  # characters up to which an answer is decoded whole (faster there)
 STREAMED: Final = "(read and checked in pieces)"  # stands in the skeleton for an array not kept
 
 # The C scanner json.loads runs on, one value at a time, and its string reader (typeshed names neither).
 _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
 _STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
 _SPACE: Final = re.compile(r"[ \t\n\r]*")
+_WS: Final = " \t\n\r"
 _NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
 # What the checker reads from a value; anything else in a schema is an annotation it ignores.
@@ -80,12 +82,12 @@ def _skip(s: str, i: int) -> int:
 class _Whole:
     """A value decoded whole by the C scanner, and checked exactly when `check` is given."""
 
-    def __init__(self, check: Checker | None) -> None:
-        self.check = check
+    def __init__(self, fits: Verdict | None) -> None:
+        self.fits = fits
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
         value, end = _SCAN(s, i)
-        if self.check is not None and self.check(value, "") is not None:
+        if self.fits is not None and not self.fits(value):
             raise _Doubt
         return value, end
 
@@ -94,7 +96,7 @@ class _Array:
     """An array read item by item (items that are walked objects) or a chunk of items at a time."""
 
     def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
-        self.exact = compile_schema(schema)  # for a value that is not an array after all
+        self.fits = compile_verdict(schema)  # for a value that is not an array after all
         self.chunk = chunk
         self.low: int | None = schema.get("minItems")
         self.high: int | None = schema.get("maxItems")
@@ -102,12 +104,12 @@ class _Array:
         self.keep = False  # set for the root's `kept` properties (Reader)
         checks = bool(_CHECKED & items.keys())
         self.bulk = compile_bulk(items) if checks else None
-        self.each = compile_schema(items) if checks else None
+        self.each = compile_verdict(items) if checks else None
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "[":
             value, end = _SCAN(s, i)
-            if self.exact(value, "") is not None:
+            if not self.fits(value):
                 raise _Doubt
             return value, end
         i = _skip(s, i + 1)
@@ -192,56 +194,65 @@ class _Array:
         if self.bulk is None or self.bulk(values):
             return
         assert self.each is not None
-        for value in values:
-            if self.each(value, "") is not None:
-                raise _Doubt
+        if not all(map(self.each, values)):
+            raise _Doubt
 
 
 class _Object:
     """An object walked name by name: the streamed properties read as they come, the rest kept and checked."""
 
     def __init__(self, schema: dict[str, Any], fields: dict[str, _Plan]) -> None:
-        self.exact = compile_schema(schema)
+        self.fits = compile_verdict(schema)
         self.fields = fields
         properties = schema.get("properties", {})
         # The object as kept (streamed values replaced) is checked against the schema with those
         # properties' own schemas taken as satisfied: they were checked while read.
         taken = {name: ({} if name in fields else sub) for name, sub in properties.items()}
-        self.shallow = compile_schema({**schema, "properties": taken})
+        self.shallow = compile_verdict({**schema, "properties": taken})
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "{":
             value, end = _SCAN(s, i)
-            if self.exact(value, "") is not None:
+            if not self.fits(value):
                 raise _Doubt
             return value, end
+        # Whitespace is looked at before it is skipped: a gateway's compact JSON has none.
         kept: dict[str, Any] = {}
-        i = _skip(s, i + 1)
+        fields, space, scan, string = self.fields, _SPACE.match, _SCAN, _STRING
+        i += 1
+        if s[i] in _WS:
+            i = space(s, i).end()  # type: ignore[union-attr]
         if s[i] == "}":
             i += 1
         else:
             while True:
                 if s[i] != '"':
                     raise _Doubt
-                name, i = _STRING(s, i + 1, True)
-                i = _skip(s, i)
+                name, i = string(s, i + 1, True)
                 if s[i] != ":":
-                    raise _Doubt
-                i = _skip(s, i + 1)
-                plan = self.fields.get(name)
-                value, i = _SCAN(s, i) if plan is None else plan.read(s, i)
+                    i = space(s, i).end()  # type: ignore[union-attr]
+                    if s[i] != ":":
+                        raise _Doubt
+                i += 1
+                if s[i] in _WS:
+                    i = space(s, i).end()  # type: ignore[union-attr]
+                plan = fields.get(name)
+                value, i = scan(s, i) if plan is None else plan.read(s, i)
                 if name in kept:
                     raise _Doubt  # a repeated name: which one a client keeps is the client's choice
                 kept[name] = value
-                i = _skip(s, i)
+                if s[i] in _WS:
+                    i = space(s, i).end()  # type: ignore[union-attr]
                 if s[i] == ",":
-                    i = _skip(s, i + 1)
+                    i += 1
+                    if s[i] in _WS:
+                        i = space(s, i).end()  # type: ignore[union-attr]
                 elif s[i] == "}":
                     i += 1
                     break
                 else:
                     raise _Doubt
-        if self.shallow(kept, "") is not None:
+        if not self.shallow(kept):
             raise _Doubt
         return kept, i
 
@@ -277,7 +288,7 @@ def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
             plan = _plan({**first, **own}, chunk)
             if not isinstance(plan, _Whole):
                 return plan
-    return _Whole(compile_schema(schema) if root else None)
+    return _Whole(compile_verdict(schema) if root else None)
 
 
 class Reader:
@@ -285,11 +296,16 @@ class Reader:
 
     `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
     plan: a walked object without its streamed arrays, else whole): what the result's notes read.
-    `chunk` is how many characters of an array are decoded at once.
+    `chunk` is how many characters of an array are decoded at once; an answer of at most `small`
+    characters is decoded and checked whole.
     """
 
-    def __init__(self, schema: dict[str, Any], kept: tuple[str, ...] = (), chunk: int = CHUNK) -> None:
+    def __init__(
+        self, schema: dict[str, Any], kept: tuple[str, ...] = (), chunk: int = CHUNK, small: int = SMALL
+    ) -> None:
         self._plan = _plan(schema, chunk, root=True)
+        self._whole = _Whole(compile_verdict(schema))
+        self._small = small
         fields = self._plan.fields if isinstance(self._plan, _Object) else {}
         for name in kept:
             array = fields.get(name)
@@ -307,7 +323,9 @@ class Reader:
             if not text or text[0] == "\ufeff":
                 return False, None  # empty, or a byte order mark: the exact reading words it
             i = _skip(text, 0)
-            value, i = self._plan.read(text, i)
+            # A short answer costs least decoded whole and checked whole; memory is no concern there.
+            plan = self._whole if len(text) <= self._small else self._plan
+            value, i = plan.read(text, i)
             if i < len(text):
                 i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
             return (True, value) if i == len(text) else (False, None)

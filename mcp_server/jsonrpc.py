@@ -82,15 +82,16 @@ class Verbatim:
     """One JSON value kept as the text it arrived in, written into a message as that text.
 
     Made only by `verbatim` and `verbatim_text`, from text `loads` accepted: so `data` is ASCII
-    JSON on one line (bytes, or a str of ASCII, written out a slice at a time), and a message
-    carrying it is written without encoding the value again (`encode`).
+    JSON on one line (bytes, pieces of bytes written one after another, or a str of ASCII written
+    out a slice at a time), and a message carrying it is written without encoding the value
+    again (`encode`).
     """
 
-    data: bytes | str
+    data: bytes | str | tuple[bytes, ...]
 
     def value(self) -> Any:
         """The value itself, parsed now (for a reader in this process; the wire never needs it)."""
-        return loads(self.data)
+        return loads(b"".join(self.data) if isinstance(self.data, tuple) else self.data)
 
 
 _NON_ASCII: Final = re.compile("[^\\x00-\\x7f]+")
@@ -131,7 +132,7 @@ def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
     for space, escaped in _SPACES:
         if space in data:
             data = data.replace(space, escaped)
-    return Verbatim(b"".join((b'"', data, b'"')))
+    return Verbatim((b'"', data, b'"'))  # not joined: that would copy the text once more
 
 
 _SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
@@ -358,7 +359,11 @@ def encode(message: Any) -> list[Part]:
         # part) could not move a value.
         if place < 0 or data.find(marker, place + 1) >= 0:
             raise ValueError("a verbatim value's place is not unique")
-        parts += [view[at:place], value.data]
+        parts.append(view[at:place])
+        if isinstance(value.data, tuple):
+            parts.extend(value.data)
+        else:
+            parts.append(value.data)
         at = place + len(marker)
     parts.append(view[at:])
     return [part for part in parts if len(part)]

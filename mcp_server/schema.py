@@ -315,6 +315,145 @@ def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str
     return filled
 
 
+# ---- a verdict alone -------------------------------------------------------------------------
+
+
+Verdict = Callable[[Any], bool]  # True exactly when the checker finds nothing
+
+
+def compile_verdict(schema: dict[str, Any]) -> Verdict:
+    """`check(value, schema) is None`, as one function of straight-line Python generated from the schema.
+
+    What a caller needs that only asks whether a value fits (a gateway answer read in pieces,
+    answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
+    checker runs only for a value this refuses, to word why.
+    """
+    source = _Source()
+    function = source.function(schema)
+    namespace: dict[str, Any] = {"_same": _same, **source.constants}
+    exec(compile("\n".join(source.lines), "<schema verdict>", "exec"), namespace)
+    verdict: Verdict = namespace[function]
+    return verdict
+
+
+class _Source:
+    """The lines of one verdict function per schema (anyOf branches get their own), and their constants."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.constants: dict[str, Any] = {}
+        self._names = 0
+
+    def name(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def constant(self, value: Any) -> str:
+        name = self.name("k")
+        self.constants[name] = value
+        return name
+
+    def function(self, schema: dict[str, Any]) -> str:
+        name = self.name("verdict")
+        body: list[str] = []
+        self._checks(schema, "v", body, 1)
+        self.lines += [f"def {name}(v):", *body, "    return True", ""]
+        return name
+
+    def _checks(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
+        """Lines that return False when `v` breaks `schema` (the checker's keywords, same meaning)."""
+        pad = "    " * depth
+        wanted = schema.get("type")
+        if wanted is not None:
+            names = wanted if isinstance(wanted, list) else [wanted]
+            tests = [_TYPE_TESTS.get(n, "True").format(v=v) for n in names]
+            out.append(f"{pad}if not ({' or '.join(f'({t})' for t in tests)}): return False")
+        if "enum" in schema:
+            options = schema["enum"]
+            if all(isinstance(o, str) for o in options):
+                out.append(f"{pad}if not (isinstance({v}, str) and {v} in {self.constant(frozenset(options))}):")
+            else:
+                out.append(f"{pad}if not any(_same({v}, o) for o in {self.constant(tuple(options))}):")
+            out.append(f"{pad}    return False")
+        if "const" in schema:
+            out.append(f"{pad}if not _same({v}, {self.constant(schema['const'])}): return False")
+        bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
+        if bounds:
+            out.append(f"{pad}if isinstance({v}, (int, float)) and not isinstance({v}, bool):")
+            for key, limit in bounds:
+                out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
+        low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
+        if low is not None or high is not None or source is not None:
+            out.append(f"{pad}if isinstance({v}, str):")
+            if low is not None:
+                out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
+            if high is not None:
+                out.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+            if source is not None:
+                out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
+        low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+        block: list[str] = []
+        if low is not None:
+            block.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
+        if high is not None:
+            block.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+        if isinstance(items, dict):
+            item = self.name("x")
+            inner: list[str] = []
+            self._checks(items, item, inner, depth + 2)
+            if inner:
+                block += [f"{pad}    for {item} in {v}:", *inner]
+        if block:
+            out += [f"{pad}if isinstance({v}, list):", *block]
+        self._object(schema, v, out, depth)
+        branches = schema.get("anyOf")
+        if isinstance(branches, list) and branches:
+            calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
+            out.append(f"{pad}if not ({calls}): return False")
+
+    def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
+        pad = "    " * depth
+        properties: dict[str, Any] = schema.get("properties", {})
+        required: list[str] = schema.get("required", [])
+        extra = schema.get("additionalProperties", True)
+        inner: list[str] = [f"{pad}    if {self.constant(name)} not in {v}: return False" for name in required]
+        for name, sub in properties.items():
+            item = self.name("x")
+            checks: list[str] = []
+            self._checks(sub, item, checks, depth + 2)
+            if checks:
+                key = self.constant(name)
+                inner += [f"{pad}    if {key} in {v}:", f"{pad}        {item} = {v}[{key}]", *checks]
+        if extra is False or isinstance(extra, dict):
+            known, key, item = self.constant(frozenset(properties)), self.name("n"), self.name("x")
+            checks = []
+            if isinstance(extra, dict):
+                self._checks(extra, item, checks, depth + 3)
+            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:"]
+            inner += checks if extra is not False else [f"{pad}            return False"]
+            if not checks and extra is not False:
+                inner.append(f"{pad}            pass")
+        if inner:
+            out += [f"{pad}if isinstance({v}, dict):", *inner]
+
+
+_TYPE_TESTS: dict[str, str] = {
+    "string": "isinstance({v}, str)",
+    "integer": "isinstance({v}, int) and not isinstance({v}, bool) or isinstance({v}, float) and {v}.is_integer()",
+    "number": "isinstance({v}, (int, float)) and not isinstance({v}, bool)",
+    "boolean": "isinstance({v}, bool)",
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "null": "{v} is None",
+}
+_BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
+    "minimum": "{v} < {limit}",
+    "maximum": "{v} > {limit}",
+    "exclusiveMinimum": "{v} <= {limit}",
+    "exclusiveMaximum": "{v} >= {limit}",
+}
+
+
 # ---- many values at once ---------------------------------------------------------------------
 
 Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one

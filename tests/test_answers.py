@@ -96,7 +96,7 @@ def written(value: Any, rng: random.Random) -> str:
 def test_a_large_answer_is_vouched_for_and_only_its_skeleton_is_kept() -> None:
     value = envelope(3000)
     text = json.dumps(value, separators=(",", ":"))
-    vouched, skeleton = Reader(WAGERS_SCHEMA, kept=("chains",), chunk=SMALL_CHUNK).read(text)
+    vouched, skeleton = Reader(WAGERS_SCHEMA, kept=("chains",), chunk=SMALL_CHUNK, small=0).read(text)
     assert vouched and exact(text, WAGERS_SCHEMA)
     expected = copy.deepcopy(value)
     expected["chains"][0]["wagers"] = STREAMED
@@ -155,7 +155,7 @@ def _text_mutations(text: str, rng: random.Random) -> Iterator[str]:
 @pytest.mark.parametrize("seed", range(12))
 def test_every_answer_the_reader_vouches_for_the_exact_reading_accepts(seed: int) -> None:
     rng = random.Random(seed)
-    reader = Reader(WAGERS_SCHEMA, kept=("chains",), chunk=rng.choice([1, SMALL_CHUNK, 2000]))
+    reader = Reader(WAGERS_SCHEMA, kept=("chains",), chunk=rng.choice([1, SMALL_CHUNK, 2000]), small=seed % 2 * 9000)
     vouched = refused = 0
     for round_ in range(30):
         value = envelope(rng.choice([0, 1, 3, 40, 400]), rng)
@@ -175,7 +175,7 @@ def test_every_answer_the_reader_vouches_for_the_exact_reading_accepts(seed: int
 def test_the_reader_of_every_tool_vouches_only_for_what_the_exact_reading_accepts(target: str) -> None:
     rng = random.Random(target)
     output_schema = SCHEMAS[target]
-    reader = Reader(output_schema, kept=("chains",), chunk=64)
+    reader = Reader(output_schema, kept=("chains",), chunk=64, small=0)
     samples: list[Any] = [
         {"chains": [{"chainId": 1, "enabled": True}] * 50, "status": "ok", "asOf": "t"},
         {"markets": [{"question": "q?", "id": i} for i in range(100)], "chainId": 137},
@@ -222,12 +222,12 @@ def test_a_chunk_split_inside_a_string_or_a_nested_array_is_never_taken_for_item
         item["description"] = 'ends "}, {" here'
     text = json.dumps(value, separators=(",", ":"))
     for chunk in (1, 7, 50, 300, 5000):
-        assert Reader(WAGERS_SCHEMA, kept=("chains",), chunk=chunk).read(text)[0]
+        assert Reader(WAGERS_SCHEMA, kept=("chains",), chunk=chunk, small=0).read(text)[0]
     value["chains"][0]["wagers"][150]["notes"] = {"id": 5}
     value["chains"][0]["wagers"][151]["status"] = {"}, {": 1}
     bad = json.dumps(value, separators=(",", ":"))
     for chunk in (1, 7, 50, 300, 5000):
-        assert not Reader(WAGERS_SCHEMA, kept=("chains",), chunk=chunk).read(bad)[0]
+        assert not Reader(WAGERS_SCHEMA, kept=("chains",), chunk=chunk, small=0).read(bad)[0]
 
 
 # ---- the bulk check against the checker ------------------------------------------------------------
@@ -292,6 +292,21 @@ def test_the_bulk_check_vouches_only_for_values_the_checker_accepts(seed: int) -
                 vouched += 1
                 assert all(each(v, "") is None for v in values), (node, values)
     assert vouched > 100
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_generated_verdict_agrees_with_the_checker_on_every_value(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        node = _random_schema(rng)
+        fits, each = schema.compile_verdict(node), schema.compile_schema(node)
+        for _ in range(8):
+            value = _random_value(rng)
+            assert fits(value) is (each(value, "") is None), (node, value)
+    for output_schema in SCHEMAS.values():
+        fits, each = schema.compile_verdict(output_schema), schema.compile_schema(output_schema)
+        for mutated in _value_mutations(envelope(20), rng):
+            assert fits(mutated) is (each(mutated, "") is None), mutated
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ What is kept at once: the text, one chunk's values and the skeleton; never the p
 
 from __future__ import annotations
 
+import functools
 import json.decoder
 import re
 from collections.abc import Callable
@@ -96,15 +97,20 @@ class _Array:
     """An array read item by item (items that are walked objects) or a chunk of items at a time."""
 
     def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
-        self.fits = compile_verdict(schema)  # for a value that is not an array after all
+        self.schema = schema
         self.chunk = chunk
         self.low: int | None = schema.get("minItems")
         self.high: int | None = schema.get("maxItems")
         self.walked = plan if not isinstance(plan, _Whole) else None
         self.keep = False  # set for the root's `kept` properties (Reader)
-        checks = bool(_CHECKED & items.keys())
+        checks = self.walked is None and bool(_CHECKED & items.keys())
         self.bulk = compile_bulk(items) if checks else None
         self.each = compile_verdict(items) if checks else None
+
+    @functools.cached_property
+    def fits(self) -> Verdict:
+        """For a value that is not an array after all (rare: worked out when one comes)."""
+        return compile_verdict(self.schema)
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "[":
@@ -202,13 +208,18 @@ class _Object:
     """An object walked name by name: the streamed properties read as they come, the rest kept and checked."""
 
     def __init__(self, schema: dict[str, Any], fields: dict[str, _Plan]) -> None:
-        self.fits = compile_verdict(schema)
+        self.schema = schema
         self.fields = fields
         properties = schema.get("properties", {})
         # The object as kept (streamed values replaced) is checked against the schema with those
         # properties' own schemas taken as satisfied: they were checked while read.
         taken = {name: ({} if name in fields else sub) for name, sub in properties.items()}
         self.shallow = compile_verdict({**schema, "properties": taken})
+
+    @functools.cached_property
+    def fits(self) -> Verdict:
+        """For a value that is not an object after all (rare: worked out when one comes)."""
+        return compile_verdict(self.schema)
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "{":

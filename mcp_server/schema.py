@@ -328,12 +328,20 @@ def compile_verdict(schema: dict[str, Any]) -> Verdict:
     answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
     checker runs only for a value this refuses, to word why.
     """
+    known = _VERDICTS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
     source = _Source()
     function = source.function(schema)
     namespace: dict[str, Any] = {"_same": _same, **source.constants}
     exec(compile("\n".join(source.lines), "<schema verdict>", "exec"), namespace)
     verdict: Verdict = namespace[function]
+    _VERDICTS[id(schema)] = (schema, verdict)  # the schema kept, so its id is not reused
     return verdict
+
+
+# Verdicts by schema (the tool table's are made once): each is Python compiled at run time.
+_VERDICTS: dict[int, tuple[dict[str, Any], Verdict]] = {}
 
 
 class _Source:

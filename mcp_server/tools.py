@@ -8,6 +8,7 @@ as the query string (GET) or the JSON body (POST).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import urllib.parse
@@ -111,9 +112,6 @@ class GatewayTool:
         # Read once: every call checks its arguments, and every answer its shape.
         self._check_arguments = schema.compile_schema(self.schema)
         self._check_answer = schema.compile_schema(self.output_schema)
-        self._fits_answer = schema.compile_verdict(self.output_schema)  # the checker runs only to word a misfit
-        # The chains' states make the notes (chain_notes): their items stay in what the reader keeps.
-        self._reader = Reader(self.output_schema, kept=("chains",))
         read = self.method == "GET"
         self._definition: JSONObject = {
             "name": self.name,
@@ -132,6 +130,18 @@ class GatewayTool:
 
     def definition(self) -> JSONObject:
         return self._definition
+
+    # Worked out for a tool's first answer, not at start: each is Python compiled at run time.
+
+    @functools.cached_property
+    def _fits_answer(self) -> schema.Verdict:
+        """Whether an answer fits the outputSchema: the checker runs only to word a misfit."""
+        return schema.compile_verdict(self.output_schema)
+
+    @functools.cached_property
+    def _reader(self) -> Reader:
+        # The chains' states make the notes (chain_notes): their items stay in what the reader keeps.
+        return Reader(self.output_schema, kept=("chains",))
 
     def build_request(self, arguments: dict[str, Any], ctx: RequestContext) -> GatewayRequest:
         rest = dict(arguments)

@@ -171,7 +171,7 @@ $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 $(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
 	mkdir -p .tools/ts-sdk
 	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json .tools/ts-sdk/
-	npm ci --prefix .tools/ts-sdk --no-audit --no-fund --ignore-scripts --loglevel=error
+	cd .tools/ts-sdk && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 # Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency

@@ -349,20 +349,23 @@ class LineReader:
         self.sel.register(fd, selectors.EVENT_READ)
 
     def readline(self, until_ns: int) -> bytes:
+        searched = 0  # a line of megabytes arrives in many reads: each byte is searched once
         while True:
-            i = self.buf.find(b"\n")
+            i = self.buf.find(b"\n", searched)
             if i >= 0:
                 line = bytes(self.buf[:i])
                 del self.buf[: i + 1]
+                searched = 0
                 if line.strip():
                     return line
                 continue
+            searched = len(self.buf)
             left = (until_ns - time.perf_counter_ns()) / 1e9
             if left <= 0:
                 raise BenchError("no answer in time")
             if not self.sel.select(left):
                 continue
-            chunk = os.read(self.fd, 1 << 16)
+            chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 raise BenchError("the server closed stdout")
             self.buf += chunk

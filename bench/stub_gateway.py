@@ -1,5 +1,9 @@
 """A minimal, fast FairWins gateway stub on loopback: fixed JSON for the two benchmarked reads.
 
+`GET /v1/member/wagers?chainId=N` answers N wagers on one read chain (plus an unreadable and a
+not-configured chain), each about 170 bytes: the size knob of bench.sizes. Without chainId it
+answers the two-wager envelope below.
+
 With --tls it serves https:// with the test certificate (tests/tls/gateway.pem, for 127.0.0.1);
 a client trusts it with SSL_CERT_FILE=tests/tls/ca.pem.
 """
@@ -7,7 +11,9 @@ a client trusts it with SSL_CERT_FILE=tests/tls/ca.pem.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import re
 import socket
 import ssl
 import sys
@@ -65,6 +71,42 @@ WAGERS = {
 }
 
 
+_STATUSES = ("open", "accepted", "settled", "disputed")
+_ASSETS = ("USDC", "USDT", "DAI", "WETH")
+_SAID = (
+    "text written by the counterparty",
+    "Lakers win the final by more than 5 points",
+    "rain in Lisbon on the first Saturday of December",
+    "the loser buys dinner; settled by the league's own table",
+)
+
+
+def wagers(count: int, chain_id: int | None = None) -> dict[str, object]:
+    """GATEWAY.md's per-chain envelope with `count` wagers on one read chain, the same every time.
+
+    Ids count up from w-100000, as an active member's do: ordinary text a token may share pieces with.
+    """
+    rows = [
+        {
+            "id": f"w-{100000 + i}",
+            "stake": f"{(i * 37) % 500 + 1}.{(i * 13) % 100:02d}",
+            "asset": _ASSETS[i % 4],
+            "deadline": f"2026-12-{i % 28 + 1:02d}T{i % 24:02d}:00:00Z",
+            "status": _STATUSES[i % 4],
+            "description": f"{_SAID[i % 4]} (#{i})",
+        }
+        for i in range(count)
+    ]
+    return {
+        "asOf": "2026-11-29T20:00:00Z",
+        "chains": [
+            {"chainId": chain_id or 137, "state": "read", "wagers": rows},
+            {"chainId": 8453, "state": "unreadable", "reason": "wager index did not answer within 5 s"},
+            {"chainId": 1, "state": "not-configured"},
+        ],
+    }
+
+
 def _body(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -94,6 +136,12 @@ def large_status(size: int) -> bytes:
     return _response("200 OK", head + b"x" * max(size - len(head) - len(tail), 0) + tail)
 
 
+@functools.lru_cache(maxsize=16)
+def sized_wagers_response(count: int) -> bytes:
+    """The answer to `?chainId=count`: `count` wagers (built once per count, then served as bytes)."""
+    return _response("200 OK", _body(wagers(count, count)))
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -103,13 +151,19 @@ class _Handler(BaseHTTPRequestHandler):
         delay = self.server.delay_s
         if delay > 0:
             time.sleep(delay)
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         if path == "/status":
             response = self.server.status_response
         elif path == "/v1/member/wagers":
             auth = self.headers.get("Authorization", "")
             ok = auth.startswith("Bearer fw1.") and len(auth) > len("Bearer fw1.")
-            response = WAGERS_RESPONSE if ok else UNAUTHORIZED_RESPONSE
+            count = re.fullmatch(r"chainId=(\d{1,6})", query)
+            if not ok:
+                response = UNAUTHORIZED_RESPONSE
+            elif count is not None:
+                response = sized_wagers_response(int(count.group(1)))
+            else:
+                response = WAGERS_RESPONSE
         else:
             response = NOT_FOUND_RESPONSE
         self.wfile.write(response)

@@ -18,7 +18,7 @@ from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
-from mcp_server.wire.jsonrpc import Notification, Request
+from mcp_server.wire.jsonrpc import Notification, Request, dumps
 from tests import outputs
 from tests.sandbox_gateway import SandboxGateway
 
@@ -116,7 +116,10 @@ class McpClient:
         ctx = ctx or RequestContext(bearer=bearer, bearer_source="env" if bearer else "none")
         reply = self.dispatcher.handle(Request(self._next_id, method, params or {}), self.session, ctx)
         assert isinstance(reply.message, dict)
-        return reply.message
+        # As a client reads it: encoded as the transports encode it (an answer passed on verbatim
+        # is the gateway's bytes until then), and decoded.
+        message: dict[str, Any] = json.loads(dumps(reply.message))
+        return message
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> object:
         return self.dispatcher.handle(Notification(method, params or {}), self.session, RequestContext()).message

@@ -11,6 +11,7 @@ from typing import Any, Final
 from mcp_server.core import schema
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import Verbatim
 
 # Every shipped tool's outputSchema, as tools/list serves it.
 SHIPPED: Final[dict[str, dict[str, Any]]] = {
@@ -26,7 +27,10 @@ def problem(output_schema: dict[str, Any] | None, result: object) -> str | None:
     if "structuredContent" not in result:
         # MCP: a tool with an outputSchema "MUST provide structured results"; an error need not.
         return None if result.get("isError") is True else "a result without structuredContent"
-    return schema.check(result["structuredContent"], output_schema)
+    structured = result["structuredContent"]
+    if isinstance(structured, Verbatim):  # the gateway's own bytes, as they will be sent
+        structured = structured.value()
+    return schema.check(structured, output_schema)
 
 
 def failure_facts(result: dict[str, Any], kind: str | None = None) -> dict[str, Any]:

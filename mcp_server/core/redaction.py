@@ -124,16 +124,43 @@ class Redactor:
         if payment is not None:
             needles += _payment_needles(payment.value)
         self._needles = needles
-        self._anchors: list[tuple[int, int, str]] = []  # (needle, offset, folded piece)
-        for index, needle in enumerate(needles):
+        self._shortest = min((needle.min_run for needle in needles), default=0)
+        self._escaped: tuple[set[str], tuple[bytes, ...]] | None = None
+        # For raw bytes (might_be_in): each needle as ASCII bytes with its probes, None when a
+        # needle is not ASCII (bytes.lower() folds ASCII only; the exact search is then used).
+        self._bytes: list[tuple[bytes, int]] | None = None
+        if all(needle.folded.isascii() for needle in needles):
+            self._bytes = [(needle.folded.encode("ascii"), needle.min_run) for needle in needles]
+        self._short: list[tuple[bytes, list[tuple[int, bytes]]]] | None = None  # probes for short texts
+        # No more places a text of n characters can be searched at than n times this (_runs):
+        # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
+        self._anchor_bound = sum(len(needle.folded) // _ANCHOR + 2 for needle in needles)
+
+    @functools.cached_property
+    def _letters(self) -> frozenset[int]:
+        return frozenset(c for folded, _ in self._bytes or () for c in folded)
+
+    @functools.cached_property
+    def _plain(self) -> bool:
+        """Needles of letters, digits and the like: a JSON escape that writes a quote, a backslash or a
+        control character cannot hide a piece of one (_views)."""
+        return not any(c in b'"\\' or c < 0x20 for c in self._letters)
+
+    @functools.cached_property
+    def _anchors(self) -> list[tuple[int, int, str]]:
+        """(needle, offset, folded piece): worked out for the first text `scrub` searches, if any."""
+        anchors = []
+        for index, needle in enumerate(self._needles):
             size = _ANCHOR if needle.min_run == MIN_RUN else needle.min_run
             offsets = range(0, len(needle.folded) - size + 1, size)
             for offset in {*offsets, len(needle.folded) - size}:
-                self._anchors.append((index, offset, needle.folded[offset : offset + size]))
-        # A text holding none of these, as they are or escaped, holds no needle: most texts stop here.
-        self._probes = {piece for _, _, piece in self._anchors}
-        self._byte_probes = tuple(probe.encode() for probe in self._probes)
-        self._escaped: tuple[set[str], tuple[bytes, ...]] | None = None
+                anchors.append((index, offset, needle.folded[offset : offset + size]))
+        return anchors
+
+    @functools.cached_property
+    def _probes(self) -> set[str]:
+        """A text holding none of these, as they are or escaped, holds no needle: most texts stop here."""
+        return {piece for _, _, piece in self._anchors}
 
     def _escaped_probes(self) -> tuple[set[str], tuple[bytes, ...]]:
         """The pieces as an escaping writer spells them, as text and as bytes.
@@ -151,7 +178,18 @@ class Redactor:
 
     def scrub(self, text: str) -> str:
         """`text` with every match replaced (the same object when there is none)."""
-        if not self._needles or not text or not self._might_hold(_fold(text)):
+        # Decoding escapes only shortens a text: one shorter than a run that counts holds none.
+        if not self._needles or len(text) < self._shortest:
+            return text
+        if len(text) * self._anchor_bound < MAX_CANDIDATES and self._bytes is not None:
+            # A text too short to exhaust the search's budget: the raw bytes' test settles it.
+            if not self.might_be_in(text.encode("utf-8", "surrogatepass")):
+                return text
+        return self.scrub_exact(text)
+
+    def scrub_exact(self, text: str) -> str:
+        """`scrub` by the search alone, without the raw bytes' test first (what that test is held to)."""
+        if not self._needles or len(text) < self._shortest or not self._might_hold(_fold(text)):
             return text
         view = _View(text)
         found = self._runs(view.folded)
@@ -190,15 +228,56 @@ class Redactor:
     def might_be_in(self, data: bytes) -> bool:
         """False only when raw bytes (a gateway body or header) cannot spell any needle, decoded or not.
 
-        The cheap test a whole answer gets first: a `\\u` escape can spell anything, so it says yes.
+        The test a whole answer gets before it is passed on as the gateway wrote it, so it must
+        see what `scrub` would see in any string of it, at C speed. It searches the bytes in
+        lower case, with their escapes decoded as `scrub` decodes them when they hold any
+        (`_views`). In each, a run of a needle long enough to count holds one of the needle's
+        4-byte probes, placed at most 5 apart (`_probes`), and each probe is one `bytes.find`;
+        only where a probe is found are the runs through it compared (`startswith`). A run
+        holding a byte the text lacks cannot be there, so no probe stands for it (one `memchr`
+        per byte of the needles tells). The cost is a few passes in C, whatever the text, and a
+        token sharing short pieces with ordinary text costs no more than another.
         """
         if not self._needles:
             return False
-        folded = data.lower()
-        if b"\\u" in folded or any(probe in folded for probe in self._byte_probes):
-            return True
-        escaped = b"%" in folded or b"\\" in folded
-        return escaped and any(probe in folded for probe in self._escaped_probes()[1])
+        if self._bytes is None:
+            return True  # a needle outside ASCII: the exact search decides
+        return any(self._spelled_in(view) for view in _views(data, self._plain))
+
+    def _probes_for(self, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
+        return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
+
+    def _spelled_in(self, view: bytes) -> bool:
+        large = len(view) > _LARGE
+        if large:
+            absent = frozenset(c for c in self._letters if view.find(c) < 0)
+            probes = self._probes_for(absent)
+        else:  # a short text: every probe is a short search, and the same for every text
+            if self._short is None:
+                self._short = self._probes_for(frozenset())
+            probes = self._short
+        for probe, runs in probes:
+            if large:
+                # re's literal search is twice bytes.find's speed on long texts (compiled
+                # patterns are cached by re; a short text is not worth a compile).
+                found = re.compile(re.escape(probe)).search(view)
+                if found is None:
+                    continue
+                at = found.start()
+            else:
+                at = view.find(probe)
+            tried = 0
+            while at >= 0:
+                if any(at >= back and view.startswith(run, at - back) for back, run in runs):
+                    return True
+                tried += 1
+                if tried == _PROBE_HITS:
+                    # A probe ordinary text is full of: the runs it stands for, looked for whole.
+                    if any(run in view for _, run in runs):
+                        return True
+                    break
+                at = view.find(probe, at + 1)
+        return False
 
     def _might_hold(self, folded: str) -> bool:
         if any(probe in folded for probe in self._probes):
@@ -286,6 +365,85 @@ def _agree(limit: int, same: Callable[[int], bool]) -> int:
         else:
             high = middle - 1
     return low
+
+
+# ---- raw bytes --------------------------------------------------------------------------------------
+
+_PROBE: Final = 4  # a run of MIN_RUN bytes holds a whole probe of 4 when probes start at most 5 apart
+_PROBE_HITS: Final = 256  # places a probe is looked at closely, before its runs are looked for whole
+_LARGE: Final = 64 * 1024  # bytes from which a probe is looked for with re
+_JSON_ESCAPE: Final = re.compile(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))')
+_TEXT_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})|\\/|\\u([0-9A-Fa-f]{4})")
+_JSON_CHARS: Final = {
+    b'"': b'"',
+    b"\\": b"\\",
+    b"/": b"/",
+    b"b": b"\b",
+    b"f": b"\f",
+    b"n": b"\n",
+    b"r": b"\r",
+    b"t": b"\t",
+}
+_KELVIN: Final = "\u212a".encode()  # the one character outside ASCII whose lower case is in it ("k")
+
+
+def _ascii_of(code: int) -> bytes:
+    """A decoded character as ASCII needles see it: itself, "k" for the Kelvin sign, else a byte in no needle."""
+    if code < 0x80:
+        return bytes((code,))
+    return b"k" if code == 0x212A else b"\x80"
+
+
+def _views(data: bytes, plain: bool) -> list[bytes]:
+    """`data` in lower case as `scrub` reads the strings in it: with their escapes decoded, when it holds any.
+
+    A string of a JSON answer reaches `scrub` JSON-decoded, then with its %XX, `\\/` and
+    `\\uXXXX` decoded (`_View`); the answer's text as it is, with only those decoded. Decoded
+    across the whole text, a run inside one string stays a run: no escape spans a quote. JSON's
+    own escapes need a view of their own only where one hides a backslash (`\\\\u0066` is an
+    "f" once decoded twice) or a needle holds what they write (`plain`: none does).
+    """
+    views = [data]
+    if b"%" in data or b"\\" in data:
+        views = [_TEXT_ESCAPE.sub(_text_char, data)]
+        if b"\\\\" in data or not plain:
+            views.append(_TEXT_ESCAPE.sub(_text_char, _JSON_ESCAPE.sub(_json_char, data)))
+    folded = [view.lower() for view in views]
+    if data.isascii():
+        return folded
+    return [view.replace(_KELVIN, b"k") for view in folded]
+
+
+def _text_char(match: re.Match[bytes]) -> bytes:
+    code = match.group(1) or match.group(2)
+    return _ascii_of(int(code, 16)) if code else b"/"
+
+
+def _json_char(match: re.Match[bytes]) -> bytes:
+    code = match.group(1)
+    return _ascii_of(int(code, 16)) if code else _JSON_CHARS[match.group(2)]
+
+
+def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
+    """The probes to look for, each with the runs through it: (bytes before the probe, run).
+
+    Runs of `min_run` bytes holding a byte the text lacks cannot be in it; the others lie in
+    stretches of the needle made of bytes the text has, and in a stretch with a probe of 4
+    starting every `min_run - 3` bytes (5 for MIN_RUN; one probe for a needle secret only
+    whole), each run holds a whole probe.
+    """
+    size = min(_PROBE, min_run)
+    found: list[tuple[bytes, list[tuple[int, bytes]]]] = []
+    start = 0
+    for end in [i for i, c in enumerate(needle) if c in absent] + [len(needle)]:
+        if end - start >= min_run:
+            last = end - size
+            for offset in range(min(start + size, last), last + 1, min_run - size + 1):
+                first = max(start, offset + size - min_run)
+                runs = [(offset - s, needle[s : s + min_run]) for s in range(first, min(offset, end - min_run) + 1)]
+                found.append((needle[offset : offset + size], runs))
+        start = end + 1
+    return found
 
 
 def _payment_needles(header: str) -> list[_Needle]:

@@ -5,14 +5,19 @@ exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minIte
 anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
-schema's keywords once into a checker; `check` compiles and checks in one go.
+schema's keywords once into a checker; `check` compiles and checks in one go. `compile_bulk`
+checks a list of values at once with the C built-ins (a gateway answer's thousand wagers): it
+only ever vouches for the whole list, and what it cannot vouch for goes to the checker.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import re
+from collections import deque
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -308,3 +313,376 @@ def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str
         if name not in filled and isinstance(sub, dict) and "default" in sub:
             filled[name] = sub["default"]
     return filled
+
+
+# ---- a verdict alone -------------------------------------------------------------------------
+
+
+Verdict = Callable[[Any], bool]  # True exactly when the checker finds nothing
+
+
+def compile_verdict(schema: dict[str, Any]) -> Verdict:
+    """`check(value, schema) is None`, as one function of straight-line Python generated from the schema.
+
+    What a caller needs that only asks whether a value fits (a gateway answer read in pieces,
+    answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
+    checker runs only for a value this refuses, to word why.
+    """
+    known = _VERDICTS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    source = _Source()
+    function = source.function(schema)
+    namespace: dict[str, Any] = {"_same": _same, **source.constants}
+    exec(compile("\n".join(source.lines), "<schema verdict>", "exec"), namespace)
+    verdict: Verdict = namespace[function]
+    _VERDICTS[id(schema)] = (schema, verdict)  # the schema kept, so its id is not reused
+    return verdict
+
+
+# Verdicts by schema (the tool table's are made once): each is Python compiled at run time.
+_VERDICTS: dict[int, tuple[dict[str, Any], Verdict]] = {}
+
+
+class _Source:
+    """The lines of one verdict function per schema (anyOf branches get their own), and their constants."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.constants: dict[str, Any] = {}
+        self._names = 0
+
+    def name(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def constant(self, value: Any) -> str:
+        name = self.name("k")
+        self.constants[name] = value
+        return name
+
+    def function(self, schema: dict[str, Any]) -> str:
+        name = self.name("verdict")
+        body: list[str] = []
+        self._checks(schema, "v", body, 1)
+        self.lines += [f"def {name}(v):", *body, "    return True", ""]
+        return name
+
+    def _checks(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
+        """Lines that return False when `v` breaks `schema` (the checker's keywords, same meaning)."""
+        pad = "    " * depth
+        wanted = schema.get("type")
+        if wanted is not None:
+            names = wanted if isinstance(wanted, list) else [wanted]
+            tests = [_TYPE_TESTS.get(n, "True").format(v=v) for n in names]
+            out.append(f"{pad}if not ({' or '.join(f'({t})' for t in tests)}): return False")
+        if "enum" in schema:
+            options = schema["enum"]
+            if all(isinstance(o, str) for o in options):
+                out.append(f"{pad}if not (isinstance({v}, str) and {v} in {self.constant(frozenset(options))}):")
+            else:
+                out.append(f"{pad}if not any(_same({v}, o) for o in {self.constant(tuple(options))}):")
+            out.append(f"{pad}    return False")
+        if "const" in schema:
+            out.append(f"{pad}if not _same({v}, {self.constant(schema['const'])}): return False")
+        bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
+        if bounds:
+            out.append(f"{pad}if isinstance({v}, (int, float)) and not isinstance({v}, bool):")
+            for key, limit in bounds:
+                out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
+        low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
+        if low is not None or high is not None or source is not None:
+            out.append(f"{pad}if isinstance({v}, str):")
+            if low is not None:
+                out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
+            if high is not None:
+                out.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+            if source is not None:
+                out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
+        low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+        block: list[str] = []
+        if low is not None:
+            block.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
+        if high is not None:
+            block.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+        if isinstance(items, dict):
+            item = self.name("x")
+            inner: list[str] = []
+            self._checks(items, item, inner, depth + 2)
+            if inner:
+                block += [f"{pad}    for {item} in {v}:", *inner]
+        if block:
+            out += [f"{pad}if isinstance({v}, list):", *block]
+        self._object(schema, v, out, depth)
+        branches = schema.get("anyOf")
+        if isinstance(branches, list) and branches:
+            calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
+            out.append(f"{pad}if not ({calls}): return False")
+
+    def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
+        pad = "    " * depth
+        properties: dict[str, Any] = schema.get("properties", {})
+        required: list[str] = schema.get("required", [])
+        extra = schema.get("additionalProperties", True)
+        inner: list[str] = [f"{pad}    if {self.constant(name)} not in {v}: return False" for name in required]
+        for name, sub in properties.items():
+            item = self.name("x")
+            checks: list[str] = []
+            self._checks(sub, item, checks, depth + 2)
+            if checks:
+                key = self.constant(name)
+                inner += [f"{pad}    if {key} in {v}:", f"{pad}        {item} = {v}[{key}]", *checks]
+        if extra is False or isinstance(extra, dict):
+            known, key, item = self.constant(frozenset(properties)), self.name("n"), self.name("x")
+            checks = []
+            if isinstance(extra, dict):
+                self._checks(extra, item, checks, depth + 3)
+            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:"]
+            inner += checks if extra is not False else [f"{pad}            return False"]
+            if not checks and extra is not False:
+                inner.append(f"{pad}            pass")
+        if inner:
+            out += [f"{pad}if isinstance({v}, dict):", *inner]
+
+
+_TYPE_TESTS: dict[str, str] = {
+    "string": "isinstance({v}, str)",
+    "integer": "isinstance({v}, int) and not isinstance({v}, bool) or isinstance({v}, float) and {v}.is_integer()",
+    "number": "isinstance({v}, (int, float)) and not isinstance({v}, bool)",
+    "boolean": "isinstance({v}, bool)",
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "null": "{v} is None",
+}
+_BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
+    "minimum": "{v} < {limit}",
+    "maximum": "{v} > {limit}",
+    "exclusiveMinimum": "{v} <= {limit}",
+    "exclusiveMaximum": "{v} >= {limit}",
+}
+
+
+# ---- many values at once ---------------------------------------------------------------------
+
+Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one
+
+# What `_TYPES` accepts, as exact types: parsed JSON holds no subclasses. An integral float is an
+# integer to the checker; it is left to the checker here (the exact types would refuse it).
+_EXACT: dict[str, frozenset[type]] = {
+    "string": frozenset({str}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+    "object": frozenset({dict}),
+    "array": frozenset({list}),
+    "null": frozenset({type(None)}),
+}
+_NUMBERS = frozenset({int, float})
+_ABSENT = object()
+_CHECKED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "minItems",
+        "maxItems",
+        "anyOf",
+    }
+)
+
+
+def _checks_nothing(schema: dict[str, Any]) -> bool:
+    return not (_CHECKED & schema.keys())
+
+
+def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
+    """The exact types a schema allows when `type` is all it checks (None: it checks more, or no type)."""
+    keywords = _CHECKED & schema.keys()
+    if keywords != {"type"}:
+        return None
+    wanted = schema["type"]
+    names = wanted if isinstance(wanted, list) else [wanted]
+    if not all(isinstance(n, str) and n in _EXACT for n in names):
+        return None
+    return frozenset().union(*(_EXACT[n] for n in names))
+
+
+def compile_bulk(schema: dict[str, Any]) -> Bulk:
+    """A check of many values at once, sound where it says yes: True only if each value would pass `check`.
+
+    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
+    `operator.contains`...), so a thousand values cost no Python per value. Whatever it cannot
+    settle so (an integral float, an enum of objects, an anyOf its first branch does not settle)
+    it answers False, and the caller checks those values one by one.
+    """
+    steps: list[Callable[[list[Any], set[type]], bool]] = []
+    allowed: frozenset[type] | None = None
+    wanted = schema.get("type")
+    if wanted is not None:
+        names = wanted if isinstance(wanted, list) else [wanted]
+        if all(isinstance(n, str) and n in _EXACT for n in names):
+            allowed = frozenset().union(*(_EXACT[n] for n in names))
+    if "enum" in schema:
+        options = schema["enum"]
+        if isinstance(options, list) and all(isinstance(o, str) for o in options):
+            texts = frozenset(options)
+            steps.append(lambda values, types: types <= {str} and set(values) <= texts)
+        else:
+            return _never
+    if "const" in schema:
+        constant = schema["const"]
+        if not isinstance(constant, str):
+            return _never
+        steps.append(lambda values, types: types <= {str} and set(values) <= {constant})
+    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
+    if bounds:
+
+        def in_bounds(values: list[Any], types: set[type]) -> bool:
+            if not types & _NUMBERS:
+                return True  # bounds apply to numbers only (true is no number here)
+            if not types <= _NUMBERS:
+                return False
+            low, high = min(values), max(values)
+            return all(test(low, limit) and test(high, limit) for limit, test in bounds)
+
+        steps.append(in_bounds)
+    text = _bulk_text(schema)
+    if text is not None:
+        steps.append(text)
+    array = _bulk_list(schema)
+    if array is not None:
+        steps.append(array)
+    objects = _bulk_object(schema)
+    if objects is not None:
+        steps.append(objects)
+    branches = schema.get("anyOf")
+    if isinstance(branches, list) and branches and isinstance(branches[0], dict):
+        first = compile_bulk(branches[0])  # each value fitting the first branch fits anyOf
+        steps.append(lambda values, types: first(values))
+
+    def bulk(values: list[Any]) -> bool:
+        types = set(map(type, values))
+        if allowed is not None and not types <= allowed:
+            return False
+        return all(step(values, types) for step in steps)
+
+    return bulk
+
+
+def _never(values: list[Any]) -> bool:
+    return not values
+
+
+def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
+    if low is None and high is None and source is None:
+        return None
+    pattern = _pattern(source) if source is not None else None
+
+    def texts(values: list[Any], types: set[type]) -> bool:
+        if str not in types:
+            return True
+        if types != {str}:
+            return False
+        if low is not None or high is not None:
+            sizes = list(map(len, values))
+            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
+                return False
+        return pattern is None or all(map(pattern.search, values))
+
+    return texts
+
+
+def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
+    """The values `name` has in each object that has it (`everywhere`: each one has, already checked)."""
+    column = list(map(operator.methodcaller("get", name, _ABSENT), values))
+    return column if everywhere else [v for v in column if v is not _ABSENT]
+
+
+def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+    each = compile_bulk(items) if isinstance(items, dict) and not _checks_nothing(items) else None
+    if low is None and high is None and each is None:
+        return None
+
+    def lists(values: list[Any], types: set[type]) -> bool:
+        if list not in types:
+            return True
+        if types != {list}:
+            return False
+        if low is not None or high is not None:
+            sizes = list(map(len, values))
+            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
+                return False
+        return each is None or each(list(chain.from_iterable(values)))
+
+    return lists
+
+
+def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+    properties: dict[str, Any] = schema.get("properties", {})
+    required: list[str] = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    fields = {name: sub for name, sub in properties.items() if isinstance(sub, dict) and not _checks_nothing(sub)}
+    if not (fields or required or extra is not True):
+        return None
+    known = frozenset(properties)
+    # Properties whose schema is a type alone are settled together, from the types of every value
+    # of every object (a wager's six strings: one pass), when those types fit them all.
+    typed = {name: _type_only(sub) for name, sub in fields.items()}
+    plain = {name: allowed for name, allowed in typed.items() if allowed is not None}
+    loose = {name: compile_bulk(sub) for name, sub in fields.items() if typed[name] is None}
+    common = frozenset.intersection(*plain.values()) if plain else frozenset()
+
+    fetch = operator.itemgetter(*required) if required else None
+    wanted = frozenset(required)
+
+    def objects(values: list[Any], types: set[type]) -> bool:
+        if dict not in types:
+            return True
+        if types != {dict}:
+            return False
+        names: set[str] | None = None
+        if fetch is not None or extra is not True:
+            sizes = set(map(len, values))
+            names = set().union(*values)
+            # Objects of one size n whose names number n together all have exactly those names
+            # (the wagers of an answer mostly do): then one look at the names settles `required`.
+            same = len(sizes) == 1 and len(names) == min(sizes)
+            if fetch is not None and not (same and wanted <= names):
+                try:
+                    deque(map(fetch, values), maxlen=0)  # every required name, in every object
+                except KeyError:
+                    return False
+        if extra is not True and names is not None and not names <= known:
+            return False  # a name outside properties: closed, or with its own schema, is the checker's
+        settled = False
+        if str in common:
+            try:
+                "".join(chain.from_iterable(map(dict.values, values)))  # every value a string
+                settled = True
+            except TypeError:
+                pass
+        elif common:
+            settled = set(map(type, chain.from_iterable(map(dict.values, values)))) <= common
+        for name, allowed in ({} if settled else plain).items():
+            if not set(map(type, _column(values, name, name in required))) <= allowed:
+                return False
+        for name, each in loose.items():
+            column = _column(values, name, name in required)
+            if column and not each(column):
+                return False
+        return True
+
+    return objects

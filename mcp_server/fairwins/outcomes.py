@@ -16,7 +16,7 @@ from mcp_server.core import redaction
 from mcp_server.ops.logs import redact
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.upstream.retry_after import retry_after_seconds
-from mcp_server.wire.jsonrpc import JSONObject, NumberTooLong, loads
+from mcp_server.wire.jsonrpc import JSONObject, NumberTooLong, loads, verbatim, verbatim_text
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
@@ -226,6 +226,22 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
     if notes:
         notes.append(wording.unknown)
     return notes
+
+
+def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) -> JSONObject:
+    """`success_result` for an answer read and checked as text (answers.py): passed on as the gateway wrote it.
+
+    The text block is the gateway's text (its outer whitespace off), escaped once, here;
+    structuredContent is its bytes. Both are spliced into the message as it is encoded.
+    """
+    stripped = raw.strip(b" \t\r\n") if raw.isascii() else None
+    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text.strip(" \t\r\n"), stripped)}]
+    if notes:
+        content.append(text_block(" ".join(notes)))
+    result: JSONObject = {"content": content, "isError": False}
+    if is_object:
+        result["structuredContent"] = verbatim(text, raw)
+    return result
 
 
 def success_result(value: Any, notes: list[str]) -> JSONObject:

@@ -8,12 +8,14 @@ as the query string (GET) or the JSON body (POST).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import urllib.parse
 from typing import Any, Final
 
 from mcp_server.core import schema
+from mcp_server.core.answers import Reader
 from mcp_server.core.context import RequestContext
 from mcp_server.fairwins import payments
 from mcp_server.fairwins.outcomes import (
@@ -25,6 +27,7 @@ from mcp_server.fairwins.outcomes import (
     error_result,
     read_json,
     success_result,
+    verbatim_result,
 )
 from mcp_server.fairwins.snapshot import Snapshot
 from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
@@ -129,6 +132,18 @@ class GatewayTool:
     def definition(self) -> JSONObject:
         return self._definition
 
+    # Worked out for a tool's first answer, not at start: each is Python compiled at run time.
+
+    @functools.cached_property
+    def _fits_answer(self) -> schema.Verdict:
+        """Whether an answer fits the outputSchema: the checker runs only to word a misfit."""
+        return schema.compile_verdict(self.output_schema)
+
+    @functools.cached_property
+    def _reader(self) -> Reader:
+        # The chains' states make the notes (chain_notes): their items stay in what the reader keeps.
+        return Reader(self.output_schema, kept=("chains",))
+
     def build_request(self, arguments: dict[str, Any], ctx: RequestContext) -> GatewayRequest:
         rest = dict(arguments)
 
@@ -178,21 +193,30 @@ class GatewayTool:
         outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
         answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
         ctx.report_progress(requests, requests, answered)
-        result = self.render(outcome, request, ctx)
+        exposed = _exposed(outcome, request, ctx)
+        # An answer that cannot spell the call's credentials is passed on as the gateway wrote it;
+        # one that might is rendered as values and searched (_without_credentials).
+        result = self.render(outcome, request, ctx, verbatim=not exposed)
         if result.get("isError") is True:
             self._note_failure(result, outcome, request, ctx)
-        return _without_credentials(result, outcome, request, ctx)
+        return _without_credentials(result, ctx) if exposed else result
 
-    def render(self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> JSONObject:
+    def render(
+        self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext, *, verbatim: bool = False
+    ) -> JSONObject:
         if request.payment is not None:
             paid = payments.paid_result(
-                outcome, self.name, ctx.response_headers, lambda resp: self._answer(resp, ctx), self._failure
+                outcome,
+                self.name,
+                ctx.response_headers,
+                lambda resp: self._answer(resp, ctx, verbatim),
+                self._failure,
             )
             if paid.get("isError") is True and "structuredContent" not in paid and _structured(ctx):
                 paid["structuredContent"] = self._paid_failure(outcome, paid).facts()
             return paid
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            return self._answer(outcome, ctx)
+            return self._answer(outcome, ctx, verbatim)
         if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412) and self.priced:
             price = payments.price_result(outcome, self.name)
             if price is not None:
@@ -202,24 +226,49 @@ class GatewayTool:
             failure = Failure("no_token", failure.status, failure.code)
         return self._error(self.wording.say(failure, self.what), failure, ctx)
 
-    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None) -> JSONObject:
-        """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read."""
+    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None, verbatim: bool = False) -> JSONObject:
+        """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read.
+
+        With `verbatim`, the answer is first read as text in one pass (answers.Reader): when the
+        reader vouches for it, it is passed on as the gateway's own text and bytes. Anything the
+        reader doubts (a failure above all) is read here the exact way, which words the failure.
+        """
+        if verbatim:
+            fast = self._read_answer(resp)
+            if fast is not None:
+                return fast
         value, problem = read_json(resp)
         if problem is None:
             # The outputSchema is a promise ("Servers MUST provide structured results that conform
             # to this schema"): an answer that breaks it is not passed on as one.
-            shape = self._check_answer(value, "")
+            shape = None if self._fits_answer(value) else self._check_answer(value, "")
             if shape is not None:
                 problem = f": it is not the shape the FairWins contract describes ({_answer_path(shape)})"
         if problem is not None:
             failure = Failure("unreadable_answer", resp.status, detail=problem)
             return self._error(self.wording.say(failure, self.what), failure, ctx)
+        return success_result(value, self._notes(value))
+
+    def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
+        """The answer passed on as the gateway wrote it, when the reader vouches for it; None when in doubt."""
+        if not resp.body.strip():
+            return None
+        try:
+            text = resp.body.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        vouched, skeleton = self._reader.read(text)
+        if not vouched:
+            return None
+        return verbatim_result(text, resp.body, isinstance(skeleton, dict), self._notes(skeleton))
+
+    def _notes(self, value: Any) -> list[str]:
         notes = chain_notes(value, self.wording)
         if self.public:
             notes.append(PUBLIC_NOTE)
         if self.method != "GET":
             notes.append(UNSIGNED_NOTE)
-        return success_result(value, notes)
+        return notes
 
     def _classify(self, outcome: Outcome) -> Failure:
         scope = self.entry.get("scope", "")
@@ -264,23 +313,31 @@ def _answer_path(problem: str) -> str:
     return problem.replace("the arguments", "the answer")
 
 
-def _without_credentials(
-    result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext
-) -> JSONObject:
+def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:
+    """Whether what the gateway wrote back might spell the bearer or payment the call forwarded.
+
+    Everything in a result that is not this server's own comes from the answer's bytes, or from
+    the x402 headers decoded (which always count as might). An answer whose bytes cannot spell
+    the credential (the usual case; redaction.Redactor.might_be_in) needs no search.
+    """
+    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
+    if redactor is None or not isinstance(outcome, GatewayResponse):
+        return False  # no answer, so nothing the gateway wrote: the sentence is this server's own
+    if any(outcome.header(name) is not None for name in payments.DECODED_HEADERS):
+        return True
+    # The header values in one text, a line each: a line break is in no needle, so no run spans two.
+    headers = b"\n".join(value.encode("latin-1") for _, value in outcome.headers)
+    return redactor.might_be_in(headers) or redactor.might_be_in(outcome.body)
+
+
+def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
     """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
 
     Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
     receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
-    An answer whose bytes cannot spell the credential (the usual case) is let through at once:
-    everything in the result that is not ours comes from those bytes, or from the x402 headers
-    decoded, which always get the whole search.
     """
-    redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
-    if redactor is None or not isinstance(outcome, GatewayResponse):
-        return result  # no answer, so nothing the gateway wrote: the sentence is this server's own
-    decoded = any(outcome.header(name) is not None for name in payments.DECODED_HEADERS)
-    raw = [outcome.body, *(value.encode("latin-1") for _, value in outcome.headers)]
-    if not decoded and not any(redactor.might_be_in(part) for part in raw):
+    redactor = ctx.redactor()
+    if redactor is None:
         return result
     for name, value in list(ctx.response_headers.items()):
         if redactor.holds(value):

@@ -7,6 +7,8 @@ code, lands on stderr instead of corrupting the wire.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -30,9 +32,11 @@ from mcp_server.wire.jsonrpc import (
     Notification,
     Request,
     dumps,
+    encode,
     error_object,
     error_response,
     parse,
+    pieces,
 )
 
 log = logging.getLogger("fairwins_mcp.stdio")
@@ -44,7 +48,12 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 def claim_stdout() -> BinaryIO:
     """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
     sys.stdout.flush()
-    wire = os.fdopen(os.dup(1), "wb")
+    fd = os.dup(1)
+    with contextlib.suppress(OSError):
+        # A pipe holds 64 KiB by default: an answer of megabytes would be written in as many
+        # waits for the client to read. 1 MiB is Linux's default limit for an unprivileged process.
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    wire = os.fdopen(fd, "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return wire
@@ -78,7 +87,7 @@ class StdioServer:
 
     def write(self, message: JSONObject | Encoded) -> None:
         try:
-            data = dumps(message) + b"\n"
+            parts = encode(message)
         except (ValueError, TypeError):
             # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
             # thread, stop the server): a response becomes -32603, anything else is dropped. (A
@@ -87,12 +96,16 @@ class StdioServer:
             answer = None if isinstance(message, Encoded) else _internal_error(message)
             if answer is None:
                 return
-            data = dumps(answer) + b"\n"
+            parts = [dumps(answer)]
         with self._write_lock:
             if self._wire_broken:
                 return
             try:
-                self.wire.write(data)
+                # One piece after another, the line's end last: a large answer is never copied
+                # into one buffer to be written (jsonrpc.encode).
+                for piece in pieces(parts):
+                    self.wire.write(piece)
+                self.wire.write(b"\n")
                 self.wire.flush()
             except (BrokenPipeError, ValueError, OSError):
                 self._wire_broken = True  # the client is gone; keep draining quietly
@@ -158,6 +171,7 @@ class StdioServer:
                     del self._inflight[work.id]
         if reply.message is not None and not ctx.cancellation.is_set:
             self.write(reply.message)
+        del reply  # an answer is not kept past its write (a large one is megabytes)
         self.finish(ctx.record)
 
     def receive(self, line: bytes) -> None:

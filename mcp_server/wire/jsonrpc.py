@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 PARSE_ERROR: Final = -32700
@@ -74,6 +77,67 @@ class Encoded:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """One JSON value kept as the text it arrived in, written into a message as that text.
+
+    Made only by `verbatim` and `verbatim_text`, from text `loads` accepted: so `data` is ASCII
+    JSON on one line (bytes, pieces of bytes written one after another, or a str of ASCII written
+    out a slice at a time), and a message carrying it is written without encoding the value
+    again (`encode`).
+    """
+
+    data: bytes | str | tuple[bytes, ...]
+
+    def value(self) -> Any:
+        """The value itself, parsed now (for a reader in this process; the wire never needs it)."""
+        return loads(b"".join(self.data) if isinstance(self.data, tuple) else self.data)
+
+
+_NON_ASCII: Final = re.compile("[^\\x00-\\x7f]+")
+
+
+def verbatim(text: str, raw: bytes | None = None) -> Verbatim:
+    """`text` (JSON `loads` accepted, decoded from `raw` when given) as it may be written on a line-framed wire.
+
+    JSON holds a line break only as whitespace between tokens (a string must escape it), so it
+    becomes a space; characters outside ASCII occur only inside strings, and become the
+    `\\uXXXX` escapes `dumps` writes. Text already so is used as it is, without a copy.
+    """
+    if raw is not None and raw.isascii():
+        data = raw.strip(b" \t\r\n")
+        if b"\n" in data or b"\r" in data:
+            data = data.replace(b"\r", b" ").replace(b"\n", b" ")
+        return Verbatim(data)
+    text = text.strip(" \t\r\n")
+    if not text.isascii():
+        text = _NON_ASCII.sub(lambda run: encode_basestring_ascii(run.group())[1:-1], text)
+    if "\n" in text or "\r" in text:
+        text = text.replace("\r", " ").replace("\n", " ")
+    return Verbatim(text)
+
+
+def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
+    """`text` as a JSON string, escaped now (ASCII, one line), for a message to carry as it is.
+
+    A large string escaped inside the whole message costs that escape again in copies as the
+    encoder's buffer grows; escaped alone, it is one pass, and the message around it is small.
+    Given `raw`, the text's bytes, and both JSON that `loads` accepted: when they are ASCII they
+    are escaped as bytes, in half the work of escaping the text, since the only characters JSON
+    text holds that a string must escape are then `\\`, `"` and the whitespace between tokens.
+    """
+    if raw is None or not raw.isascii():
+        return Verbatim(encode_basestring_ascii(text))
+    data = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    for space, escaped in _SPACES:
+        if space in data:
+            data = data.replace(space, escaped)
+    return Verbatim((b'"', data, b'"'))  # not joined: that would copy the text once more
+
+
+_SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
+
+
 class McpError(Exception):
     """A protocol error to send as a JSON-RPC error object (never a tool failure: those are results)."""
 
@@ -122,7 +186,8 @@ def _valid_id(value: Any) -> bool:
 
 
 # Made once: json.loads with any option builds a new decoder (and its scanner) on every call.
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+# Public for answers.py, which reads a gateway answer in pieces with the same scanner.
+DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def loads(data: bytes | str) -> Any:
@@ -133,7 +198,7 @@ def loads(data: bytes | str) -> Any:
                 raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
         else:
             data = data.decode(json.detect_encoding(data), "surrogatepass")
-        return _DECODER.decode(data)
+        return DECODER.decode(data)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
     except ValueError as exc:
@@ -235,8 +300,70 @@ def notification(method: str, params: JSONObject) -> JSONObject:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
+# Where a Verbatim value goes in the encoded message, until its bytes are put there. Random per
+# process, so no string a gateway writes can pose as one (and each is looked for where it must be).
+_SPLICE: Final = f"fairwins-mcp-verbatim-{secrets.token_hex(16)}-"
+
+Part = bytes | memoryview | str  # a str part is ASCII (a Verbatim's text): see `pieces`
+_SLICE: Final = 64 * 1024
+
+
+def pieces(parts: Sequence[Part]) -> Iterator[bytes | memoryview]:
+    """`parts` as bytes to write one after another: a text part a slice at a time, never copied whole."""
+    for part in parts:
+        if isinstance(part, str):
+            for at in range(0, len(part), _SLICE):
+                yield part[at : at + _SLICE].encode("ascii")
+        else:
+            yield part
+
+
 def dumps(message: Any) -> bytes:
     """Compact, ASCII-only JSON: no raw newline, U+2028 or lone surrogate can reach a line-framed wire."""
     if isinstance(message, Encoded):
         return message.data
-    return json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+    parts = encode(message)
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return parts[0]
+    return b"".join(pieces(parts))
+
+
+def encode(message: Any) -> list[Part]:
+    """`dumps` as the parts to write one after another (`pieces`): each Verbatim value's own text among them.
+
+    The rest of the message is encoded once, with a marker where each Verbatim value goes; the
+    message is never held as one piece, so a large answer is not copied again to be sent.
+    """
+    if isinstance(message, Encoded):
+        return [message.data]
+    found: list[Verbatim] = []
+
+    def mark(value: object) -> str:
+        if isinstance(value, Verbatim):
+            found.append(value)
+            return f"{_SPLICE}{len(found) - 1}"
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=mark)
+    data = text.encode("ascii")
+    del text
+    if not found:
+        return [data]
+    view = memoryview(data)
+    parts: list[Part] = []
+    at = 0
+    for index, value in enumerate(found):
+        marker = f'"{_SPLICE}{index}"'.encode("ascii")
+        place = data.find(marker, at)
+        # Exactly once: a gateway string spelling a marker (it would need this process's random
+        # part) could not move a value.
+        if place < 0 or data.find(marker, place + 1) >= 0:
+            raise ValueError("a verbatim value's place is not unique")
+        parts.append(view[at:place])
+        if isinstance(value.data, tuple):
+            parts.extend(value.data)
+        else:
+            parts.append(value.data)
+        at = place + len(marker)
+    parts.append(view[at:])
+    return [part for part in parts if len(part)]

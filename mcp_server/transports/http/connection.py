@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Final, Protocol
 
 from mcp_server.core.protocol import Dispatcher
@@ -25,6 +26,7 @@ from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
 from mcp_server.transports.http.record import Exchange
 from mcp_server.transports.http.response import error_body, error_code, head
+from mcp_server.wire.jsonrpc import Part, pieces
 
 log = logging.getLogger("fairwins_mcp.http")
 
@@ -288,7 +290,7 @@ class Connection:
 
     # ---- writing ------------------------------------------------------------------------------
 
-    def write(self, data: bytes) -> bool:
+    def write(self, data: bytes | memoryview) -> bool:
         """All of `data`, or False (and the connection closes) when the client is gone or stops reading.
 
         A client that reads nothing for `read_timeout` holds a thread no longer than one that
@@ -313,7 +315,7 @@ class Connection:
     def respond(
         self,
         status: int,
-        body: bytes,
+        body: bytes | Sequence[Part],
         *,
         content_type: str = "application/json",
         extra: dict[str, str] | None = None,
@@ -331,16 +333,21 @@ class Connection:
             self.closing = True
             # Refused, with part of the request possibly still on its way: close in stages.
             self.linger = self.linger or (status >= 400 if linger is None else linger)
-        self.record.response_size = len(body)
+        parts: Sequence[Part] = [body] if isinstance(body, bytes) else body
+        size = sum(len(part) for part in parts)  # a str part is ASCII: one byte a character
+        self.record.response_size = size
         if status >= 400 and not self.record.record.outcome:
-            self.record.error = error_code(body)  # a refusal: counted under its reason
-        data = head(status, len(body), content_type=content_type, extra=extra, close=close)
-        if self.record.method != "HEAD" and body:
-            if len(body) < 65536:
-                data += body
-            elif self.write(data):
-                data = body
-        self.write(data)
+            self.record.error = error_code(b"".join(pieces(parts)))  # a refusal: counted under its reason
+        data = head(status, size, content_type=content_type, extra=extra, close=close)
+        if self.record.method == "HEAD" or not size:
+            parts = []
+        elif size < 65536:
+            data = b"".join([data, *pieces(parts)])  # one write: a small answer is one packet
+            parts = []
+        # A large answer is written piece by piece as jsonrpc.encode made it, never joined.
+        sent = self.write(data)
+        for piece in pieces(parts):
+            sent = sent and self.write(piece)
         self.finish(status)
 
     def finish(self, status: int) -> None:

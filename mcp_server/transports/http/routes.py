@@ -22,7 +22,7 @@ from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
 from mcp_server.wire.cancellation import Cancellation
-from mcp_server.wire.jsonrpc import Batch, Request, dumps, error_object, error_response, parse
+from mcp_server.wire.jsonrpc import Batch, Request, dumps, encode, error_object, error_response, parse
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
 CORS_ALLOW_HEADERS: Final = (
@@ -223,7 +223,7 @@ def _serve_message(
     if reply.message is None:
         conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
     else:
-        conn.respond(reply.status, dumps(reply.message), extra=extra)
+        conn.respond(reply.status, encode(reply.message), extra=extra)
 
 
 def _nothing() -> None:

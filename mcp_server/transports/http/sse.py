@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Final
 
 from mcp_server.transports.http.response import head
-from mcp_server.wire.jsonrpc import Encoded, JSONObject, dumps
+from mcp_server.wire.jsonrpc import Encoded, JSONObject, Part, encode, pieces
+
+Write = Callable[[bytes | memoryview], bool]
+_EVENT: Final = b"event: message\ndata: "
 
 
-def _chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
-
-
-def _event(message: JSONObject | Encoded) -> bytes:
-    return _chunk(b"event: message\ndata: " + dumps(message) + b"\n\n")
+def _event(message: JSONObject | Encoded) -> list[Part]:
+    """One event as one chunk, in the pieces jsonrpc.encode made (a large answer is not joined)."""
+    parts = encode(message)
+    size = len(_EVENT) + sum(len(part) for part in parts) + 2
+    chunk = [f"{size:x}\r\n".encode("ascii") + _EVENT, *parts, b"\n\n\r\n"]
+    return chunk if size >= 65536 else [b"".join(pieces(chunk))]  # a small event is one write
 
 
 class Stream:
@@ -24,7 +28,7 @@ class Stream:
     client is gone and nothing more is written.
     """
 
-    def __init__(self, write: Callable[[bytes], bool], extra: dict[str, str], *, close: bool = False) -> None:
+    def __init__(self, write: Write, extra: dict[str, str], *, close: bool = False) -> None:
         self._write = write
         self._extra = extra
         self.close = close  # the connection closes after the stream (the server is draining)
@@ -32,9 +36,10 @@ class Stream:
         self.broken = False
         self._lock = threading.Lock()
 
-    def _send(self, data: bytes) -> None:
-        if not self.broken and not self._write(data):
-            self.broken = True
+    def _send(self, *parts: Part) -> None:
+        for piece in pieces(parts):
+            if not self.broken and not self._write(piece):
+                self.broken = True
 
     def send(self, message: JSONObject) -> None:
         with self._lock:
@@ -44,10 +49,10 @@ class Stream:
                 self.started = True
                 extra = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **self._extra}
                 self._send(head(200, None, content_type="text/event-stream", extra=extra, close=self.close))
-            self._send(_event(message))
+            self._send(*_event(message))
 
     def finish(self, message: JSONObject | Encoded | None) -> None:
         with self._lock:
             if message is not None:
-                self._send(_event(message))
+                self._send(*_event(message))
             self._send(b"0\r\n\r\n")

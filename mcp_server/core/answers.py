@@ -1,0 +1,344 @@
+"""A gateway answer read once and never held whole: parsed in pieces, checked against the outputSchema as it is read.
+
+This reading is a fast path with no say of its own. It vouches for an answer (JSON that
+`jsonrpc.loads` accepts and that fits the schema, no name repeated in an object it walks) or it
+doubts, and a doubted answer is read the exact way (outcomes.read_json and the compiled
+checker), which gives every failure its wording. So it only has to be sound: whatever it vouches
+for, the exact reading accepts.
+
+The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
+each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; one by
+one only where the bulk check cannot vouch), then dropped. An object holding such an array is
+walked name by name: its other values are decoded whole and kept (the skeleton that the notes
+on a chain's state are made from), and it is checked with the streamed properties taken as
+checked, which they were. A schema whose anyOf branches name a streamed property is not streamed
+there; the answer's own anyOf is read as its first branch, the answer the tool exists for (an
+answer fitting another branch is doubted, and the exact reading accepts it).
+
+What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import json.decoder
+import re
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+from mcp_server.core.schema import Verdict, compile_bulk, compile_verdict
+from mcp_server.wire.jsonrpc import DECODER
+
+CHUNK: Final = 64 * 1024  # characters of an array decoded at once
+BATCH: Final = 512  # items checked at once when an array is read one item at a time
+SMALL: Final = 8 * 1024  # characters up to which an answer is decoded whole (faster there)
+STREAMED: Final = "(read and checked in pieces)"  # stands in the skeleton for an array not kept
+
+# The C scanner json.loads runs on, one value at a time, and its string reader (typeshed names neither).
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
+_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
+_SPACE: Final = re.compile(r"[ \t\n\r]*")
+_WS: Final = " \t\n\r"
+_NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
+_LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
+# What the checker reads from a value; anything else in a schema is an annotation it ignores.
+_VALUE_KEYWORDS: Final = frozenset({"enum", "const"})
+_ARRAY_KEYWORDS: Final = frozenset({"type", "items", "minItems", "maxItems"})
+_CHECKED: Final = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "minItems",
+        "maxItems",
+        "anyOf",
+    }
+)
+
+
+class _Doubt(Exception):
+    """The fast reading cannot vouch for this answer: the exact reading decides."""
+
+
+class _Plan(Protocol):
+    def read(self, s: str, i: int) -> tuple[Any, int]:
+        """The value starting at s[i] (its first character, not whitespace): (what is kept of it, its end)."""
+
+
+def _skip(s: str, i: int) -> int:
+    return _SPACE.match(s, i).end() if s[i] in " \t\n\r" else i  # type: ignore[union-attr]
+
+
+class _Whole:
+    """A value decoded whole by the C scanner, and checked exactly when `check` is given."""
+
+    def __init__(self, fits: Verdict | None) -> None:
+        self.fits = fits
+
+    def read(self, s: str, i: int) -> tuple[Any, int]:
+        value, end = _SCAN(s, i)
+        if self.fits is not None and not self.fits(value):
+            raise _Doubt
+        return value, end
+
+
+class _Array:
+    """An array read item by item (items that are walked objects) or a chunk of items at a time."""
+
+    def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
+        self.schema = schema
+        self.chunk = chunk
+        self.low: int | None = schema.get("minItems")
+        self.high: int | None = schema.get("maxItems")
+        self.walked = plan if not isinstance(plan, _Whole) else None
+        self.keep = False  # set for the root's `kept` properties (Reader)
+        checks = self.walked is None and bool(_CHECKED & items.keys())
+        self.bulk = compile_bulk(items) if checks else None
+        self.each = compile_verdict(items) if checks else None
+
+    @functools.cached_property
+    def fits(self) -> Verdict:
+        """For a value that is not an array after all (rare: worked out when one comes)."""
+        return compile_verdict(self.schema)
+
+    def read(self, s: str, i: int) -> tuple[Any, int]:
+        if s[i] != "[":
+            value, end = _SCAN(s, i)
+            if not self.fits(value):
+                raise _Doubt
+            return value, end
+        i = _skip(s, i + 1)
+        kept: list[Any] = []
+        count = 0
+        if s[i] == "]":
+            i += 1
+        elif self.walked is not None:
+            while True:
+                value, i = self.walked.read(s, i)
+                count += 1
+                if self.keep:
+                    kept.append(value)
+                i = _skip(s, i)
+                if s[i] == ",":
+                    i = _skip(s, i + 1)
+                elif s[i] == "]":
+                    i += 1
+                    break
+                else:
+                    raise _Doubt
+        else:
+            count, i = self._items(s, i, kept)
+        if (self.low is not None and count < self.low) or (self.high is not None and count > self.high):
+            raise _Doubt
+        return (kept if self.keep else STREAMED), i
+
+    def _items(self, s: str, i: int, kept: list[Any]) -> tuple[int, int]:
+        """Items decoded whole, a chunk at a time where the array is of objects: (how many, the end)."""
+        count = 0
+        batch: list[Any] = []
+        single_until = i  # after a chunk that would not decode, item by item past where it ended
+        while True:
+            if i >= single_until and s[i] == "{":
+                if batch:  # the items read one by one so far, before a chunk
+                    self._check(batch, kept)
+                    count += len(batch)
+                    batch = []
+                # A chunk ends at a "}, {" between two items, or is the rest of the array when
+                # that is less than a chunk ("}]"). Either found inside a string or deeper in
+                # an item, the "[...]" made of the chunk cannot decode (a string or a bracket is
+                # left open): so a chunk that decodes holds exactly whole items.
+                # (The end is looked for only when no "}, {" follows a chunk's length on.)
+                last = None
+                boundary = _NEXT_OBJECT.search(s, i + self.chunk)
+                if boundary is None:
+                    boundary = last = _LAST_OBJECT.search(s, i, i + 2 * self.chunk)
+                if boundary is not None:
+                    end_of_chunk = boundary.start() + 1
+                    piece = "[" + s[i:end_of_chunk] + "]"
+                    try:
+                        values, end = _SCAN(piece, 0)
+                    except (ValueError, StopIteration):
+                        values, end = None, 0
+                    del piece
+                    if values is not None and end == end_of_chunk - i + 2:
+                        self._check(values, kept)
+                        count += len(values)
+                        i = boundary.end() - (0 if boundary is last else 1)
+                        if boundary is last:
+                            return count, i
+                        continue
+                    single_until = boundary.end()  # each character is tried in a chunk once at most
+            value, i = _SCAN(s, i)
+            batch.append(value)
+            if len(batch) >= BATCH:
+                self._check(batch, kept)
+                count += len(batch)
+                batch = []
+            i = _skip(s, i)
+            if s[i] == ",":
+                i = _skip(s, i + 1)
+            elif s[i] == "]":
+                self._check(batch, kept)
+                return count + len(batch), i + 1
+            else:
+                raise _Doubt
+
+    def _check(self, values: list[Any], kept: list[Any]) -> None:
+        if self.keep:
+            kept += values
+        if self.bulk is None or self.bulk(values):
+            return
+        assert self.each is not None
+        if not all(map(self.each, values)):
+            raise _Doubt
+
+
+class _Object:
+    """An object walked name by name: the streamed properties read as they come, the rest kept and checked."""
+
+    def __init__(self, schema: dict[str, Any], fields: dict[str, _Plan]) -> None:
+        self.schema = schema
+        self.fields = fields
+        properties = schema.get("properties", {})
+        # The object as kept (streamed values replaced) is checked against the schema with those
+        # properties' own schemas taken as satisfied: they were checked while read.
+        taken = {name: ({} if name in fields else sub) for name, sub in properties.items()}
+        self.shallow = compile_verdict({**schema, "properties": taken})
+
+    @functools.cached_property
+    def fits(self) -> Verdict:
+        """For a value that is not an object after all (rare: worked out when one comes)."""
+        return compile_verdict(self.schema)
+
+    def read(self, s: str, i: int) -> tuple[Any, int]:
+        if s[i] != "{":
+            value, end = _SCAN(s, i)
+            if not self.fits(value):
+                raise _Doubt
+            return value, end
+        # Whitespace is looked at before it is skipped: a gateway's compact JSON has none.
+        kept: dict[str, Any] = {}
+        fields, space, scan, string = self.fields, _SPACE.match, _SCAN, _STRING
+        i += 1
+        if s[i] in _WS:
+            i = space(s, i).end()  # type: ignore[union-attr]
+        if s[i] == "}":
+            i += 1
+        else:
+            while True:
+                if s[i] != '"':
+                    raise _Doubt
+                name, i = string(s, i + 1, True)
+                if s[i] != ":":
+                    i = space(s, i).end()  # type: ignore[union-attr]
+                    if s[i] != ":":
+                        raise _Doubt
+                i += 1
+                if s[i] in _WS:
+                    i = space(s, i).end()  # type: ignore[union-attr]
+                plan = fields.get(name)
+                value, i = scan(s, i) if plan is None else plan.read(s, i)
+                if name in kept:
+                    raise _Doubt  # a repeated name: which one a client keeps is the client's choice
+                kept[name] = value
+                if s[i] in _WS:
+                    i = space(s, i).end()  # type: ignore[union-attr]
+                if s[i] == ",":
+                    i += 1
+                    if s[i] in _WS:
+                        i = space(s, i).end()  # type: ignore[union-attr]
+                elif s[i] == "}":
+                    i += 1
+                    break
+                else:
+                    raise _Doubt
+        if not self.shallow(kept):
+            raise _Doubt
+        return kept, i
+
+
+def _allows(schema: dict[str, Any], name: str) -> bool:
+    wanted = schema.get("type", name)
+    return name in (wanted if isinstance(wanted, list) else [wanted])
+
+
+def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
+    """How to read a value of `schema`: streamed where it holds an array of checked items, else whole."""
+    if _allows(schema, "object") and not _VALUE_KEYWORDS & schema.keys():
+        properties = schema.get("properties", {})
+        branches = schema.get("anyOf", [])
+        named = {n for b in branches if isinstance(b, dict) for n in b.get("properties", {})}
+        fields: dict[str, _Plan] = {}
+        for name, sub in properties.items():
+            if name not in named and isinstance(sub, dict):
+                plan = _plan(sub, chunk)
+                if not isinstance(plan, _Whole):
+                    fields[name] = plan
+        if fields:
+            return _Object(schema, fields)
+    items = schema.get("items")
+    if _allows(schema, "array") and isinstance(items, dict) and not (_CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
+        return _Array(schema, items, _plan(items, chunk), chunk)
+    branches = schema.get("anyOf")
+    own = {k: v for k, v in schema.items() if k in _CHECKED and k != "anyOf"}
+    if root and isinstance(branches, list) and branches and isinstance(branches[0], dict) and own.keys() <= {"type"}:
+        first = branches[0]
+        if "type" not in own or first.get("type", own["type"]) == own["type"]:
+            # Stricter than the schema (its first branch alone), so what this vouches for fits.
+            plan = _plan({**first, **own}, chunk)
+            if not isinstance(plan, _Whole):
+                return plan
+    return _Whole(compile_verdict(schema) if root else None)
+
+
+class Reader:
+    """Reads one tool's answers: `read(text)` vouches for an answer (its skeleton) or doubts it.
+
+    `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
+    plan: a walked object without its streamed arrays, else whole): what the result's notes read.
+    `chunk` is how many characters of an array are decoded at once; an answer of at most `small`
+    characters is decoded and checked whole.
+    """
+
+    def __init__(
+        self, schema: dict[str, Any], kept: tuple[str, ...] = (), chunk: int = CHUNK, small: int = SMALL
+    ) -> None:
+        self._plan = _plan(schema, chunk, root=True)
+        self._whole = _Whole(compile_verdict(schema))
+        self._small = small
+        fields = self._plan.fields if isinstance(self._plan, _Object) else {}
+        for name in kept:
+            array = fields.get(name)
+            if isinstance(array, _Array):
+                array.keep = True
+
+    @property
+    def streams(self) -> bool:
+        """Whether any part of an answer is read in pieces (else the reading is one decode and one check)."""
+        return not isinstance(self._plan, _Whole)
+
+    def read(self, text: str) -> tuple[bool, Any]:
+        """(True, the answer with its streamed arrays left out) when vouched for; (False, None) when in doubt."""
+        try:
+            if not text or text[0] == "\ufeff":
+                return False, None  # empty, or a byte order mark: the exact reading words it
+            i = _skip(text, 0)
+            # A short answer costs least decoded whole and checked whole; memory is no concern there.
+            plan = self._whole if len(text) <= self._small else self._plan
+            value, i = plan.read(text, i)
+            if i < len(text):
+                i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            return (True, value) if i == len(text) else (False, None)
+        except (_Doubt, ValueError, StopIteration, IndexError, RecursionError):
+            return False, None

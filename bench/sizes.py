@@ -499,10 +499,31 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
 
         call()  # the connection opened, the patterns compiled: what every later call finds done
         return call
-    from mcp_server import answers, redaction
+    from mcp_server import outcomes, redaction, schema
     from mcp_server.snapshot import load
 
-    reader = answers.Reader(load().output_schemas["member.wagers"], kept=("chains",))
+    output_schema = load().output_schemas["member.wagers"]
+    if name.startswith("exact: "):  # the value by value path, as before issue 24 (and for doubted answers since)
+        value = jsonrpc.loads(text)
+        check = schema.compile_schema(output_schema)
+        result = outcomes.success_result(value, [])
+        message = jsonrpc.response(1, result)
+        search = redaction.Redactor(token, None)
+
+        def redact() -> object:
+            return search.scrub_value(result) if search.might_be_in(body) else result
+
+        exact: dict[str, Callable[[], object]] = {
+            "exact: parse (jsonrpc.loads)": lambda: jsonrpc.loads(text),
+            "exact: schema check (compile_schema)": lambda: check(value, ""),
+            "exact: redaction (might_be_in, then scrub_value)": redact,
+            "exact: text block (success_result)": lambda: outcomes.success_result(value, []),
+            "exact: wire (dumps)": lambda: jsonrpc.dumps(message),
+        }
+        return exact[name]
+    from mcp_server import answers
+
+    reader = answers.Reader(output_schema, kept=("chains",))
     redactor = redaction.Redactor(token, None)
     redactor.might_be_in(body)
     passes: dict[str, Callable[[], object]] = {
@@ -515,6 +536,13 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
     return passes[name]
 
 
+EXACT_PASSES = (
+    "exact: parse (jsonrpc.loads)",
+    "exact: schema check (compile_schema)",
+    "exact: redaction (might_be_in, then scrub_value)",
+    "exact: text block (success_result)",
+    "exact: wire (dumps)",
+)
 INSTRUCTION_PASSES = (
     "decode",
     "parse + check (answers.Reader)",
@@ -908,7 +936,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="ours pass by pass and the floor in instructions (valgrind callgrind): repeatable on a busy machine",
     )
     parser.add_argument(
-        "--passes", nargs="+", choices=INSTRUCTION_PASSES, help="--instructions: only these (call, floor: any code)"
+        "--passes",
+        nargs="+",
+        choices=(*INSTRUCTION_PASSES, *EXACT_PASSES),
+        help="--instructions: only these (call, floor and the exact: ones run on the code before issue 24 too)",
     )
     parser.add_argument("--run-pass", help=argparse.SUPPRESS)  # one pass, run --calls times (under valgrind)
     parser.add_argument("--token-value", help=argparse.SUPPRESS)

@@ -148,6 +148,7 @@ image-test: $(VPY) $(K8S_READY)
 BENCH_VENV := .venv-bench
 BENCH_ARGS ?=
 SLOW_ARGS ?=
+SIZES_ARGS ?=
 
 bench:
 	$(PYTHON) -m bench.run $(BENCH_ARGS)
@@ -156,12 +157,15 @@ bench:
 # the official TypeScript SDK server on Node 22, installed into .tools/ts-sdk from the pinned
 # bench/ts-sdk/package-lock.json (both git-ignored; never project dependencies). Results are
 # reported as ratios. Then the slow-gateway table (bench/slow.py, issue 13): a gateway answering in
-# 200 ms, 32, 128 and 256 clients, ours (alone and with --workers auto) beside both SDKs.
+# 200 ms, 32, 128 and 256 clients, ours (alone and with --workers auto) beside both SDKs. Then the
+# answer-size table (bench/sizes.py, issue 24): answers of 2 KB to 2 MB, stdio and HTTP, beside both
+# SDKs and the floor (one json.loads and one escape of the answer).
 TS_SDK := .tools/ts-sdk/.installed
 
 bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
 	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
 	$(PYTHON) -m bench.slow --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) --ours-workers default auto $(SLOW_ARGS)
+	$(PYTHON) -m bench.sizes --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(SIZES_ARGS)
 
 $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	$(PYTHON) -m venv $(BENCH_VENV)

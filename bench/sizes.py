@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.run import (  # one harness for every table
+from bench.runner import (  # one harness for every table
     REPO,
     START_TIMEOUT_S,
     BenchError,
@@ -58,20 +58,20 @@ from bench.run import (  # one harness for every table
     StderrDrain,
     StdioSession,
     StubProcess,
-    _child_env,
-    _initialize_params,
-    _loadavg,
-    _round,
-    _sdk_cmd,
-    _ts_cmd,
+    child_env,
     compile_ours,
     cpu_ms,
+    initialize_params,
     latency_summary,
+    loadavg,
     mcp_post,
+    rounded,
     run_load,
+    sdk_command,
     spawn,
     stop,
     stop_all,
+    ts_command,
 )
 from bench.stub_gateway import WAGERS_BODY, _body, wagers
 
@@ -154,7 +154,7 @@ class Stdio:
     def __init__(self, label: str, cmd: Sequence[str], env: dict[str, str]) -> None:
         self.label = label
         self.session = StdioSession(label, cmd, env)
-        message, _ = self.session.request("initialize", _initialize_params())
+        message, _ = self.session.request("initialize", initialize_params())
         if "result" not in message:
             raise BenchError(f"{label}: initialize failed: {message}")
         self.session.notify("notifications/initialized")
@@ -499,10 +499,31 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
 
         call()  # the connection opened, the patterns compiled: what every later call finds done
         return call
-    from mcp_server.core import answers, redaction
+    from mcp_server.core import answers, redaction, schema
+    from mcp_server.fairwins import outcomes
     from mcp_server.fairwins.snapshot import load
 
-    reader = answers.Reader(load().output_schemas["member.wagers"], kept=("chains",))
+    output_schema = load().output_schemas["member.wagers"]
+    if name.startswith("exact: "):  # the value by value path, as before issue 24 (and for doubted answers since)
+        value = jsonrpc.loads(text)
+        check = schema.compile_schema(output_schema)
+        result = outcomes.success_result(value, [])
+        message = jsonrpc.response(1, result)
+        search = redaction.Redactor(token, None)
+
+        def redact() -> object:
+            return search.scrub_value(result) if search.might_be_in(body) else result
+
+        exact: dict[str, Callable[[], object]] = {
+            "exact: parse (jsonrpc.loads)": lambda: jsonrpc.loads(text),
+            "exact: schema check (compile_schema)": lambda: check(value, ""),
+            "exact: redaction (might_be_in, then scrub_value)": redact,
+            "exact: text block (success_result)": lambda: outcomes.success_result(value, []),
+            "exact: wire (dumps)": lambda: jsonrpc.dumps(message),
+        }
+        return exact[name]
+
+    reader = answers.Reader(output_schema, kept=("chains",))
     redactor = redaction.Redactor(token, None)
     redactor.might_be_in(body)
     passes: dict[str, Callable[[], object]] = {
@@ -515,6 +536,13 @@ def _pass_work(name: str, count: int, token: str, deadline: Deadline) -> Callabl
     return passes[name]
 
 
+EXACT_PASSES = (
+    "exact: parse (jsonrpc.loads)",
+    "exact: schema check (compile_schema)",
+    "exact: redaction (might_be_in, then scrub_value)",
+    "exact: text block (success_result)",
+    "exact: wire (dumps)",
+)
 INSTRUCTION_PASSES = (
     "decode",
     "parse + check (answers.Reader)",
@@ -617,12 +645,12 @@ def run(args: argparse.Namespace, deadline: Deadline, errors: list[str]) -> dict
     cmds["ours"] = [python, "-m", "mcp_server"]
     if args.compare:
         try:
-            cmds["sdk"], versions["sdk"] = _sdk_cmd(args.compare)
+            cmds["sdk"], versions["sdk"] = sdk_command(args.compare)
         except (BenchError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"Python SDK: {exc}")
     if args.compare_ts:
         try:
-            cmds["ts"], versions["ts"] = _ts_cmd(args.compare_ts)
+            cmds["ts"], versions["ts"] = ts_command(args.compare_ts)
         except (BenchError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"TypeScript SDK: {exc}")
     servers = [s for s in SERVERS if s in cmds]
@@ -636,7 +664,7 @@ def run(args: argparse.Namespace, deadline: Deadline, errors: list[str]) -> dict
         if args.stdio:
             stdio: dict[tuple[str, str], Stdio] = {}
             for server, token in itertools.product(servers, TOKENS):
-                env = _child_env(stub.url, TOKENS[token])
+                env = child_env(stub.url, TOKENS[token])
                 try:
                     stdio[server, token] = Stdio(LABELS[server], cmds[server], env)
                 except BenchError as exc:
@@ -667,7 +695,7 @@ def run(args: argparse.Namespace, deadline: Deadline, errors: list[str]) -> dict
             for session in stdio.values():
                 session.close()
         if args.http:
-            env = _child_env(stub.url, None)
+            env = child_env(stub.url, None)
             http: dict[str, HttpServer] = {}
             for server in servers:
                 try:
@@ -714,7 +742,7 @@ def run(args: argparse.Namespace, deadline: Deadline, errors: list[str]) -> dict
                 stop(proc.proc)
         if args.memory:
             sys.stderr.write("bench.sizes: memory\n")
-            env = _child_env(stub.url, RANDOM_TOKEN)
+            env = child_env(stub.url, RANDOM_TOKEN)
             for server in servers:
                 try:
                     memory[server] = measure_memory(LABELS[server], cmds[server], env, max(args.counts))
@@ -908,7 +936,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="ours pass by pass and the floor in instructions (valgrind callgrind): repeatable on a busy machine",
     )
     parser.add_argument(
-        "--passes", nargs="+", choices=INSTRUCTION_PASSES, help="--instructions: only these (call, floor: any code)"
+        "--passes",
+        nargs="+",
+        choices=(*INSTRUCTION_PASSES, *EXACT_PASSES),
+        help="--instructions: only these (call, floor and the exact: ones run on the code before issue 24 too)",
     )
     parser.add_argument("--run-pass", help=argparse.SUPPRESS)  # one pass, run --calls times (under valgrind)
     parser.add_argument("--token-value", help=argparse.SUPPRESS)
@@ -928,7 +959,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     deadline = Deadline(args.time_limit)
-    load_before = _loadavg()
+    load_before = loadavg()
     started = time.time()
     machine = f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average {load_before:.2f} at the start"
     if args.run_pass:
@@ -956,7 +987,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render_profile(rows))
         path = Path(args.json).with_name(f"sizes-profile-{args.token}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_round({"token": args.token, "rows": rows}), indent=2) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(rounded({"token": args.token, "rows": rows}), indent=2) + "\n", encoding="utf-8")
         print(f"\nresults: {path}")
         return 0
     errors: list[str] = []
@@ -982,7 +1013,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "loadavg_1m_before": load_before,
-            "loadavg_1m_after": _loadavg(),
+            "loadavg_1m_after": loadavg(),
         },
         "config": {k: v for k, v in vars(args).items() if k not in ("json",)},
         "versions": found["versions"],
@@ -999,7 +1030,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_round(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(rounded(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"\nresults: {path}")
     if errors:
         return 1

@@ -7,13 +7,15 @@ checker), which gives every failure its wording. So it only has to be sound: wha
 for, the exact reading accepts.
 
 The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
-each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; one by
-one only where the bulk check cannot vouch), then dropped. An object holding such an array is
-walked name by name: its other values are decoded whole and kept (the skeleton that the notes
-on a chain's state are made from), and it is checked with the streamed properties taken as
-checked, which they were. A schema whose anyOf branches name a streamed property is not streamed
-there; the answer's own anyOf is read as its first branch, the answer the tool exists for (an
-answer fitting another branch is doubted, and the exact reading accepts it).
+each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; by the
+generated verdict, schema.compile_verdict, one by one only where the bulk check cannot vouch),
+then dropped. An object holding such an array is walked name by name: its other values are
+decoded whole and kept (the skeleton that the notes on a chain's state are made from), and it is
+checked with the streamed properties taken as checked, which they were. A schema whose anyOf
+branches name a streamed property is not streamed there; the answer's own anyOf is read as its
+first branch, the answer the tool exists for (an answer fitting another branch is doubted, and
+the exact reading accepts it). An answer of at most SMALL characters is decoded and checked
+whole, which is faster there.
 
 What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
 """
@@ -41,9 +43,9 @@ _SPACE: Final = re.compile(r"[ \t\n\r]*")
 _WS: Final = " \t\n\r"
 _NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
-# What the checker reads from a value; anything else in a schema is an annotation it ignores.
-_VALUE_KEYWORDS: Final = frozenset({"enum", "const"})
+_VALUE_KEYWORDS: Final = frozenset({"enum", "const"})  # these compare a whole value: never streamed
 _ARRAY_KEYWORDS: Final = frozenset({"type", "items", "minItems", "maxItems"})
+# What the checker reads from a value; anything else in a schema is an annotation it ignores.
 _CHECKED: Final = frozenset(
     {
         "type",
@@ -81,7 +83,7 @@ def _skip(s: str, i: int) -> int:
 
 
 class _Whole:
-    """A value decoded whole by the C scanner, and checked exactly when `check` is given."""
+    """A value decoded whole by the C scanner, and checked when `fits` is given."""
 
     def __init__(self, fits: Verdict | None) -> None:
         self.fits = fits

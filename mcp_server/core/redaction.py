@@ -16,6 +16,10 @@ secret and stay readable. A piece shorter than 8 characters is not recognised.
 
 A request binds its context for as long as it is handled (logs.bind_request), so the log filter and
 the sentences built from gateway text (`scrub`) find the values without every function passing them.
+
+A whole gateway answer is first given `might_be_in`, on its raw bytes: a test at C speed with no
+false negatives (whatever `scrub` would find in any string of it, the test suspects), so an
+answer that cannot spell a credential is passed on without being walked (tools.py).
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minIte
 anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
-schema's keywords once into a checker; `check` compiles and checks in one go. `compile_bulk`
-checks a list of values at once with the C built-ins (a gateway answer's thousand wagers): it
-only ever vouches for the whole list, and what it cannot vouch for goes to the checker.
+schema's keywords once into a checker; `check` compiles and checks in one go. `compile_verdict`
+turns a schema into generated Python that says only whether a value fits (the checker's verdict,
+faster; the checker then words a misfit). `compile_bulk` checks a list of values at once with
+the C built-ins (a gateway answer's thousand wagers): it only ever vouches for the whole list, and
+what it cannot vouch for goes to the verdict.
 """
 
 from __future__ import annotations

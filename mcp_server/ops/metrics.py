@@ -366,7 +366,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
 
 
 class ServerMetrics:
-    """Every metric the server exports, in one place (README "Operating it" says what each means)."""
+    """Every metric the server exports, in one place (docs/hosting.md, "Operating it", says what each means)."""
 
     def __init__(self, tools: Iterable[str] = (), version: str = "") -> None:
         self.registry = r = Registry()

@@ -11,7 +11,7 @@
 # docs, man pages and locales left out as debian:trixie-slim does; PATH with /usr/local/bin first;
 # LANG=C.UTF-8; python, python3, pip and pip3 in /usr/local/bin; pip, setuptools and wheel at the
 # versions that image installs; no PEP 668 marker; CMD ["python3"].
-# Where it differs (tests/test_image.py prints it; README "Hosted mode" says what it could hide):
+# Where it differs (tests/test_image.py prints it; docs/hosting.md, "The container image", says what it could hide):
 # CPython is Debian bookworm's python3.11 package (3.11.2 plus Debian's patches, in /usr/bin and
 # /usr/lib/python3.11, packages in /usr/local/lib/python3.11/dist-packages), not 3.11.15 built from
 # source into /usr/local (site-packages); Debian splits out ensurepip/venv, tkinter and distutils.

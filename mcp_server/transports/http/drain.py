@@ -1,6 +1,6 @@
 """The drain's clock, pure: how long an idle connection stays open, and how long each step of a stop may take.
 
-A stop that a load balancer survives (README, "Hosted mode"):
+A stop that a load balancer survives (docs/hosting.md, "Hosted mode"):
 
 1. pre-stop (optional): /healthz answers 503 while everything else is served as usual, for
    balancers that poll health before they stop routing;

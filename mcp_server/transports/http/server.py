@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fairwins_mcp.http")
 
-# Requests in flight at once (README, "Admission"): a request waiting on the gateway costs a
+# Requests in flight at once (docs/hosting.md, "Admission"): a request waiting on the gateway costs a
 # thread and about 45 KiB, not a core (bench/waiting.py), so the bound is sized for waiting.
 DEFAULT_MAX_CONCURRENCY: Final = 1024
 # A thread that waits on a socket touches a few KiB of its stack: 1 MiB instead of the platform's
@@ -355,7 +355,7 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
         if not is_loopback(str(address[0])):
             log.warning(
                 "metrics: %s is not a loopback address: whoever can reach it reads the server's version and "
-                "its tool call, payment, error and gateway counts (README, Metrics)",
+                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)",
                 address[0],
             )
     if on_mcp_port:
@@ -363,7 +363,7 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
         if not is_loopback(str(mcp[0])):
             log.warning(
                 "--metrics-on-mcp-port: every client that reaches the MCP port reads the server's version and "
-                "its tool call, payment, error and gateway counts (README, Metrics)"
+                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)"
             )
 
 

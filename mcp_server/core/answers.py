@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-from mcp_server.core.schema import Verdict, compile_bulk, compile_verdict
+from mcp_server.core.schema import CHECKED, Verdict, compile_bulk, compile_verdict
 from mcp_server.wire.jsonrpc import DECODER
 
 CHUNK: Final = 64 * 1024  # characters of an array decoded at once
@@ -45,28 +45,6 @@ _NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
 _VALUE_KEYWORDS: Final = frozenset({"enum", "const"})  # these compare a whole value: never streamed
 _ARRAY_KEYWORDS: Final = frozenset({"type", "items", "minItems", "maxItems"})
-# What the checker reads from a value; anything else in a schema is an annotation it ignores.
-_CHECKED: Final = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "enum",
-        "const",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "items",
-        "minItems",
-        "maxItems",
-        "anyOf",
-    }
-)
 
 
 class _Doubt(Exception):
@@ -105,7 +83,7 @@ class _Array:
         self.high: int | None = schema.get("maxItems")
         self.walked = plan if not isinstance(plan, _Whole) else None
         self.keep = False  # set for the root's `kept` properties (Reader)
-        checks = self.walked is None and bool(_CHECKED & items.keys())
+        checks = self.walked is None and bool(CHECKED & items.keys())
         self.bulk = compile_bulk(items) if checks else None
         self.each = compile_verdict(items) if checks else None
 
@@ -290,10 +268,10 @@ def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
         if fields:
             return _Object(schema, fields)
     items = schema.get("items")
-    if _allows(schema, "array") and isinstance(items, dict) and not (_CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
+    if _allows(schema, "array") and isinstance(items, dict) and not (CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
         return _Array(schema, items, _plan(items, chunk), chunk)
     branches = schema.get("anyOf")
-    own = {k: v for k, v in schema.items() if k in _CHECKED and k != "anyOf"}
+    own = {k: v for k, v in schema.items() if k in CHECKED and k != "anyOf"}
     if root and isinstance(branches, list) and branches and isinstance(branches[0], dict) and own.keys() <= {"type"}:
         first = branches[0]
         if "type" not in own or first.get("type", own["type"]) == own["type"]:

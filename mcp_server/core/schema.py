@@ -20,7 +20,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from itertools import chain
-from typing import Any
+from typing import Any, Final
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -481,7 +481,9 @@ _EXACT: dict[str, frozenset[type]] = {
 }
 _NUMBERS = frozenset({int, float})
 _ABSENT = object()
-_CHECKED = frozenset(
+# What the checker reads from a value; anything else in a schema is an annotation it ignores
+# (answers.py streams only what these keywords allow).
+CHECKED: Final = frozenset(
     {
         "type",
         "properties",
@@ -505,12 +507,12 @@ _CHECKED = frozenset(
 
 
 def _checks_nothing(schema: dict[str, Any]) -> bool:
-    return not (_CHECKED & schema.keys())
+    return not (CHECKED & schema.keys())
 
 
 def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
     """The exact types a schema allows when `type` is all it checks (None: it checks more, or no type)."""
-    keywords = _CHECKED & schema.keys()
+    keywords = CHECKED & schema.keys()
     if keywords != {"type"}:
         return None
     wanted = schema["type"]

@@ -55,10 +55,14 @@ test-tools:
 	bash tests/tools/apt.sh promtool prometheus
 	bash tests/tools/apt.sh prometheus prometheus
 
-# mypy --strict on the packages and their scripts; ruff on everything written in Python here; the
-# layers of docs/architecture.md with import-linter (pyproject.toml, [tool.importlinter]).
+# mypy --strict on the packages and their scripts, once for each platform a member runs them on
+# (Linux, macOS, Windows: platform code sits behind sys.platform checks, which mypy narrows, so a
+# Linux-only call outside one fails here; the bundle's launcher mcpb/ and `install` included); ruff
+# on everything written in Python here; the layers of docs/architecture.md with import-linter
+# (pyproject.toml, [tool.importlinter]).
+PLATFORMS := linux darwin win32
 lint: $(VPY)
-	$(VPY) -m mypy $(PACKAGES) demo scripts mcpb
+	for platform in $(PLATFORMS); do $(VPY) -m mypy --platform $$platform $(PACKAGES) demo scripts mcpb || exit 1; done
 	$(VENV)/bin/lint-imports
 	$(VPY) -m ruff check mcp_server assistant_contract demo scripts tests bench mcpb
 	$(VPY) -m ruff format --check mcp_server assistant_contract demo scripts tests bench mcpb

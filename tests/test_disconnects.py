@@ -66,7 +66,7 @@ def close_and_wait_until_seen(watcher: DisconnectWatcher, served: socket.socket,
 def watcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[DisconnectWatcher]:
     """Both ways the watcher works: epoll (Linux), and a selector as on every other system."""
     if request.param == "selector":
-        monkeypatch.setattr(disconnects, "_EPOLL", False)
+        monkeypatch.setattr(disconnects, "_open_epoll", lambda: None)
     w = DisconnectWatcher()
     yield w
     w.close()

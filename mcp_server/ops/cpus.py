@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import posixpath
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -181,11 +182,10 @@ def cgroup_quota(read: Reader) -> float | None:
 
 
 def affinity() -> int:
-    """CPUs the scheduler lets this process run on (sched_getaffinity where it exists)."""
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    if getaffinity is not None:
+    """CPUs the scheduler lets this process run on (sched_getaffinity on Linux; elsewhere every CPU)."""
+    if sys.platform == "linux":
         try:
-            return len(getaffinity(0))
+            return len(os.sched_getaffinity(0))
         except OSError:
             pass
     return os.cpu_count() or 1

@@ -52,8 +52,11 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        # A restarted server binds again at once, while connections of the previous one sit in TIME_WAIT.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if sys.platform != "win32":
+            # A restarted server binds again at once, while connections of the previous one sit in
+            # TIME_WAIT. (On Windows SO_REUSEADDR means another process may bind the same port and
+            # take its connections; TIME_WAIT does not hold a port there, so nothing is set.)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if host == "::" and socket.has_dualstack_ipv6():
             # "::" serves IPv4 clients too where the system can (as the kernel's default would).
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
@@ -69,7 +72,7 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
 
 def refuse_new(sock: socket.socket) -> bool:
     """Stop new handshakes on `sock` (False where the platform has no socket filters: closing alone must do)."""
-    if not sys.platform.startswith("linux"):
+    if sys.platform != "linux":
         return False
     program = (_Instruction * len(DROP_BARE_SYN))(*(_Instruction(*op) for op in DROP_BARE_SYN))
     fprog = _Program(len(DROP_BARE_SYN), ctypes.cast(program, ctypes.POINTER(_Instruction)))

@@ -389,7 +389,7 @@ def _after_fork_in_child() -> None:
         handler._forked()
 
 
-if hasattr(os, "register_at_fork"):
+if sys.platform != "win32":  # Windows has no fork
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 

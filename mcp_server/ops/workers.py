@@ -97,6 +97,8 @@ class Supervisor:
 
     def serve(self) -> int:
         """Run the workers until SIGTERM or SIGINT; 0 when every worker then drained and exited 0."""
+        if sys.platform == "win32":
+            raise RuntimeError(_NO_FORK)
         if threading.active_count() != 1:
             # fork() copies only the calling thread: a lock another thread held would stay held forever.
             raise RuntimeError("the worker supervisor must fork before any thread starts")
@@ -126,6 +128,8 @@ class Supervisor:
         self.stopping = True
 
     def _loop(self) -> None:
+        if sys.platform == "win32":
+            raise RuntimeError(_NO_FORK)
         deadline = 0.0
         while True:
             self._reap()
@@ -172,6 +176,8 @@ class Supervisor:
             other.close()
 
     def _start(self, slot: _Slot) -> None:
+        if sys.platform == "win32":
+            raise RuntimeError(_NO_FORK)
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the supervisor's loop
             code = 1
@@ -185,6 +191,8 @@ class Supervisor:
         slot.pid, slot.started = pid, time.monotonic()
 
     def _worker(self) -> int:
+        if sys.platform == "win32":
+            raise RuntimeError(_NO_FORK)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until the worker's own server sets its handler
@@ -195,6 +203,8 @@ class Supervisor:
         return self.run(self.listener, Lifeline(self._life_r))
 
     def _reap(self) -> None:
+        if sys.platform == "win32":
+            raise RuntimeError(_NO_FORK)
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -227,6 +237,27 @@ class Supervisor:
                 lived,
                 f"in {slot.backoff:.1f} s" if slot.backoff else "now",
             )
+
+
+_NO_FORK: Final = "--workers forks worker processes, and Windows has no fork(): run one process without --workers"
+
+
+def unsupported() -> str | None:
+    """Why --workers cannot run on this system (one sentence for the operator), or None where it can.
+
+    A worker is the supervisor forked without exec. Windows has no fork(). macOS has it, but
+    Apple's frameworks, which CPython loads there for TLS roots, proxies and name lookups, are not
+    safe in a child forked from a process that used them (CPython's multiprocessing stopped forking
+    there in 3.8 for that reason): rather than a worker that hangs or crashes now and then, none.
+    """
+    if sys.platform == "win32":
+        return _NO_FORK
+    if sys.platform == "darwin":
+        return (
+            "--workers forks worker processes, which macOS does not support beside its system "
+            "frameworks: run one process without --workers (or several behind a balancer)"
+        )
+    return None
 
 
 def next_backoff(previous: float, lived: float) -> float:

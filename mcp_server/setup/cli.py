@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
-    if config.http_port is None and hasattr(signal, "pthread_sigmask"):
+    if config.http_port is None and sys.platform != "win32":
         # Held back until stdio.run has its handlers in place (it answers what was read, then
         # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
         signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
@@ -81,6 +81,11 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     from mcp_server.transports.http.admission import SLOT_WAIT
     from mcp_server.transports.http.drain import Timings
     from mcp_server.transports.http.server import METRICS_DRAIN_LIMIT, announce_metrics, serve
+
+    refusal = workers.unsupported() if config.http_workers is not None else None
+    if refusal is not None:
+        sys.stderr.write(f"fairwins-mcp: {refusal}\n")
+        return 2
 
     try:
         sock = listener.listen(config.host, config.http_port or 0)
@@ -132,9 +137,6 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
 
     if config.http_workers is None:
         return run(sock, None)
-    if not hasattr(os, "fork"):
-        sys.stderr.write("fairwins-mcp: --workers needs a system with fork(); run without it\n")
-        return 2
     from mcp_server.ops import cpus
 
     count = config.http_workers or cpus.available()

@@ -185,6 +185,14 @@ class _Existing:
     status: os.stat_result | None
 
 
+if sys.platform == "win32":
+    _BINARY: Final = os.O_BINARY  # bytes as they are: no "\r\n" turned into "\n" on the way in
+    _NONBLOCK: Final = 0  # a FIFO cannot sit at a path there
+else:
+    _BINARY: Final = 0
+    _NONBLOCK: Final = os.O_NONBLOCK
+
+
 def _read(path: pathlib.Path) -> _Existing:
     """The file at `path`, followed through symlinks, or a refusal when it is not one this can safely replace."""
     # Written through the link: replacing a symlink by a regular file would cut it from the file it
@@ -192,7 +200,7 @@ def _read(path: pathlib.Path) -> _Existing:
     target = pathlib.Path(os.path.realpath(path))
     try:
         # Non-blocking, so a FIFO put where the file should be is refused instead of waited on.
-        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = os.open(target, os.O_RDONLY | _NONBLOCK | _BINARY)
     except FileNotFoundError:
         return _Existing(target, None, None)
     with os.fdopen(fd, "rb") as fh:
@@ -230,9 +238,7 @@ def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> path
             fh.write(data)
             fh.flush()
             os.chmod(temporary, mode)
-            if found.status and _is_root():
-                # Run as root (sudo) on a member's file: it stays theirs, or their Desktop could not read it.
-                os.fchown(fh.fileno(), found.status.st_uid, found.status.st_gid)
+            _keep_owner(fh.fileno(), found.status)
             os.fsync(fh.fileno())
         now = _read(path)
         if (now.target, now.data) != (target, found.data):
@@ -249,8 +255,13 @@ def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> path
     return backup
 
 
-def _is_root() -> bool:
-    return hasattr(os, "geteuid") and hasattr(os, "fchown") and os.geteuid() == 0
+def _keep_owner(fd: int, owner: os.stat_result | None) -> None:
+    """Run as root (sudo) on a member's file, it stays theirs, or their Desktop could not read it.
+
+    Windows has no owner ids to give back: a file written there belongs to whoever ran this.
+    """
+    if sys.platform != "win32" and owner is not None and os.geteuid() == 0:
+        os.fchown(fd, owner.st_uid, owner.st_gid)
 
 
 def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pathlib.Path:
@@ -260,14 +271,13 @@ def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pa
     n = 1
     while True:
         try:
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o600)
             break
         except FileExistsError:
             n += 1
             backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
     with os.fdopen(fd, "wb") as fh:
-        if owner and _is_root():
-            os.fchown(fh.fileno(), owner.st_uid, owner.st_gid)
+        _keep_owner(fh.fileno(), owner)
         fh.write(data)
     return backup
 

@@ -7,8 +7,6 @@ code, lands on stderr instead of corrupting the wire.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -49,14 +47,48 @@ def claim_stdout() -> BinaryIO:
     """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
     sys.stdout.flush()
     fd = os.dup(1)
-    with contextlib.suppress(OSError):
-        # A pipe holds 64 KiB by default: an answer of megabytes would be written in as many
-        # waits for the client to read. 1 MiB is Linux's default limit for an unprivileged process.
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    _widen_pipe(fd)
+    if sys.platform == "win32":
+        import msvcrt
+
+        # Bytes as written: the C runtime must not turn a line's "\n" into "\r\n" on this handle.
+        msvcrt.setmode(fd, os.O_BINARY)
     wire = os.fdopen(fd, "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return wire
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let the wire's pipe hold 1 MiB where the system allows it (Linux), so a large answer is written in few waits.
+
+    A pipe holds 64 KiB by default: an answer of megabytes would be written in as many waits for
+    the client to read. 1 MiB is Linux's default limit for an unprivileged process. macOS and
+    Windows have no such setting (their pipes grow or are sized by the reader): nothing to do there.
+    """
+    if sys.platform == "linux":
+        import fcntl
+
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError as exc:  # not a pipe (a file, a terminal), or over /proc/sys/fs/pipe-max-size
+            log.debug("the stdout pipe keeps its size (%s)", exc)
+    else:
+        log.debug("the stdout pipe keeps the system's size (only Linux lets a process set it)")
+
+
+def _set_blocking(fd: int, blocking: bool) -> bool:
+    """`os.set_blocking` where it works on stdin; False where it cannot (Windows: see `StdioServer._on_stop`)."""
+    if sys.platform == "win32":
+        # Python 3.11 has no os.set_blocking on Windows (3.12 added it for pipes), and no signal
+        # there interrupts a pipe read anyway: Desktop ends the process rather than signal it.
+        # End of input is how a Windows client stops us, and that path needs no trick.
+        return False
+    try:
+        os.set_blocking(fd, blocking)
+    except OSError:
+        return False
+    return True
 
 
 def _internal_error(message: JSONObject) -> JSONObject | None:
@@ -209,10 +241,7 @@ class StdioServer:
         self._stopping = True
         self._signal = signum
         if self._input_fd is not None:
-            try:
-                os.set_blocking(self._input_fd, False)
-            except OSError:
-                pass
+            _set_blocking(self._input_fd, False)
 
     def run(self, reader: BinaryIO) -> int:
         if threading.current_thread() is threading.main_thread():
@@ -222,7 +251,7 @@ class StdioServer:
                 self._input_fd = None
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_stop)
-            if hasattr(signal, "pthread_sigmask"):
+            if sys.platform != "win32":
                 # cli.main holds them back while the server starts: one sent meanwhile lands now.
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         partial = b""
@@ -267,9 +296,10 @@ class StdioServer:
         """
         try:
             fd = reader.fileno()
-            os.set_blocking(fd, False)
         except (AttributeError, OSError, ValueError):
             return  # not a pipe (an in-memory reader has nothing buffered beyond what run() reads)
+        if not _set_blocking(fd, False):
+            return
         budget = MAX_LINE  # a client that keeps writing cannot keep the process from leaving
         try:
             while budget > 0:
@@ -285,10 +315,7 @@ class StdioServer:
                 if line:
                     self.receive(line)
         finally:
-            try:
-                os.set_blocking(fd, True)
-            except OSError:
-                pass
+            _set_blocking(fd, True)
 
     @staticmethod
     def _skip_rest(reader: BinaryIO) -> None:

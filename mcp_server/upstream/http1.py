@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import select
 import socket
+import sys
 from typing import Final, Protocol
 
 RECV: Final = 64 * 1024
@@ -312,7 +313,7 @@ def _readable(sock: Stream) -> bool:
     fd = sock.fileno()
     if fd < 0:
         return True  # closed: no more use than a connection with something waiting on it
-    if hasattr(select, "poll"):  # no limit on descriptor numbers, where select() has one
+    if sys.platform != "win32":  # poll: no limit on descriptor numbers, where select() has one
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         return bool(poller.poll(0))  # POLLHUP and POLLERR are reported whether asked for or not

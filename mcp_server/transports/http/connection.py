@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -384,7 +385,7 @@ def _ready(fds: list[int], timeout: float, *, writing: bool = False) -> list[int
 
     poll, where there is one: no limit on descriptor numbers.
     """
-    if hasattr(select, "poll"):
+    if sys.platform != "win32":  # Windows has no poll(); its select() takes sockets, which these are
         poller = select.poll()
         for fd in fds:
             poller.register(fd, select.POLLOUT if writing else select.POLLIN)

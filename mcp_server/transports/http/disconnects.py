@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import select
 import selectors
 import socket
+import sys
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
-_EPOLL: Final = hasattr(select, "epoll")
+log = logging.getLogger("fairwins_mcp.http")
+
 # epoll's registrations are thread-safe and seen by an epoll_wait already waiting (epoll(7)): a
 # connection thread registers its socket with one system call, no lock and no wake-up. It does so
 # once, when the connection opens, for its peer's end only (RDHUP; HUP and ERR are always
@@ -19,7 +22,32 @@ _EPOLL: Final = hasattr(select, "epoll")
 # Elsewhere a selector (select or poll) sees a new socket only on its next call, so it is woken
 # for each call's socket, under a lock, and the socket reports once (level-triggered, it would
 # report again at once while a pipelined request waits).
-_PEER_END: Final = (select.EPOLLRDHUP | select.EPOLLET) if _EPOLL else 0
+
+
+class _Epoll(Protocol):
+    """What the watcher uses of select.epoll (Linux only)."""
+
+    def register(self, fd: int, eventmask: int = ..., /) -> None: ...
+    def unregister(self, fd: int, /) -> None: ...
+    def poll(self, timeout: float | None = None, maxevents: int = -1) -> list[tuple[int, int]]: ...
+    def close(self) -> None: ...
+
+
+if sys.platform == "linux":
+    _PEER_END: Final = select.EPOLLRDHUP | select.EPOLLET
+    _READABLE: Final = select.EPOLLIN
+
+    def _open_epoll() -> _Epoll | None:
+        return select.epoll()
+
+else:
+    _PEER_END: Final = 0
+    _READABLE: Final = 0
+
+    def _open_epoll() -> _Epoll | None:
+        # macOS (kqueue) and Windows (select, sockets only) take the selector path.
+        log.debug("no epoll on %s: disconnects are watched by a %s", sys.platform, selectors.DefaultSelector.__name__)
+        return None
 
 
 def _nothing() -> None:
@@ -33,13 +61,13 @@ class DisconnectWatcher:
         self._watched: dict[int, tuple[socket.socket, Callable[[], None]]] = {}
         self._attached: set[int] = set()
         self._ended: set[int] = set()  # attached sockets whose peer has closed its end (or reset)
-        self._epoll = select.epoll() if _EPOLL else None
-        self._selector = None if _EPOLL else selectors.DefaultSelector()
+        self._epoll = _open_epoll()
+        self._selector = None if self._epoll is not None else selectors.DefaultSelector()
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         if self._epoll is not None:
-            self._epoll.register(self._wake_r.fileno(), select.EPOLLIN)
+            self._epoll.register(self._wake_r.fileno(), _READABLE)
         else:
             assert self._selector is not None
             self._selector.register(self._wake_r.fileno(), selectors.EVENT_READ)
@@ -176,8 +204,26 @@ def _peer_gone(sock: socket.socket) -> bool:
     answers: its bytes are read after this answer.
     """
     try:
-        return not sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return not sock.recv(1, socket.MSG_PEEK | _DONTWAIT) if _peek_returns_at_once(sock) else False
     except BlockingIOError:
         return False
     except OSError:
         return True
+
+
+if sys.platform == "win32":
+    _DONTWAIT: Final = 0
+
+    def _peek_returns_at_once(sock: socket.socket) -> bool:
+        # Windows has no MSG_DONTWAIT, and the connection's thread reads this socket too: a peek
+        # is made only while a zero-timeout select() says it returns at once (bytes, an end or an
+        # error). The connection thread could take those bytes in between; then the peek waits at
+        # most the socket's own timeout, and a pipelined request is not a departure.
+        readable, _, failed = select.select([sock], [], [sock], 0)
+        return bool(readable or failed)
+
+else:
+    _DONTWAIT: Final = socket.MSG_DONTWAIT
+
+    def _peek_returns_at_once(sock: socket.socket) -> bool:
+        return True  # MSG_DONTWAIT: the peek never waits

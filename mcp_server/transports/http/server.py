@@ -19,6 +19,7 @@ import os
 import selectors
 import signal
 import socket
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
@@ -370,10 +371,10 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
 def raise_descriptor_limit(wanted: int) -> None:
     """Lift the soft limit on open descriptors towards `wanted` (each request in flight holds two: its
     client's and its gateway connection), as far as the hard limit allows; say so when it falls short."""
-    try:
-        import resource
-    except ImportError:  # not a POSIX system
-        return
+    if sys.platform == "win32":
+        return  # no such limit to lift: Windows sockets are handles, not numbered descriptors
+    import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return

@@ -47,6 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
         )
         return 2
+    if config.http_workers is not None:
+        from mcp_server.ops.workers import unsupported
+
+        refusal = unsupported()
+        if refusal is not None:
+            sys.stderr.write(f"fairwins-mcp: {refusal}\n")
+            return 2
     if config.http_port is None and sys.platform != "win32":
         # Held back until stdio.run has its handlers in place (it answers what was read, then
         # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
@@ -81,11 +88,6 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     from mcp_server.transports.http.admission import SLOT_WAIT
     from mcp_server.transports.http.drain import Timings
     from mcp_server.transports.http.server import METRICS_DRAIN_LIMIT, announce_metrics, serve
-
-    refusal = workers.unsupported() if config.http_workers is not None else None
-    if refusal is not None:
-        sys.stderr.write(f"fairwins-mcp: {refusal}\n")
-        return 2
 
     try:
         sock = listener.listen(config.host, config.http_port or 0)

@@ -1,0 +1,393 @@
+"""The real server under a standard library shaped like CPython 3.11's on macOS and on Windows.
+
+tests/platforms/shape.py takes away what typeshed says each platform lacks, sets sys.platform,
+and on Windows makes select() refuse pipes and socketpair() the loopback fallback. Through each
+shape: a stdio session to end of input, an HTTP session, `install claude-desktop`, and the MCP
+Bundle's launcher. And the guard itself: the Linux-only call that crashed macOS at start, put back,
+fails both `make lint`'s platform check and this tier. docs/platforms.md says what it cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from scripts import mcpb
+from tests.conftest import ROOT, WAIT, StdioProcess
+from tests.mcp_http import LegacyClient
+from tests.platforms import typeshed_shapes
+from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+
+SHAPE: Final = ROOT / "tests" / "platforms" / "shape.py"
+PLATFORMS: Final = ("darwin", "win32")
+LISTENING: Final = re.compile(r"listening on (http://127\.0\.0\.1:\d+/mcp)")
+
+
+def shaped(platform: str, *argv: str, python: str = sys.executable) -> list[str]:
+    return [python, str(SHAPE), platform, *argv]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("FAIRWINS_", "PYTHON")) and "proxy" not in k.lower()
+    }
+    env.update(extra)
+    return env
+
+
+def no_traceback(stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+
+
+def session(process: StdioProcess) -> None:
+    """initialize, tools/list and a member's tools/call, each answered as the platform's client reads it."""
+    process.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    assert process.response_to(1)["result"]["serverInfo"]["name"] == "fairwins-mcp"
+    process.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    process.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    names = {tool["name"] for tool in process.response_to(2)["result"]["tools"]}
+    assert {"get_profile", "build_intent"} <= names
+    process.send(
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_profile", "arguments": {}}}
+    )
+    profile = process.response_to(3)["result"]
+    assert profile["isError"] is False and profile["structuredContent"], profile
+
+
+@pytest.fixture
+def processes() -> Iterator[list[StdioProcess]]:
+    started: list[StdioProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def start(started: list[StdioProcess], argv: list[str], env: dict[str, str], cwd: pathlib.Path = ROOT) -> StdioProcess:
+    process = StdioProcess(argv, env, cwd=cwd)
+    started.append(process)
+    return process
+
+
+# ---- the shapes themselves ---------------------------------------------------------------------
+
+
+def test_the_shapes_are_what_typeshed_says_for_python_3_11() -> None:
+    assert typeshed_shapes.main(["--check"]) == 0
+
+
+PROBE: Final = """
+import json, os, select, signal, socket, sys
+found = {"platform": sys.platform, "fork": hasattr(os, "fork"), "set_blocking": hasattr(os, "set_blocking"),
+         "epoll": hasattr(select, "epoll"), "poll": hasattr(select, "poll"), "SIGKILL": hasattr(signal, "SIGKILL")}
+try:
+    import fcntl
+    found["fcntl"] = hasattr(fcntl, "F_SETPIPE_SZ") and "F_SETPIPE_SZ" or "no F_SETPIPE_SZ"
+except ImportError:
+    found["fcntl"] = None
+a, b = socket.socketpair()
+found["socketpair"] = a.family.name
+r, w = os.pipe()
+try:
+    select.select([r], [], [], 0)
+    found["select_pipe"] = "ok"
+except OSError as exc:
+    found["select_pipe"] = exc.errno
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize(
+    ("platform", "expected"),
+    [
+        (
+            "darwin",
+            {"fork": True, "set_blocking": True, "epoll": False, "poll": True, "SIGKILL": True}
+            | {"fcntl": "no F_SETPIPE_SZ", "socketpair": "AF_UNIX", "select_pipe": "ok"},
+        ),
+        (
+            "win32",
+            {"fork": False, "set_blocking": False, "epoll": False, "poll": False, "SIGKILL": False}
+            | {"fcntl": None, "socketpair": "AF_INET", "select_pipe": 10038},
+        ),
+    ],
+)
+def test_each_shape_takes_away_what_its_platform_lacks(
+    platform: str, expected: dict[str, Any], tmp_path: pathlib.Path
+) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    done = subprocess.run(shaped(platform, str(probe)), capture_output=True, text=True, timeout=WAIT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"platform": platform, **expected}
+
+
+# ---- stdio --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_stdio_session_serves_then_ends_cleanly_at_end_of_input(
+    platform: str, sandbox: SandboxGateway, processes: list[StdioProcess]
+) -> None:
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    process = start(processes, shaped(platform, "-m", "mcp_server"), env)
+    session(process)
+    # Then end of input with lines still unread: how a Windows client (which sends no signal) leaves.
+    for n in range(10, 30):
+        process.send({"jsonrpc": "2.0", "id": n, "method": "ping"})
+    process.close_stdin()
+    answered = {message.get("id") for message in process.rest()}
+    assert answered >= set(range(10, 30))
+    assert process.wait() == 0
+    no_traceback(process.stderr)
+    assert all(line.endswith(b"}\n") and not line.endswith(b"\r\n") for line in process.lines)
+
+
+# ---- HTTP ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_an_http_session_serves(platform: str, sandbox: SandboxGateway, processes: list[StdioProcess]) -> None:
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_LOG_LEVEL="info")
+    process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0"), env)
+    url = None
+    for _ in range(100):
+        found = LISTENING.search(process.stderr)
+        if found:
+            url = found.group(1)
+            break
+        try:  # a bounded wait for the server's first log lines: it exits early only on failure
+            process.proc.wait(0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the server exited: {process.stderr}")
+    assert url, process.stderr
+    client = LegacyClient(url, bearer=TOKEN_MEMBER_A)
+    assert client.initialize().result["serverInfo"]["name"] == "fairwins-mcp"
+    assert "get_profile" in {tool["name"] for tool in client.request("tools/list").result["tools"]}
+    profile = client.request("tools/call", {"name": "get_profile", "arguments": {}}).result
+    assert profile["isError"] is False and profile["structuredContent"], profile
+    no_traceback(process.stderr)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_workers_are_refused_with_one_sentence(platform: str) -> None:
+    done = subprocess.run(
+        shaped(platform, "-m", "mcp_server", "--http", "0", "--workers", "2"),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "--workers" in done.stderr and "without --workers" in done.stderr
+    no_traceback(done.stderr)
+
+
+# ---- install claude-desktop -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spaced_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter at a path with spaces and parentheses, as C:\\Program Files (x86)\\… would be."""
+    where = tmp_path_factory.mktemp("apps") / "Program Files (x86)" / "Python 3.11"
+    venv.create(where, with_pip=False, symlinks=True)
+    purelib = subprocess.run(
+        [str(where / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=WAIT,
+    ).stdout.strip()
+    (pathlib.Path(purelib) / "fairwins.pth").write_text(f"{ROOT}\n")
+    return str(where / "bin" / "python")
+
+
+def test_install_on_windows_names_appdata_with_its_spaces_and_backslashes(
+    spaced_python: str, tmp_path: pathlib.Path
+) -> None:
+    appdata = r"C:\Users\Jane Doe\AppData\Roaming"
+    env = clean_env(HOME=str(tmp_path), APPDATA=appdata, LOCALAPPDATA=str(tmp_path / "no such dir"))
+    command = shaped(
+        "win32",
+        "-m",
+        "mcp_server",
+        "install",
+        "claude-desktop",
+        "--print",
+        "--url",
+        "https://api.fairwins.example",
+        python=spaced_python,
+    )
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=WAIT, check=False)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["mcpServers"]["fairwins"]
+    assert entry["command"] == spaced_python and " " in entry["command"]
+    assert appdata + r"\Claude\claude_desktop_config.json" in done.stderr
+    no_traceback(done.stderr)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_install_writes_a_config_claude_desktop_reads_at_the_platforms_path(
+    platform: str, spaced_python: str, tmp_path: pathlib.Path, processes: list[StdioProcess], sandbox: SandboxGateway
+) -> None:
+    home = tmp_path / "Jane Doe"
+    home.mkdir()
+    env = clean_env(HOME=str(home))
+    if platform == "win32":  # Desktop from the Microsoft Store: its config lives inside its MSIX package
+        local = home / "AppData" / "Local"
+        (local / "Packages" / "Claude_pzs8sxrjxfjjc").mkdir(parents=True)
+        env.update(LOCALAPPDATA=str(local), APPDATA=r"C:\not used")
+        config = local / "Packages" / "Claude_pzs8sxrjxfjjc" / "LocalCache" / "Roaming" / "Claude"
+    else:
+        config = home / "Library" / "Application Support" / "Claude"
+    done = subprocess.run(
+        shaped(
+            platform,
+            "-m",
+            "mcp_server",
+            "install",
+            "claude-desktop",
+            "--url",
+            sandbox.url,
+            "--token-stdin",
+            python=spaced_python,
+        ),
+        input=TOKEN_MEMBER_A + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    written = json.loads((config / "claude_desktop_config.json").read_text(encoding="utf-8"))
+    entry = written["mcpServers"]["fairwins"]
+    assert entry["command"] == spaced_python
+    # The entry starts, as Desktop would start it, and serves.
+    process = start(processes, [entry["command"], *entry["args"]], clean_env(**entry["env"]), cwd=tmp_path)
+    session(process)
+    process.close_stdin()
+    assert process.wait() == 0
+
+
+# ---- the bundle's launcher -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unpacked_bundle(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    where = tmp_path_factory.mktemp("bundle") / "Claude Extensions" / "fairwins"
+    for name, data in mcpb.entries().items():
+        target = where / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return where
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_bundles_launcher_starts_and_serves(
+    platform: str, unpacked_bundle: pathlib.Path, sandbox: SandboxGateway, processes: list[StdioProcess]
+) -> None:
+    manifest = json.loads((unpacked_bundle / "manifest.json").read_text(encoding="utf-8"))
+    entry_point = unpacked_bundle / manifest["server"]["entry_point"]
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    process = start(
+        processes, [sys.executable, "-I", str(SHAPE), platform, str(entry_point)], env, cwd=pathlib.Path("/")
+    )
+    session(process)
+    process.close_stdin()
+    assert process.wait() == 0
+    no_traceback(process.stderr)
+
+
+# ---- the guard -----------------------------------------------------------------------------------
+
+# The line that crashed every macOS member's server at start (issue 29), put back unguarded.
+CRASH: Final = (
+    "    fd = os.dup(1)\n",
+    "    fd = os.dup(1)\n    import fcntl\n\n    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)\n",
+)
+
+
+@pytest.fixture(scope="module")
+def regressed(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A copy of the package with the unguarded Linux-only call back in transports/stdio.py."""
+    where = tmp_path_factory.mktemp("regressed")
+    shutil.copytree(ROOT / "mcp_server", where / "mcp_server", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "toolDefs.snapshot.json", where / "toolDefs.snapshot.json")
+    shutil.copy(ROOT / "pyproject.toml", where / "pyproject.toml")
+    stdio = where / "mcp_server" / "transports" / "stdio.py"
+    text = stdio.read_text(encoding="utf-8")
+    assert text.count(CRASH[0]) == 1
+    stdio.write_text(text.replace(*CRASH), encoding="utf-8")
+    return where
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+def test_the_unguarded_call_put_back_fails_the_platform_type_check(regressed: pathlib.Path, platform: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--platform",
+            platform,
+            "--cache-dir",
+            str(regressed / ".mypy_cache"),
+            "mcp_server",
+        ],
+        cwd=regressed,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "stdio.py" in done.stdout and ("F_SETPIPE_SZ" in done.stdout or "fcntl" in done.stdout), done.stdout
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_unguarded_call_put_back_fails_the_shaped_start(
+    regressed: pathlib.Path, platform: str, sandbox: SandboxGateway
+) -> None:
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, PYTHONPATH=str(regressed))
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    done = subprocess.run(
+        shaped(platform, "-m", "mcp_server"),
+        input=json.dumps(init) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=regressed,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode != 0 and done.stdout == "", done.stdout
+    assert "Traceback" in done.stderr and ("F_SETPIPE_SZ" in done.stderr or "fcntl" in done.stderr), done.stderr

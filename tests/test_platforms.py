@@ -1,4 +1,4 @@
-"""The real server under a standard library shaped like CPython 3.11's on macOS and on Windows.
+"""The real server under a standard library shaped like CPython's (3.11 to 3.13) on macOS and on Windows.
 
 tests/platforms/shape.py takes away what typeshed says each platform lacks, sets sys.platform,
 and on Windows makes select() refuse pipes and socketpair() the loopback fallback. Through each
@@ -30,6 +30,19 @@ from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 SHAPE: Final = ROOT / "tests" / "platforms" / "shape.py"
 PLATFORMS: Final = ("darwin", "win32")
+VERSIONS: Final = ("3.11", "3.12", "3.13")  # shapes.json has each; the machine's pyenv has each interpreter
+
+
+def interpreter(version: str) -> tuple[str, dict[str, str]]:
+    """CPython `version` and what its environment needs to import this checkout (no venv of its own)."""
+    if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return sys.executable, {}
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True, timeout=WAIT).stdout.strip()
+    found = sorted(pathlib.Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
+    assert found, f"no CPython {version} under {root}/versions: this machine's image ships 3.11 to 3.13 there"
+    return str(found[-1]), {"PYTHONPATH": str(ROOT)}
+
+
 LISTENING: Final = re.compile(r"listening on (http://127\.0\.0\.1:\d+/mcp)")
 
 
@@ -92,7 +105,7 @@ def start(started: list[StdioProcess], argv: list[str], env: dict[str, str], cwd
 # ---- the shapes themselves ---------------------------------------------------------------------
 
 
-def test_the_shapes_are_what_typeshed_says_for_python_3_11() -> None:
+def test_the_shapes_are_what_typeshed_says_for_each_python() -> None:
     assert typeshed_shapes.main(["--check"]) == 0
 
 
@@ -145,12 +158,14 @@ def test_each_shape_takes_away_what_its_platform_lacks(
 # ---- stdio --------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_a_stdio_session_serves_then_ends_cleanly_at_end_of_input(
-    platform: str, sandbox: SandboxGateway, processes: list[StdioProcess]
+    platform: str, version: str, sandbox: SandboxGateway, processes: list[StdioProcess]
 ) -> None:
-    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
-    process = start(processes, shaped(platform, "-m", "mcp_server"), env)
+    python, extra = interpreter(version)
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A, **extra)
+    process = start(processes, shaped(platform, "-m", "mcp_server", python=python), env)
     session(process)
     # Then end of input with lines still unread: how a Windows client (which sends no signal) leaves.
     for n in range(10, 30):
@@ -166,10 +181,14 @@ def test_a_stdio_session_serves_then_ends_cleanly_at_end_of_input(
 # ---- HTTP ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_an_http_session_serves(platform: str, sandbox: SandboxGateway, processes: list[StdioProcess]) -> None:
-    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_LOG_LEVEL="info")
-    process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0"), env)
+def test_an_http_session_serves(
+    platform: str, version: str, sandbox: SandboxGateway, processes: list[StdioProcess]
+) -> None:
+    python, extra = interpreter(version)
+    env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_LOG_LEVEL="info", **extra)
+    process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0", python=python), env)
     url = None
     for _ in range(100):
         found = LISTENING.search(process.stderr)

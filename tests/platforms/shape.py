@@ -1,4 +1,4 @@
-"""Run a Python program under a standard library shaped like CPython 3.11's on macOS or Windows.
+"""Run a Python program under a standard library shaped like CPython's (3.11 to 3.13) on macOS or Windows.
 
     python tests/platforms/shape.py darwin|win32 -m MODULE [ARG ...]
     python tests/platforms/shape.py darwin|win32 SCRIPT.py [ARG ...]
@@ -127,7 +127,8 @@ def _msvcrt() -> types.ModuleType:
 
 def enter(platform: str) -> None:
     """Shape this process's standard library like CPython 3.11's on `platform` (darwin or win32)."""
-    table = json.loads(SHAPES.read_text(encoding="utf-8"))[platform]
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    table = json.loads(SHAPES.read_text(encoding="utf-8"))[version][platform]
     absent_modules = set(table["absent_modules"])
     absent_names: dict[str, list[str]] = table["absent_names"]
     import _socket

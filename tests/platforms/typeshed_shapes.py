@@ -1,8 +1,8 @@
-"""What CPython 3.11's standard library lacks on macOS and on Windows next to Linux, read from typeshed.
+"""What CPython's standard library (3.11 to 3.13) lacks on macOS and on Windows next to Linux, read from typeshed.
 
 typeshed's stubs say where each name exists with `if sys.platform …` and `if sys.version_info …`
-blocks, the same conditions mypy narrows. This evaluates them for Python 3.11 on each platform
-and writes tests/platforms/shapes.json: for darwin and win32, the modules that do not exist there
+blocks, the same conditions mypy narrows. This evaluates them for each Python version on each
+platform and writes tests/platforms/shapes.json: for darwin and win32, the modules that do not exist there
 and, module by module, the public names Linux has and that platform does not. The stubs read are
 the ones bundled with the pinned mypy (the dev tool that checks the same conditions in make lint),
 so the shapes and the type check never disagree.
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import mypy
 
-PYTHON = (3, 11)
+VERSIONS = ((3, 11), (3, 12), (3, 13))  # what members' installers ship: python.org, Homebrew, the Store
 BASE = "linux"
 PLATFORMS = ("darwin", "win32")
 STUBS = pathlib.Path(mypy.__file__).parent / "typeshed" / "stdlib"
@@ -45,15 +45,15 @@ def _constant(node: ast.expr) -> object:
         return None
 
 
-def truth(test: ast.expr, platform: str) -> bool | None:
-    """The value of a stub's `if` test on `platform` under Python 3.11; None when it is not about either."""
+def truth(test: ast.expr, platform: str, python: tuple[int, int]) -> bool | None:
+    """The value of a stub's `if` test on `platform` under `python`; None when it is about neither."""
     if isinstance(test, ast.BoolOp):
-        values = [truth(v, platform) for v in test.values]
+        values = [truth(v, platform, python) for v in test.values]
         if isinstance(test.op, ast.And):
             return False if False in values else (None if None in values else True)
         return True if True in values else (None if None in values else False)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = truth(test.operand, platform)
+        inner = truth(test.operand, platform, python)
         return None if inner is None else not inner
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "startswith":
         if _is_sys_attr(test.func.value, "platform") and len(test.args) == 1:
@@ -77,26 +77,26 @@ def truth(test: ast.expr, platform: str) -> bool | None:
         if _is_sys_attr(test.left, "version_info") and isinstance(right, tuple):
             match op:
                 case ast.GtE():
-                    return PYTHON >= right
+                    return python >= right
                 case ast.Gt():
-                    return PYTHON > right
+                    return python > right
                 case ast.Lt():
-                    return PYTHON < right
+                    return python < right
                 case ast.LtE():
-                    return PYTHON <= right
+                    return python <= right
     return None
 
 
-def names(body: Iterable[ast.stmt], platform: str) -> set[str]:
+def names(body: Iterable[ast.stmt], platform: str, python: tuple[int, int]) -> set[str]:
     """The public names a stub's statements define on `platform` (an undecidable test: both branches)."""
     found: set[str] = set()
     for node in body:
         if isinstance(node, ast.If):
-            value = truth(node.test, platform)
+            value = truth(node.test, platform, python)
             if value is not False:
-                found |= names(node.body, platform)
+                found |= names(node.body, platform, python)
             if value is not True:
-                found |= names(node.orelse, platform)
+                found |= names(node.orelse, platform, python)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -120,14 +120,14 @@ def _stubs() -> dict[str, pathlib.Path]:
     return modules
 
 
-def shapes() -> dict[str, dict[str, object]]:
+def shapes(python: tuple[int, int]) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     parsed = {name: ast.parse(path.read_text(encoding="utf-8")).body for name, path in _stubs().items()}
     for platform in PLATFORMS:
         absent_modules: list[str] = []
         absent_names: dict[str, list[str]] = {}
         for module, body in parsed.items():
-            on_base, on_platform = names(body, BASE), names(body, platform)
+            on_base, on_platform = names(body, BASE, python), names(body, platform, python)
             if on_base and not on_platform:
                 absent_modules.append(module)
             elif on_base - on_platform:
@@ -137,8 +137,10 @@ def shapes() -> dict[str, dict[str, object]]:
 
 
 def render() -> str:
-    head = {"python": ".".join(map(str, PYTHON)), "from": f"typeshed as bundled with mypy {mypy_version()}"}
-    return json.dumps({"about": head, **shapes()}, indent=2, ensure_ascii=False) + "\n"
+    table: dict[str, object] = {"about": f"generated from typeshed as bundled with mypy {mypy_version()}"}
+    for python in VERSIONS:
+        table[".".join(map(str, python))] = shapes(python)
+    return json.dumps(table, indent=2, ensure_ascii=False) + "\n"
 
 
 def mypy_version() -> str:

@@ -109,6 +109,14 @@ def host_config(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform:
     return resolved
 
 
+def decoy(directory: pathlib.Path) -> pathlib.Path:
+    """A directory whose `mcp_server` would break the server if it were imported instead of the bundled one."""
+    package = directory / "mcp_server"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the decoy mcp_server was imported')\n")
+    return directory
+
+
 def host_environment() -> dict[str, str]:
     """The environment a host starts a server with, before the bundle's own env is added."""
     return {k: v for k, v in os.environ.items() if not k.startswith(NOT_FROM_THE_HOST)}

@@ -29,7 +29,17 @@ import pytest
 from mcp_server import __version__
 from mcp_server.setup.config import from_env
 from scripts import icon, mcpb
-from tests.bundles import CLI_TIMEOUT, Built, build, host_config, host_environment, manifest_of, run_mcpb, unpack
+from tests.bundles import (
+    CLI_TIMEOUT,
+    Built,
+    build,
+    decoy,
+    host_config,
+    host_environment,
+    manifest_of,
+    run_mcpb,
+    unpack,
+)
 from tests.conftest import ROOT, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -208,14 +218,6 @@ def test_the_manifest_describes_a_python_server_its_settings_and_its_requirement
 
 
 # --- run as a host runs it --------------------------------------------------------------------------
-
-
-def decoy(directory: pathlib.Path) -> pathlib.Path:
-    """A directory whose `mcp_server` would break the server if it were imported instead of the bundled one."""
-    package = directory / "mcp_server"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("raise ImportError('the decoy mcp_server was imported')\n")
-    return directory
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ The uv bundle is started the way Claude Desktop starts a `server.type: "uv"` bun
 (here the pinned one in .venv-uv, tests/uv/requirements.txt) in place of the manifest's `uv`, with
 the manifest's args and env as the host resolves them. No network here, so uv runs offline, may
 not download a Python, and is pointed at a local interpreter instead; its cache is in a temporary
-directory. `bundle_launch` is that whole command; `entry_point_command` is what uv itself ends up
-running (the bundle's environment's Python on server/main.py), for a test that wraps that one
-process (the platform shapes).
+directory. `bundle_launch` is that whole command. `entry_point_command` is what uv itself ends up running
+(the bundle environment's Python on server/main.py, in the bundle directory; tests/test_mcpb_uv.py
+holds uv to it), and `entry_point_launch` makes that environment with uv and returns that one
+process's command, for a test that wraps it (the platform shapes).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     config: dict[str, Any]  # the mcp_config the host resolved
+    cwd: pathlib.Path | None = None  # None: wherever the host happens to be
 
 
 def bundle_launch(
@@ -173,3 +175,26 @@ def bundle_launch(
 def entry_point_command(unpacked: pathlib.Path) -> list[str]:
     """What uv runs once the bundle's environment exists: its Python on the entry point, in the bundle directory."""
     return [str(unpacked / ".venv" / "bin" / "python"), mcpb.ENTRY_POINT]
+
+
+def entry_point_launch(
+    unpacked: pathlib.Path, user_config: dict[str, Any] | None = None, *, python: str = sys.executable
+) -> Launch:
+    """The one process uv starts for the host, without uv in front: the environment made first (`uv sync`, offline).
+
+    Its env is the host's plus the bundle's settings, as uv passes them on (uv also adds
+    VIRTUAL_ENV and puts the environment's bin/ first on PATH; the server reads neither).
+    """
+    config = host_config(unpacked, user_config or {})["config"]
+    env = host_environment()
+    env.update(config["env"])
+    done = subprocess.run(
+        [str(uv()), "sync", "--directory", str(unpacked)],
+        env={**env, **uv_environment(unpacked, python)},
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    return Launch(entry_point_command(unpacked), env, config, cwd=unpacked)

@@ -24,7 +24,17 @@ from typing import Any, Final
 import pytest
 
 from mcp_server import __version__
-from tests.bundles import Built, Launch, build, bundle_launch, decoy, entry_point_command, host_config, manifest_of
+from tests.bundles import (
+    Built,
+    Launch,
+    build,
+    bundle_launch,
+    decoy,
+    entry_point_command,
+    entry_point_launch,
+    host_config,
+    manifest_of,
+)
 from tests.bundles import unpack as mcpb_unpack
 from tests.conftest import StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
@@ -167,3 +177,19 @@ def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     assert "This is a price, not an outage" in " ".join(c.get("text", "") for c in session.member["content"])
     assert not [r for r in sandbox.seen if r.header("Authorization")]
     ends_cleanly(process)
+
+
+def test_the_entry_point_uv_runs_serves_alone_in_the_environment_uv_made(
+    unpacked: pathlib.Path, sandbox: SandboxGateway
+) -> None:
+    # The process a platform shape wraps: entry_point_launch's command, with no uv in front.
+    launch = entry_point_launch(unpacked, {"gateway_url": sandbox.url, "member_token": TOKEN_MEMBER_A})
+    assert launch.argv == entry_point_command(unpacked) and launch.cwd == unpacked
+    assert launch.env["FAIRWINS_API_URL"] == sandbox.url
+    process = StdioProcess(launch.argv, launch.env, cwd=unpacked)
+    try:
+        session = hold_session(process)
+        assert session.public["isError"] is False and session.member["isError"] is False, session.member
+        ends_cleanly(process)
+    finally:
+        process.kill()

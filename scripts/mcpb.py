@@ -61,16 +61,20 @@ FILE_MODE: Final = 0o644
 ENTRY_POINT: Final = "server/main.py"
 
 Kind = Literal["uv", "python"]
-# Every bundle built, in the order they are written: server.type → the bundle's file-name suffix
-# and how the host starts it. MANIFEST.md: for "uv" the host runs the bundle "using UV runtime" and
-# the bundle "must include pyproject.toml"; the host starts its own uv with mcp_config's args (the
-# pinned CLI 2.1.2 requires mcp_config for every type). `uv run --directory <bundle> server/main.py`
-# is the spec example's pattern: uv reads <bundle>/pyproject.toml, picks (or downloads) a Python
-# that meets requires-python, makes <bundle>/.venv and runs the entry point in it.
+# Every bundle built, in the order they are written: server.type → the bundle's file-name suffix,
+# how the host starts it, and what the member needs (the last line of the long description).
+# MANIFEST.md: a "uv" server is a "Python server using UV runtime"; its bundle "must include
+# pyproject.toml" and the host manages execution. The pinned CLI (2.1.2) requires mcp_config for
+# every type, and Desktop starts its own uv with mcp_config's args as given (its logs, quoted in
+# github.com/oogunbiyi21/stats-compass-mcp/issues/2). `uv run --directory <bundle> server/main.py`
+# is the pattern of the spec's hello-world-uv example (whose README runs `uv run src/server.py`):
+# uv reads <bundle>/pyproject.toml, finds or fetches a Python that meets requires-python, makes
+# <bundle>/.venv and runs `.venv/bin/python server/main.py` in <bundle>.
 KINDS: Final[dict[Kind, dict[str, Any]]] = {
     "uv": {
         "suffix": "",
         "mcp_config": {"command": "uv", "args": ["run", "--directory", "${__dirname}", ENTRY_POINT]},
+        "needs": "Claude Desktop runs it with its own uv, which provides the Python: nothing needs installing.",
     },
     "python": {
         "suffix": "-python",
@@ -83,6 +87,7 @@ KINDS: Final[dict[Kind, dict[str, Any]]] = {
             # the Microsoft Store's placeholder.
             "platform_overrides": {"win32": {"command": "python"}},
         },
+        "needs": "It needs Python 3.11 or newer (`python3`, or `python` on Windows) and nothing else.",
     },
 }
 ENV: Final = {
@@ -103,10 +108,6 @@ FairWins gateway you configure.
 This server holds no key: it never signs, never submits and never pays. Anything a chain could \
 not be read for is reported as unknown, never as none or zero.
 """
-NEEDS: Final[dict[Kind, str]] = {
-    "uv": "Claude Desktop provides the Python it runs on: nothing needs installing.",
-    "python": "It needs Python 3.11 or newer (`python3`, or `python` on Windows) and nothing else.",
-}
 
 
 def _server_json() -> dict[str, Any]:
@@ -168,7 +169,7 @@ def manifest(kind: Kind = "uv") -> dict[str, Any]:
         "display_name": registry["title"],
         "version": __version__,
         "description": registry["description"],
-        "long_description": f"{LONG_DESCRIPTION}\n{NEEDS[kind]}\n",
+        "long_description": f"{LONG_DESCRIPTION}\n{KINDS[kind]['needs']}\n",
         "author": {"name": "FairWins"},
         "icon": "icon.png",
         "server": {"type": kind, "entry_point": ENTRY_POINT, "mcp_config": _mcp_config(kind)},

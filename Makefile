@@ -37,13 +37,24 @@ $(K8S_READY): tests/k8s/requirements.txt
 	$(K8S_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/k8s/requirements.txt
 	touch $@
 
+# uv (tests/test_mcpb_uv.py) in .venv-uv: it starts the uv bundle of `make mcpb` the way Claude Desktop
+# starts one, with its own uv. A venv of its own, never a project dependency: the server runs on the
+# standard library alone, and uv is the host's tool, not ours.
+UV_VENV := .venv-uv
+UV_READY := $(UV_VENV)/.installed
+
+$(UV_READY): tests/uv/requirements.txt
+	$(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/uv/requirements.txt
+	touch $@
+
 INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
 $(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
 	bash tests/tools/npm_tool.sh inspector >/dev/null
 	touch $@
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
-test: $(VPY) $(SDK_READY) $(K8S_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
+test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
@@ -106,7 +117,9 @@ dist: $(VPY)
 	$(VPY) -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w dist .
 	@ls dist/*.whl
 
-# The MCP Bundle Claude Desktop installs in one click: dist/fairwins-mcp-<version>.mcpb (scripts/mcpb.py).
+# The MCP Bundles Claude Desktop installs in one click (scripts/mcpb.py), each path printed with its size:
+# dist/fairwins-mcp-<version>.mcpb (server.type uv: Desktop provides Python) and
+# dist/fairwins-mcp-<version>-python.mcpb (server.type python: the member's own Python 3.11+).
 mcpb: $(VPY)
 	$(VPY) -m scripts.mcpb
 

@@ -1,10 +1,13 @@
-"""The MCP Bundle's entry point (server/main.py in the bundle): start the bundled fairwins-mcp with this Python.
+"""The MCP Bundles' entry point (server/main.py in each bundle): start the bundled fairwins-mcp with this Python.
 
-The host runs `python3 -I <bundle>/server/main.py` (`python` on Windows). `-I` keeps the member's
-own PYTHONPATH, PYTHONHOME, PYTHONSTARTUP and user site-packages out, and also leaves this
-file's directory off sys.path, so it is put first here: the bundled `mcp_server` is always the
-one imported, whatever the host's working directory or environment holds. This file must still
-parse on an old Python, so that one too gets a sentence instead of a traceback.
+The uv bundle's host runs `uv run --directory <bundle> server/main.py`: uv picks a Python that meets
+the bundle's pyproject.toml (>=3.11), makes <bundle>/.venv and runs `<bundle>/.venv/bin/python
+server/main.py` in <bundle>. The python bundle's host runs `python3 -I <bundle>/server/main.py`
+(`python` on Windows). `-I` keeps the member's own PYTHONPATH, PYTHONHOME, PYTHONSTARTUP and user
+site-packages out, and also leaves this file's directory off sys.path, so it is put first here:
+the bundled `mcp_server` is always the one imported, whatever the host's working directory or
+environment holds. This file must still parse on an old Python, so that one too gets a sentence
+instead of a traceback.
 """
 
 import os

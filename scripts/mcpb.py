@@ -1,9 +1,18 @@
-"""`python -m scripts.mcpb [--out DIR]`: the MCP Bundle Claude Desktop installs in one click (dist/*.mcpb).
+"""`python -m scripts.mcpb [--out DIR]`: the MCP Bundles Claude Desktop installs in one click (dist/*.mcpb).
 
-An MCP Bundle is a zip holding a `manifest.json` (spec: github.com/anthropics/mcpb, MANIFEST.md)
-and the server. This one holds exactly:
+An MCP Bundle is a zip holding a `manifest.json` (spec: github.com/modelcontextprotocol/mcpb,
+MANIFEST.md) and the server. Two are built, the same server in each, told apart by how the host
+gets a Python (KINDS below):
+
+    fairwins-mcp-<version>.mcpb         server.type "uv": the host runs the bundle with its own uv,
+                                        which provides a Python; the member installs nothing
+    fairwins-mcp-<version>-python.mcpb  server.type "python": the host runs the member's own python3
+
+Each holds exactly:
 
     manifest.json              generated here: the tool and prompt lists from what the server serves
+    pyproject.toml             the uv bundle only, generated here: requires-python, no dependencies,
+                               nothing to build (uv makes an environment and runs server/main.py in it)
     icon.png                   mcpb/icon.png (drawn by scripts/icon.py)
     server/main.py             mcpb/main.py: checks the Python version, then runs the bundled package
     server/mcp_server/...      the package's modules and package data, as the wheel carries them,
@@ -24,7 +33,7 @@ import sys
 import tomllib
 import zipfile
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from mcp_server import __version__
 from mcp_server.core.context import RequestContext
@@ -49,6 +58,42 @@ INITIALIZE: Final = {
 # Zip's own epoch: every entry gets it, so the bundle's bytes depend only on its contents.
 FIXED_TIME: Final = (1980, 1, 1, 0, 0, 0)
 FILE_MODE: Final = 0o644
+ENTRY_POINT: Final = "server/main.py"
+
+Kind = Literal["uv", "python"]
+# Every bundle built, in the order they are written: server.type → the bundle's file-name suffix,
+# how the host starts it, and what the member needs (the last line of the long description).
+# MANIFEST.md: a "uv" server is a "Python server using UV runtime"; its bundle "must include
+# pyproject.toml" and the host manages execution. The pinned CLI (2.1.2) requires mcp_config for
+# every type, and Desktop starts its own uv with mcp_config's args as given (its logs, quoted in
+# github.com/oogunbiyi21/stats-compass-mcp/issues/2). `uv run --directory <bundle> server/main.py`
+# is the pattern of the spec's hello-world-uv example (whose README runs `uv run src/server.py`):
+# uv reads <bundle>/pyproject.toml, finds or fetches a Python that meets requires-python, makes
+# <bundle>/.venv and runs `.venv/bin/python server/main.py` in <bundle>.
+KINDS: Final[dict[Kind, dict[str, Any]]] = {
+    "uv": {
+        "suffix": "",
+        "mcp_config": {"command": "uv", "args": ["run", "--directory", "${__dirname}", ENTRY_POINT]},
+        "needs": "Claude Desktop runs it with its own uv, which provides the Python: nothing needs installing.",
+    },
+    "python": {
+        "suffix": "-python",
+        "mcp_config": {
+            # The host's own Python, isolated (-I) from the member's Python settings; main.py
+            # puts the bundle's server/ first on sys.path and checks the version.
+            "command": "python3",
+            "args": ["-I", f"${{__dirname}}/{ENTRY_POINT}"],
+            # python.org's Windows installer puts `python` on PATH; `python3` there is often
+            # the Microsoft Store's placeholder.
+            "platform_overrides": {"win32": {"command": "python"}},
+        },
+        "needs": "It needs Python 3.11 or newer (`python3`, or `python` on Windows) and nothing else.",
+    },
+}
+ENV: Final = {
+    "FAIRWINS_API_URL": "${user_config.gateway_url}",
+    "FAIRWINS_API_TOKEN": "${user_config.member_token}",
+}
 
 LONG_DESCRIPTION: Final = """\
 FairWins for Claude: read your own FairWins membership, fee rates and wagers, public prediction \
@@ -61,8 +106,7 @@ Desktop keeps it in your operating system's keychain, and the server sends it on
 FairWins gateway you configure.
 
 This server holds no key: it never signs, never submits and never pays. Anything a chain could \
-not be read for is reported as unknown, never as none or zero. It needs Python 3.11 or newer \
-(`python3`, or `python` on Windows) and nothing else.
+not be read for is reported as unknown, never as none or zero.
 """
 
 
@@ -105,7 +149,18 @@ def served_tools_and_prompts() -> tuple[list[dict[str, Any]], list[dict[str, Any
     return tools, prompts
 
 
-def manifest() -> dict[str, Any]:
+def _mcp_config(kind: Kind) -> dict[str, Any]:
+    config = KINDS[kind]["mcp_config"]
+    overrides = config.get("platform_overrides")
+    return {
+        "command": config["command"],
+        "args": list(config["args"]),
+        "env": dict(ENV),
+        **({"platform_overrides": overrides} if overrides else {}),
+    }
+
+
+def manifest(kind: Kind = "uv") -> dict[str, Any]:
     registry = _server_json()
     tools, prompts = served_tools_and_prompts()
     return {
@@ -114,26 +169,10 @@ def manifest() -> dict[str, Any]:
         "display_name": registry["title"],
         "version": __version__,
         "description": registry["description"],
-        "long_description": LONG_DESCRIPTION,
+        "long_description": f"{LONG_DESCRIPTION}\n{KINDS[kind]['needs']}\n",
         "author": {"name": "FairWins"},
         "icon": "icon.png",
-        "server": {
-            "type": "python",
-            "entry_point": "server/main.py",
-            "mcp_config": {
-                # The host's own Python, isolated (-I) from the member's Python settings; main.py
-                # puts the bundle's server/ first on sys.path and checks the version.
-                "command": "python3",
-                "args": ["-I", "${__dirname}/server/main.py"],
-                "env": {
-                    "FAIRWINS_API_URL": "${user_config.gateway_url}",
-                    "FAIRWINS_API_TOKEN": "${user_config.member_token}",
-                },
-                # python.org's Windows installer puts `python` on PATH; `python3` there is often
-                # the Microsoft Store's placeholder.
-                "platform_overrides": {"win32": {"command": "python"}},
-            },
-        },
+        "server": {"type": kind, "entry_point": ENTRY_POINT, "mcp_config": _mcp_config(kind)},
         "tools": tools,
         "tools_generated": False,
         "prompts": prompts,
@@ -169,8 +208,38 @@ def manifest() -> dict[str, Any]:
     }
 
 
-def manifest_bytes() -> bytes:
-    return (json.dumps(manifest(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+def manifest_bytes(kind: Kind = "uv") -> bytes:
+    return (json.dumps(manifest(kind), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _project() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project
+
+
+def bundle_pyproject() -> bytes:
+    """The uv bundle's pyproject.toml: the Python it needs, no dependencies and nothing to build.
+
+    No [build-system] and `package = false`: uv installs nothing from the project itself, so it
+    never fetches a build backend; it makes the environment and runs server/main.py in it, and
+    main.py imports the bundled package from beside itself.
+    """
+    project = _project()
+    if project["dependencies"] or project["requires-python"] != PYTHON_REQUIRED:
+        # Nothing is vendored, and requires-python is written once, here and in the manifest.
+        raise ValueError("pyproject.toml's dependencies or requires-python changed: scripts/mcpb.py must follow")
+    return (
+        "# The uv bundle's project (scripts/mcpb.py). The host's uv reads it to pick a Python and make\n"
+        "# the environment; the server (server/) needs nothing but the standard library.\n"
+        "[project]\n"
+        f'name = "{project["name"]}"\n'
+        f'version = "{__version__}"\n'
+        f"requires-python = {json.dumps(PYTHON_REQUIRED)}\n"
+        "dependencies = []\n"
+        "\n"
+        "[tool.uv]\n"
+        "package = false\n"
+    ).encode()
 
 
 def package_files() -> dict[str, pathlib.Path]:
@@ -191,19 +260,21 @@ def package_files() -> dict[str, pathlib.Path]:
     return files
 
 
-def entries() -> dict[str, bytes]:
+def entries(kind: Kind = "uv") -> dict[str, bytes]:
     """Every file of the bundle: path inside the zip → bytes."""
     found = {path: source.read_bytes() for path, source in package_files().items()}
-    found["server/main.py"] = (ROOT / "mcpb" / "main.py").read_bytes()
+    found[ENTRY_POINT] = (ROOT / "mcpb" / "main.py").read_bytes()
     found["icon.png"] = (ROOT / "mcpb" / "icon.png").read_bytes()
-    found["manifest.json"] = manifest_bytes()
+    found["manifest.json"] = manifest_bytes(kind)
+    if kind == "uv":
+        found["pyproject.toml"] = bundle_pyproject()
     return found
 
 
-def bundle_bytes() -> bytes:
+def bundle_bytes(kind: Kind = "uv") -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        for path, data in sorted(entries().items()):
+        for path, data in sorted(entries(kind).items()):
             info = zipfile.ZipInfo(path, date_time=FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3  # Unix, so the mode below is read (mcpb unpack restores it)
@@ -212,23 +283,25 @@ def bundle_bytes() -> bytes:
     return buffer.getvalue()
 
 
-def bundle_name() -> str:
-    return f"fairwins-mcp-{__version__}.mcpb"
+def bundle_name(kind: Kind = "uv") -> str:
+    return f"fairwins-mcp-{__version__}{KINDS[kind]['suffix']}.mcpb"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write every bundle; one line each on stdout: its path, then its size and server.type."""
     parser = argparse.ArgumentParser(prog="python -m scripts.mcpb", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "dist", help="directory to write into (dist/)")
     args = parser.parse_args(argv)
     try:
-        data = bundle_bytes()
+        built = {kind: bundle_bytes(kind) for kind in KINDS}
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"scripts.mcpb: {exc}\n")
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / bundle_name()
-    target.write_bytes(data)
-    sys.stdout.write(f"{target}\n")
+    for kind, data in built.items():
+        target = args.out / bundle_name(kind)
+        target.write_bytes(data)
+        sys.stdout.write(f"{target}\t{len(data)} bytes\tserver.type {kind}\n")
     return 0
 
 

@@ -1,6 +1,10 @@
-"""The MCP Bundle: built by `make mcpb` (scripts/mcpb.py), checked by the official `mcpb` CLI, run as a host runs it.
+"""The MCP Bundles: built by `make mcpb` (scripts/mcpb.py), checked by the official `mcpb` CLI, run as a host runs them.
 
-The bundle is unpacked by the real `mcpb unpack` into an empty directory; its `mcp_config` is
+`make mcpb` writes two bundles of the same server: server.type "uv" (the host provides Python;
+run by uv in tests/test_mcpb_uv.py) and server.type "python" (the member's own python3, run here).
+Both are built, checked for reproducible bytes and validated by the pinned CLI here.
+
+A bundle is unpacked by the real `mcpb unpack` into an empty directory; its `mcp_config` is
 resolved by the pinned @anthropic-ai/mcpb package's own getMcpConfigForManifest (the code Claude
 for macOS and Windows uses; tests/tools/mcpb_host.mjs), and the resolved command is started with
 the environment a host gives it, against the sandbox gateway. The tool and prompt lists in the
@@ -10,12 +14,12 @@ manifest are compared with what that running server serves.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 import struct
 import subprocess
 import sys
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from typing import Any, Final
@@ -25,91 +29,70 @@ import pytest
 from mcp_server import __version__
 from mcp_server.setup.config import from_env
 from scripts import icon, mcpb
+from tests.bundles import (
+    CLI_TIMEOUT,
+    Built,
+    build,
+    decoy,
+    host_config,
+    host_environment,
+    manifest_of,
+    run_mcpb,
+    unpack,
+)
 from tests.conftest import ROOT, StdioProcess
-from tests.hosts import SESSION_WAIT, hold_session, node, tool
+from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
-from tests.secret_canaries import record_output
 
-CLI_TIMEOUT: Final = 120.0
 PLACEHOLDER: Final = re.compile(r"\$\{[^}]*\}")
-
-
-def run_mcpb(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*tool("mcpb"), *args], capture_output=True, text=True, timeout=CLI_TIMEOUT)
-    record_output(f"mcpb {args[0]}", done.stdout + done.stderr)
-    return done
-
-
-def build(out: pathlib.Path) -> pathlib.Path:
-    """`make mcpb`'s command, into `out`; the path it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.mcpb", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr
-    return pathlib.Path(done.stdout.strip())
+KINDS: Final = ("uv", "python")
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     return build(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="module")
+def bundle(built: dict[str, Built]) -> pathlib.Path:
+    """The python-type bundle, the one this module runs."""
+    return built["python"].path
+
+
+@pytest.fixture(scope="module")
 def unpacked(bundle: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """The bundle as `mcpb unpack` lays it out in an empty directory (as a host installs it)."""
-    target = tmp_path_factory.mktemp("installed") / "fairwins"
-    done = run_mcpb("unpack", str(bundle), str(target))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return target
+    """The python bundle as `mcpb unpack` lays it out in an empty directory (as a host installs it)."""
+    return unpack(bundle, tmp_path_factory.mktemp("installed") / "fairwins")
 
 
-def host_config(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform: str | None = None) -> dict[str, Any]:
-    """What the mcpb package's getMcpConfigForManifest resolves the manifest's mcp_config to."""
-    home = bundle_dir.parent / "home"
-    host = {
-        "userConfig": user_config,
-        "systemDirs": {
-            "HOME": str(home),
-            "DESKTOP": str(home / "Desktop"),
-            "DOCUMENTS": str(home / "Documents"),
-            "DOWNLOADS": str(home / "Downloads"),
-        },
-        "platform": platform,
+@pytest.fixture(scope="module")
+def unpacked_each(built: dict[str, Built], tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]:
+    return {
+        kind: unpack(b.path, tmp_path_factory.mktemp(f"installed-{kind}") / "fairwins") for kind, b in built.items()
     }
-    package = pathlib.Path(tool("mcpb")[-1]).parents[2]
-    done = subprocess.run(
-        [node(), str(ROOT / "tests" / "tools" / "mcpb_host.mjs"), str(package), str(bundle_dir), json.dumps(host)],
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr
-    resolved: dict[str, Any] = json.loads(done.stdout)
-    assert resolved["warnings"] == [], resolved["warnings"]
-    return resolved
-
-
-def manifest_of(bundle: pathlib.Path) -> dict[str, Any]:
-    with zipfile.ZipFile(bundle) as archive:
-        value: dict[str, Any] = json.loads(archive.read("manifest.json"))
-    return value
 
 
 # --- the build ------------------------------------------------------------------------------------
 
 
-def test_make_mcpb_builds_the_versioned_bundle_in_dist() -> None:
+def test_make_mcpb_builds_both_versioned_bundles_in_dist_and_reports_their_sizes(
+    built: dict[str, Built], tmp_path: pathlib.Path
+) -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^mcpb: \$\(VPY\)\n\t\$\(VPY\) -m scripts\.mcpb$", makefile, re.M)
-    assert mcpb.bundle_name() == f"fairwins-mcp-{__version__}.mcpb"
+    assert mcpb.bundle_name("uv") == f"fairwins-mcp-{__version__}.mcpb"
+    assert mcpb.bundle_name("python") == f"fairwins-mcp-{__version__}-python.mcpb"
+    assert list(built) == list(KINDS) == list(mcpb.KINDS)
+    for kind, bundle in built.items():
+        assert bundle.path.name == mcpb.bundle_name(kind)  # type: ignore[arg-type]
+        assert bundle.size == bundle.path.stat().st_size > 0
+        assert manifest_of(bundle.path)["server"]["type"] == kind
 
 
-def test_the_same_sources_give_the_same_bytes(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    again = build(tmp_path)
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_same_sources_give_the_same_bytes(built: dict[str, Built], tmp_path: pathlib.Path, kind: str) -> None:
+    bundle = built[kind].path
+    again = build(tmp_path)[kind].path
     assert again.name == bundle.name and again.read_bytes() == bundle.read_bytes()
     with zipfile.ZipFile(bundle) as archive:
         infos = archive.infolist()
@@ -119,10 +102,11 @@ def test_the_same_sources_give_the_same_bytes(bundle: pathlib.Path, tmp_path: pa
     assert not [i for i in infos if i.is_dir()], "mcpb unpack writes every entry as a file"
 
 
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_nothing_else(
-    bundle: pathlib.Path,
+    built: dict[str, Built], kind: str
 ) -> None:
-    with zipfile.ZipFile(bundle) as archive:
+    with zipfile.ZipFile(built[kind].path) as archive:
         files = {name: archive.read(name) for name in archive.namelist()}
     modules = {
         f"server/{p.relative_to(ROOT).as_posix()}": p.read_bytes()
@@ -136,6 +120,7 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
         "server/mcp_server/fairwins/guide.md",
         "server/mcp_server/toolDefs.snapshot.json",
         *modules,
+        *(["pyproject.toml"] if kind == "uv" else []),  # the uv bundle's project: MANIFEST.md requires it
     }
     assert set(files) == expected
     for name, data in modules.items():
@@ -145,6 +130,28 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
     assert files["server/main.py"] == (ROOT / "mcpb" / "main.py").read_bytes()
     assert files["icon.png"] == (ROOT / "mcpb" / "icon.png").read_bytes()
     assert not [n for n in files if "__pycache__" in n or n.endswith((".pyc", ".pyo")) or "tests/" in n]
+
+
+def test_the_two_bundles_differ_only_in_how_the_host_gets_a_python(built: dict[str, Built]) -> None:
+    uv, python = manifest_of(built["uv"].path), manifest_of(built["python"].path)
+    differ = {key for key in uv.keys() | python.keys() if uv.get(key) != python.get(key)}
+    assert differ == {"server", "long_description"}
+    assert uv["server"]["mcp_config"]["env"] == python["server"]["mcp_config"]["env"]
+    assert uv["user_config"]["member_token"]["sensitive"] is True
+    assert "nothing needs installing" in uv["long_description"]
+    assert "needs Python 3.11 or newer" in python["long_description"]
+    with zipfile.ZipFile(built["uv"].path) as u, zipfile.ZipFile(built["python"].path) as p:
+        assert {n: u.read(n) for n in u.namelist() if n.startswith("server/")} == {
+            n: p.read(n) for n in p.namelist() if n.startswith("server/")
+        }
+
+
+def test_a_root_project_with_a_dependency_builds_no_bundle() -> None:
+    # Nothing is vendored into either bundle: a dependency would be missing from both at run time.
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["dependencies"] == []
+    assert pyproject["project"]["requires-python"] == mcpb.PYTHON_REQUIRED
+    assert tomllib.loads(mcpb.bundle_pyproject().decode())["project"]["requires-python"] == mcpb.PYTHON_REQUIRED
 
 
 def test_the_icon_is_the_png_the_script_draws() -> None:
@@ -158,14 +165,17 @@ def test_the_icon_is_the_png_the_script_draws() -> None:
 # --- the official CLI -----------------------------------------------------------------------------
 
 
-def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked: pathlib.Path) -> None:
-    done = run_mcpb("validate", str(unpacked))
+@pytest.mark.parametrize("kind", KINDS)
+def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked_each: dict[str, pathlib.Path], kind: str) -> None:
+    done = run_mcpb("validate", str(unpacked_each[kind]))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Manifest schema validation passes!" in done.stdout
     assert "ERROR" not in done.stdout + done.stderr
 
 
-def test_mcpb_info_reads_the_bundle(bundle: pathlib.Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_mcpb_info_reads_the_bundle(built: dict[str, Built], kind: str) -> None:
+    bundle = built[kind].path
     done = run_mcpb("info", str(bundle))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"File: {bundle.name}" in done.stdout and "ERROR" not in done.stdout
@@ -180,7 +190,11 @@ def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_pat
     assert done.returncode == 1 and "server" in done.stdout
 
 
-def test_the_manifest_is_in_the_newest_version_the_cli_validates(unpacked: pathlib.Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_manifest_is_in_the_newest_version_the_cli_validates(
+    unpacked_each: dict[str, pathlib.Path], kind: str
+) -> None:
+    unpacked = unpacked_each[kind]
     latest = host_config(unpacked, {})["latest"]
     assert manifest_of_dir(unpacked)["manifest_version"] == latest == mcpb.MANIFEST_VERSION
 
@@ -206,14 +220,6 @@ def test_the_manifest_describes_a_python_server_its_settings_and_its_requirement
 # --- run as a host runs it --------------------------------------------------------------------------
 
 
-def decoy(directory: pathlib.Path) -> pathlib.Path:
-    """A directory whose `mcp_server` would break the server if it were imported instead of the bundled one."""
-    package = directory / "mcp_server"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("raise ImportError('the decoy mcp_server was imported')\n")
-    return directory
-
-
 @pytest.fixture
 def host_process(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[Any]:
     started: list[StdioProcess] = []
@@ -224,7 +230,7 @@ def host_process(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[Any
         assert not [part for part in [*launch, *config["env"].values()] if PLACEHOLDER.search(part)], config
         # The host's own environment (no FairWins settings of ours), plus the bundle's env. The
         # member's PYTHONPATH and the working directory hold a decoy package: -I keeps both out.
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWINS_", "PYTHON"))}
+        env = host_environment()
         env["PYTHONPATH"] = str(decoy(tmp_path / "pythonpath"))
         env.update(config["env"])
         process = StdioProcess(launch, env, cwd=decoy(tmp_path / f"cwd{len(started)}"))

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import pytest
 
-from scripts import mcpb
+from tests import bundles
 from tests.conftest import ROOT, WAIT, StdioProcess
 from tests.mcp_http import LegacyClient
 from tests.platforms import typeshed_shapes
@@ -316,25 +316,42 @@ def test_install_writes_a_config_claude_desktop_reads_at_the_platforms_path(
 
 
 @pytest.fixture(scope="module")
-def unpacked_bundle(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    where = tmp_path_factory.mktemp("bundle") / "Claude Extensions" / "fairwins"
-    for name, data in mcpb.entries().items():
-        target = where / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return where
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bundles.Built]:
+    return bundles.build(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_the_bundles_launcher_starts_and_serves(
-    platform: str, unpacked_bundle: pathlib.Path, sandbox: SandboxGateway, processes: list[StdioProcess]
+def test_the_uv_bundles_entry_point_starts_and_serves(
+    platform: str,
+    built: dict[str, bundles.Built],
+    tmp_path: pathlib.Path,
+    sandbox: SandboxGateway,
+    processes: list[StdioProcess],
 ) -> None:
-    manifest = json.loads((unpacked_bundle / "manifest.json").read_text(encoding="utf-8"))
-    entry_point = unpacked_bundle / manifest["server"]["entry_point"]
+    """The process uv starts for the host (the environment uv made, running the entry point), shaped."""
+    unpacked = bundles.unpack(built["uv"].path, tmp_path / "Claude Extensions" / "fairwins")
+    launch = bundles.entry_point_launch(unpacked, {"gateway_url": sandbox.url, "member_token": TOKEN_MEMBER_A})
+    python, *rest = launch.argv
+    process = start(processes, [python, str(SHAPE), platform, *rest], launch.env, cwd=launch.cwd)
+    session(process)
+    process.close_stdin()
+    assert process.wait() == 0
+    no_traceback(process.stderr)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_python_bundles_launcher_starts_and_serves(
+    platform: str,
+    built: dict[str, bundles.Built],
+    tmp_path: pathlib.Path,
+    sandbox: SandboxGateway,
+    processes: list[StdioProcess],
+) -> None:
+    """`python3 -I <bundle>/server/main.py` (`python` on Windows), as Desktop runs the python bundle, shaped."""
+    unpacked = bundles.unpack(built["python"].path, tmp_path / "Claude Extensions" / "fairwins")
+    entry_point = unpacked / bundles.manifest_of(built["python"].path)["server"]["entry_point"]
     env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
-    process = start(
-        processes, [sys.executable, "-I", str(SHAPE), platform, str(entry_point)], env, cwd=pathlib.Path("/")
-    )
+    process = start(processes, [sys.executable, "-I", str(SHAPE), platform, str(entry_point)], env, cwd=tmp_path)
     session(process)
     process.close_stdin()
     assert process.wait() == 0

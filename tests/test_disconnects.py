@@ -62,11 +62,15 @@ def close_and_wait_until_seen(watcher: DisconnectWatcher, served: socket.socket,
         watcher.detach(marker_served)
 
 
-@pytest.fixture(params=["epoll", "selector"])
+@pytest.fixture(params=["epoll", "selector", "windows"])
 def watcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[DisconnectWatcher]:
-    """Both ways the watcher works: epoll (Linux), and a selector as on every other system."""
-    if request.param == "selector":
+    """Every way the watcher works: epoll (Linux), a selector (macOS), and a selector with the peek
+    Windows makes, which has no MSG_DONTWAIT (the platform's own choices, taken on Linux)."""
+    if request.param in ("selector", "windows"):
         monkeypatch.setattr(disconnects, "_open_epoll", lambda: None)
+    if request.param == "windows":
+        monkeypatch.setattr(disconnects, "_DONTWAIT", 0)
+        monkeypatch.setattr(disconnects, "_peek_returns_at_once", disconnects._peek_after_select)
     w = DisconnectWatcher()
     yield w
     w.close()

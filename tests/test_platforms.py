@@ -17,14 +17,14 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pytest
 
 from tests import bundles
 from tests.conftest import ROOT, WAIT, StdioProcess
-from tests.mcp_http import LegacyClient
+from tests.mcp_http import LegacyClient, Raw
 from tests.platforms import typeshed_shapes
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -181,6 +181,27 @@ def test_a_stdio_session_serves_then_ends_cleanly_at_end_of_input(
 # ---- HTTP ---------------------------------------------------------------------------------------
 
 
+def wait_for(process: StdioProcess, done: Callable[[], bool]) -> None:
+    """Until `done()`, bounded (WAIT): a server process that exits first fails the test with its stderr."""
+    for _ in range(int(WAIT / 0.05)):
+        if done():
+            return
+        try:  # a bounded wait that also notices the server exiting
+            process.proc.wait(0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the server exited: {process.stderr}")
+    raise AssertionError(f"not within {WAIT} s; stderr:\n{process.stderr}")
+
+
+def listening(process: StdioProcess) -> str:
+    """The MCP URL the server logged it listens on."""
+    wait_for(process, lambda: LISTENING.search(process.stderr) is not None)
+    found = LISTENING.search(process.stderr)
+    assert found is not None
+    return found.group(1)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_an_http_session_serves(
@@ -189,24 +210,39 @@ def test_an_http_session_serves(
     python, extra = interpreter(version)
     env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_LOG_LEVEL="info", **extra)
     process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0", python=python), env)
-    url = None
-    for _ in range(100):
-        found = LISTENING.search(process.stderr)
-        if found:
-            url = found.group(1)
-            break
-        try:  # a bounded wait for the server's first log lines: it exits early only on failure
-            process.proc.wait(0.1)
-        except subprocess.TimeoutExpired:
-            continue
-        raise AssertionError(f"the server exited: {process.stderr}")
-    assert url, process.stderr
+    url = listening(process)
     client = LegacyClient(url, bearer=TOKEN_MEMBER_A)
     assert client.initialize().result["serverInfo"]["name"] == "fairwins-mcp"
     assert "get_profile" in {tool["name"] for tool in client.request("tools/list").result["tools"]}
     profile = client.request("tools/call", {"name": "get_profile", "arguments": {}}).result
     assert profile["isError"] is False and profile["structuredContent"], profile
     no_traceback(process.stderr)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_client_leaving_mid_call_over_http_cancels_it(platform: str, processes: list[StdioProcess]) -> None:
+    """The disconnect watcher as each platform runs it (a selector; on Windows, select() and a peek
+    without MSG_DONTWAIT): the call is cancelled, not left waiting for the gateway, and the server serves on."""
+    with SandboxGateway(delay=60) as slow:
+        env = clean_env(FAIRWINS_API_URL=slow.url, FAIRWINS_LOG_LEVEL="info")
+        process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0"), env)
+        url = listening(process)
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        call = json.dumps(
+            {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_profile", "arguments": {}}}
+        ).encode()
+        leaving = Raw(port)
+        leaving.send(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+            b"Authorization: Bearer " + TOKEN_MEMBER_A.encode() + b"\r\n"
+            b"Content-Length: " + str(len(call)).encode() + b"\r\n\r\n" + call
+        )
+        wait_for(process, lambda: bool(slow.seen))  # the call is at the gateway, waiting
+        leaving.close()
+        wait_for(process, lambda: "outcome=cancelled" in process.stderr)
+        assert LegacyClient(url).initialize().result["serverInfo"]["name"] == "fairwins-mcp"
+        no_traceback(process.stderr)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

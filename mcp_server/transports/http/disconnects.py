@@ -211,19 +211,24 @@ def _peer_gone(sock: socket.socket) -> bool:
         return True
 
 
+def _peek_after_select(sock: socket.socket) -> bool:
+    """Whether a peek returns at once (bytes, an end or an error), asked of a zero-timeout select().
+
+    Where there is no MSG_DONTWAIT (Windows), a peek is made only then. The connection's thread
+    reads this socket too and could take those bytes in between; the peek then waits at most the
+    socket's own timeout, and a pipelined request is not a departure.
+    """
+    readable, _, failed = select.select([sock], [], [sock], 0)
+    return bool(readable or failed)
+
+
+def _peek_never_waits(sock: socket.socket) -> bool:
+    return True  # MSG_DONTWAIT: the peek itself never waits
+
+
 if sys.platform == "win32":
     _DONTWAIT: Final = 0
-
-    def _peek_returns_at_once(sock: socket.socket) -> bool:
-        # Windows has no MSG_DONTWAIT, and the connection's thread reads this socket too: a peek
-        # is made only while a zero-timeout select() says it returns at once (bytes, an end or an
-        # error). The connection thread could take those bytes in between; then the peek waits at
-        # most the socket's own timeout, and a pipelined request is not a departure.
-        readable, _, failed = select.select([sock], [], [sock], 0)
-        return bool(readable or failed)
-
+    _peek_returns_at_once = _peek_after_select
 else:
     _DONTWAIT: Final = socket.MSG_DONTWAIT
-
-    def _peek_returns_at_once(sock: socket.socket) -> bool:
-        return True  # MSG_DONTWAIT: the peek never waits
+    _peek_returns_at_once = _peek_never_waits

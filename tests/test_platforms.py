@@ -9,6 +9,7 @@ fails both `make lint`'s platform check and this tier. docs/platforms.md says wh
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
@@ -463,3 +464,63 @@ def test_the_unguarded_call_put_back_fails_the_shaped_start(
     )
     assert done.returncode != 0 and done.stdout == "", done.stdout
     assert "Traceback" in done.stderr and ("F_SETPIPE_SZ" in done.stderr or "fcntl" in done.stderr), done.stderr
+
+
+# ---- the rule, read off the source ----------------------------------------------------------------
+
+RUNS_ON_MEMBERS_MACHINES: Final = (ROOT / "mcp_server", ROOT / "mcpb")
+PROBED: Final = {"os", "signal", "select", "socket", "fcntl", "sys", "time", "msvcrt", "resource", "termios"}
+
+
+def _sources() -> list[pathlib.Path]:
+    return sorted(p for where in RUNS_ON_MEMBERS_MACHINES for p in where.rglob("*.py"))
+
+
+def unguarded_imports(path: pathlib.Path) -> list[str]:
+    """Module-level imports of a module some platform lacks (an import in a function or an `if` runs only there)."""
+    table = json.loads((ROOT / "tests" / "platforms" / "shapes.json").read_text(encoding="utf-8"))
+    absent = {m for version in VERSIONS for platform in PLATFORMS for m in table[version][platform]["absent_modules"]}
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        found += [f"{path.name}:{node.lineno} {name}" for name in names if name in absent]
+    return found
+
+
+def probes(path: pathlib.Path) -> list[str]:
+    """hasattr / getattr asked of a platform module: a platform check mypy cannot narrow."""
+    return [
+        f"{path.name}:{node.lineno} {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("hasattr", "getattr")
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id in PROBED
+    ]
+
+
+def test_no_module_a_platform_lacks_is_imported_outside_a_platform_check() -> None:
+    """A top-level `import fcntl` is what kept the Windows server from importing at all."""
+    assert [found for path in _sources() for found in unguarded_imports(path)] == []
+
+
+def test_no_platform_module_is_probed_with_hasattr() -> None:
+    """A platform difference is a sys.platform check, which mypy narrows and a reader sees; never hasattr."""
+    assert [found for path in _sources() for found in probes(path)] == []
+
+
+def test_the_source_rules_catch_what_they_name(tmp_path: pathlib.Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import fcntl\nimport os\n\nif hasattr(os, 'fork'):\n    pass\n")
+    assert unguarded_imports(bad) == ["bad.py:1 fcntl"]
+    assert probes(bad) == ["bad.py:4 hasattr(os, 'fork')"]
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text("import sys\n\nif sys.platform != 'win32':\n    import fcntl\n")
+    assert unguarded_imports(guarded) == [] and probes(guarded) == []

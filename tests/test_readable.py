@@ -1,0 +1,152 @@
+"""Every message the server writes is one the official SDKs read (issue 31, finding 4 and 6).
+
+The official MCP Python SDK reads each line and body with pydantic-core's JSON parser, which
+refuses two things Python's json module accepts: a lone UTF-16 surrogate escape (`\\ud83c`, half
+an emoji, as a JavaScript gateway writes a description cut inside one), and nesting deeper than
+201 levels (its recursion limit of 200). Such a message is dropped and its call never answered.
+So a lone surrogate in anything the gateway wrote is written as U+FFFD, and a gateway value
+nested deeper than jsonrpc.MAX_DEPTH is refused as unreadable: on the fast and the exact path,
+in answers, offers and errors. Shown from outside: a real server process, the official client.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any, Final
+
+import pytest
+
+from tests.conftest import ROOT, server_env
+from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.test_answers import BIG, WAGERS, envelope
+from tests.test_sdk_client import SDK_PYTHON, sdk
+
+PAIRS: Final = "/v1/perps/pairs"
+CUT: Final = "\\ud83c"  # the first half of 🎉 (\ud83c\udf89), as JSON text
+LOW: Final = "\\udf89"  # its second half alone
+
+
+def sdk_calls(gateway: SandboxGateway, calls: list[tuple[str, dict[str, Any]]], **env: str) -> list[dict[str, Any]]:
+    """Each call made by the official SDK client on a real stdio server; a call it could not read times out."""
+    stdin = "".join(json.dumps([name, arguments]) + "\n" for name, arguments in calls)
+    report = sdk(
+        "calls",
+        "legacy",
+        sys.executable,
+        stdin=stdin,
+        env=server_env(FAIRWINS_API_URL=gateway.url, SDK_CALL_TIMEOUT="15", **env),
+    )
+    done: list[dict[str, Any]] = report["calls"]
+    return done
+
+
+def sdk_reads(lines: list[bytes]) -> list[str]:
+    """The official SDK's reader on each message line: "read", or why not."""
+    done = subprocess.run(
+        [str(SDK_PYTHON), str(ROOT / "tests" / "sdk" / "reads.py")],
+        input=b"".join(line + b"\n" for line in lines),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    verdicts: list[str] = json.loads(done.stdout)
+    return verdicts
+
+
+def wagers_text(count: int, description: str) -> str:
+    """A wagers answer whose first wager's description is `description` (JSON text, escapes kept)."""
+    text = json.dumps(envelope(count), separators=(",", ":"))
+    return text.replace("text written by the counterparty", description, 1)
+
+
+# ---- a lone surrogate ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        wagers_text(3, f"Lakers {CUT} tonight"),
+        wagers_text(BIG, f"Lakers {CUT} tonight"),  # read in pieces, passed on as written
+        wagers_text(3, f"Lakers {LOW} tonight"),
+        wagers_text(3, f"Lakers \\\\{CUT[1:]} {CUT}\\\\ {CUT}{CUT}{LOW}"),  # escaped backslashes beside them
+        '{"asOf":"x",' + wagers_text(3, f"Lakers {CUT} tonight")[1:],  # a repeated name: the exact path
+    ],
+    ids=["small", "large", "low-half", "beside-backslashes", "exact-path"],
+)
+def test_the_sdk_reads_a_wager_description_cut_inside_an_emoji(body: str) -> None:
+    with SandboxGateway() as gateway:
+        gateway.fault(WAGERS, "status", status=200, body=body.encode())
+        (call,) = sdk_calls(gateway, [("get_wagers", {})], FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
+    assert "raised" not in call, call["raised"]
+    assert call["isError"] is False and call["jsonschema"] == []
+    described = call["structuredContent"]["chains"][0]["wagers"][0]["description"]
+    assert described.startswith("Lakers \ufffd") or described.startswith("Lakers \\")
+    assert "\ufffd" in described and not any("\ud800" <= ch <= "\udfff" for ch in described)
+    assert json.loads(call["text"].split(" Chain 8453")[0]) == call["structuredContent"]
+
+
+def test_the_sdk_reads_an_offer_and_an_error_quoting_half_an_emoji() -> None:
+    offer = {"x402Version": 1, "error": f"pay {CUT}", "accepts": [{"scheme": "exact", "extra": {"n": f"{CUT}"}}]}
+    with SandboxGateway() as gateway:
+        gateway.fault(WAGERS, "status", status=402, body=json.dumps(offer).replace("\\\\", "\\"))
+        gateway.fault(PAIRS, "status", status=503, body=f'{{"error":"unavailable","message":"down {CUT}"}}')
+        price, failure = sdk_calls(gateway, [("get_wagers", {}), ("get_perps_pairs", {})])
+    assert "raised" not in price, price["raised"]
+    assert price["isError"] is True and price["structuredContent"]["error"] == "pay \ufffd"
+    assert "raised" not in failure, failure["raised"]
+    assert failure["isError"] is True and "down \ufffd" in failure["text"]
+
+
+# ---- nesting ---------------------------------------------------------------------------------------
+
+
+def nested(depth: int) -> str:
+    """A JSON value `depth` levels deep."""
+    return "[" * (depth - 1) + "{}" + "]" * (depth - 1)
+
+
+def test_an_answer_nested_deeper_than_the_sdk_reads_is_refused_as_unreadable() -> None:
+    deep = '{"asOf":"x","pairs":[{"name":"BTC-USD","extra":' + nested(250) + "}]}"
+    big = wagers_text(BIG, "x").replace('"status":"open"', '"status":"open","extra":' + nested(250), 1)
+    with SandboxGateway() as gateway:
+        gateway.fault(PAIRS, "status", status=200, body=deep.encode())
+        gateway.fault(WAGERS, "status", status=200, body=big.encode())
+        pairs, wagers = sdk_calls(gateway, [("get_perps_pairs", {}), ("get_wagers", {})], FAIRWINS_API_TOKEN="fw1.x")
+    for call in (pairs, wagers):
+        assert "raised" not in call, call["raised"]
+        assert call["isError"] is True and call["structuredContent"]["kind"] == "unreadable_answer"
+        assert "nested too deeply to read" in call["text"]
+
+
+def test_an_answer_as_deep_as_the_bound_is_passed_on_and_the_sdk_reads_it() -> None:
+    from mcp_server.wire.jsonrpc import MAX_DEPTH
+
+    # {"pairs": [{"extra": X}]} is three levels around X.
+    deepest = '{"pairs":[{"extra":' + nested(MAX_DEPTH - 3) + "}]}"
+    with SandboxGateway() as gateway:
+        gateway.fault(PAIRS, "status", status=200, body=deepest.encode(), times=1)
+        gateway.fault(PAIRS, "status", status=200, body=deepest.replace("{}", "[{}]").encode(), times=1)
+        fits, over = sdk_calls(gateway, [("get_perps_pairs", {}), ("get_perps_pairs", {})])
+    assert "raised" not in fits and fits["isError"] is False
+    assert "raised" not in over and over["isError"] is True and "nested too deeply" in over["text"]
+
+
+def test_an_offer_nested_deeper_than_the_sdk_reads_is_no_price_shown() -> None:
+    offer = '{"x402Version":1,"accepts":[{"scheme":"exact","extra":' + nested(250) + "}]}"
+    with SandboxGateway() as gateway:
+        gateway.fault(WAGERS, "status", status=402, body=offer.encode())
+        (call,) = sdk_calls(gateway, [("get_wagers", {})])
+    assert "raised" not in call, call["raised"]
+    assert call["isError"] is True and "sent no price this server can show" in call["text"]
+
+
+def test_the_sdk_reader_is_the_bound_this_server_keeps() -> None:
+    """The figure itself: the SDK's reader reads a message 201 levels deep and refuses one 202 deep."""
+    from mcp_server.wire.jsonrpc import ENVELOPE_DEPTH, MAX_DEPTH, READABLE_DEPTH
+
+    message = '{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"a":%s}}}'
+    verdicts = sdk_reads([(message % nested(d - 3)).encode() for d in (READABLE_DEPTH, READABLE_DEPTH + 1)])
+    assert verdicts[0] == "read" and "recursion limit exceeded" in verdicts[1]
+    assert MAX_DEPTH + ENVELOPE_DEPTH == READABLE_DEPTH == 201

@@ -13,6 +13,7 @@ import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
@@ -136,6 +137,101 @@ def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
 
 
 _SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
+
+
+# ---- what the official SDKs read -----------------------------------------------------------------
+#
+# The official MCP Python SDK reads every line and body with pydantic-core's JSON parser (jiter),
+# which refuses two things the json module accepts, and drops the whole message when it meets
+# one (the call is then never answered): a lone UTF-16 surrogate escape ("unexpected end of hex
+# escape", "lone leading surrogate in hex escape"), and nesting deeper than its recursion limit of
+# 200 ("recursion limit exceeded": it reads a message 201 levels deep, not 202; tests/test_readable.py
+# asks the SDK itself). The TypeScript SDK (JSON.parse) reads both. So nothing we write holds either.
+
+READABLE_DEPTH: Final = 201  # the deepest message the official Python SDK reads (mcp 2.3.0, pydantic-core 2.50)
+# Levels a gateway value sits below: a batch's array, the message, its result, then `_meta` (a
+# receipt) or structuredContent (an answer, an offer).
+ENVELOPE_DEPTH: Final = 4
+MAX_DEPTH: Final = READABLE_DEPTH - ENVELOPE_DEPTH  # how deep a gateway value may be (197)
+
+# JSON text up to the next lone surrogate escape: every other character, every other escape, and
+# each surrogate pair whole. An escaped backslash is consumed as a pair, so "\\ud83c" is text.
+_UP_TO_LONE: Final = re.compile(
+    r"(?:[^\\]++|\\[^u]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})*+"
+)
+_LONE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+REPLACEMENT: Final = "\\ufffd"  # U+FFFD REPLACEMENT CHARACTER, as a JSON escape
+
+
+def well_formed(text: str) -> str:
+    """JSON `text` with each lone surrogate escape (half a UTF-16 pair) written as U+FFFD; `text` itself when none.
+
+    Why U+FFFD rather than refusing the answer: a wager description cut inside an emoji by its
+    writer must not make the member's whole answer unreadable, and it is what a UTF-8 reader
+    makes of the same half character (TextEncoder, `bytes.decode(errors="replace")`). A search in
+    C when the text holds no `\\ud` at all (nearly always); else one regex match to each lone one.
+    """
+    if "\\" not in text or ("\\ud" not in text and "\\uD" not in text):
+        return text
+    out: list[str] = []
+    at = 0
+    while True:
+        end = _UP_TO_LONE.match(text, at).end()  # type: ignore[union-attr]
+        if not _LONE.match(text, end):  # the end of the text (or, in text that is not JSON, a stray backslash)
+            break
+        out += (text[at:end], REPLACEMENT)
+        at = end + 6
+    if not out:
+        return text
+    out.append(text[at:])
+    return "".join(out)
+
+
+_NOT_STRUCTURE: Final = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+_ONE_KIND: Final = bytes.maketrans(b"{}", b"[]")  # for depth, an object is as deep as an array
+_STRING: Final = re.compile(rb'"[^"]*"')
+_BLOCK: Final = 64 * 1024
+_STEP: Final = tuple(1 if byte == ord("[") else -1 for byte in range(256))  # by byte, for the brackets left
+
+
+def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` nests arrays and objects more than `limit` levels deep (`[]` is one level).
+
+    Each step is one pass in C over what is left of the text. Every escaped backslash and escaped
+    quote is taken out; then all but quotes and brackets (an object's as an array's); then each
+    two quotes side by side (an empty string, or two strings made one: what was inside a string
+    stays inside), then any string left (one that held a bracket). Each round of taking out the
+    "[]" left then removes exactly one level (the deepest are always empty by then), while the
+    rest shrinks by half or more; the last levels are counted, one small int per bracket.
+    """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(data) <= 2 * limit + 1:
+        return False
+    if b"\\" in data:  # left to right, as JSON reads escapes: "\\\\" is one backslash, "\\"" a quote
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = data.translate(_ONE_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in data:
+        data = _STRING.sub(b"", data)
+    levels = 0
+    while data and levels + len(data) // 2 > limit:
+        rest = data.replace(b"[]", b"")
+        levels += 1
+        if len(rest) * 2 > len(data):
+            data = rest
+            break
+        data = rest
+    if levels + len(data) // 2 <= limit:
+        return False
+    if not data:
+        return True  # every level taken out, and more of them than the limit
+    level = levels  # the count, a block at a time: a text far too deep ends at its first block
+    for at in range(0, len(data), _BLOCK):
+        block = data[at : at + _BLOCK]
+        if max(accumulate(map(_STEP.__getitem__, block), initial=level)) > limit:
+            return True
+        level += 2 * block.count(b"[") - len(block)
+    return False
 
 
 class McpError(Exception):
@@ -345,7 +441,7 @@ def encode(message: Any) -> list[Part]:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
     text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=mark)
-    data = text.encode("ascii")
+    data = well_formed(text).encode("ascii")  # a lone surrogate in any string: U+FFFD
     del text
     if not found:
         return [data]

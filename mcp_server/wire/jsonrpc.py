@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -398,7 +398,8 @@ def notification(method: str, params: JSONObject) -> JSONObject:
 
 # Where a Verbatim value goes in the encoded message, until its bytes are put there. Random per
 # process, so no string a gateway writes can pose as one (and each is looked for where it must be).
-_SPLICE: Final = f"fairwins-mcp-verbatim-{secrets.token_hex(16)}-"
+# (os.urandom, not secrets: that module imports hashlib, hmac and OpenSSL's libcrypto at start.)
+_SPLICE: Final = f"fairwins-mcp-verbatim-{os.urandom(16).hex()}-"
 
 Part = bytes | memoryview | str  # a str part is ASCII (a Verbatim's text): see `pieces`
 _SLICE: Final = 64 * 1024

@@ -173,3 +173,11 @@ def test_response_and_error_shapes_are_json_rpc_2_0() -> None:
         "method": "notifications/progress",
         "params": {"progress": 1},
     }
+
+
+def test_an_id_holding_half_a_character_is_echoed_exactly_and_everything_else_is_mended() -> None:
+    # JSON-RPC: the response's id "MUST be the same as the value of the id member in the Request Object".
+    message = jsonrpc.error_response("id-\ud800", jsonrpc.error_object(-32601, "Method not found: x\ud800"))
+    data = jsonrpc.dumps(message)
+    assert data.startswith(b'{"jsonrpc":"2.0","id":"id-\\ud800",')
+    assert json.loads(data)["error"]["message"] == "Method not found: x\ufffd"

@@ -425,6 +425,21 @@ def dumps(message: Any) -> bytes:
     return b"".join(pieces(parts))
 
 
+def _mended(text: str, message: Any) -> str:
+    """The encoded `message` with each lone surrogate written as U+FFFD (`well_formed`), but for its id.
+
+    An id is the client's own, and JSON-RPC has it echoed exactly ("MUST be the same as the value
+    of the id member in the Request Object"); the official SDKs never send one holding half a
+    character, so they never read one back. Responses put "jsonrpc" then "id" first (`response`).
+    """
+    msg_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(msg_id, str) and not msg_id.isascii():
+        head = f'{{"jsonrpc":"2.0","id":{json.dumps(msg_id)},'
+        if text.startswith(head):
+            return head + well_formed(text[len(head) :])
+    return well_formed(text)
+
+
 def encode(message: Any) -> list[Part]:
     """`dumps` as the parts to write one after another (`pieces`): each Verbatim value's own text among them.
 
@@ -442,7 +457,7 @@ def encode(message: Any) -> list[Part]:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
     text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=mark)
-    data = well_formed(text).encode("ascii")  # a lone surrogate in any string: U+FFFD
+    data = _mended(text, message).encode("ascii")
     del text
     if not found:
         return [data]

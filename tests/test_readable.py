@@ -21,9 +21,12 @@ from typing import Any, Final
 import pytest
 
 from mcp_server.core.answers import _Search
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
 from mcp_server.wire import jsonrpc
 from mcp_server.wire.jsonrpc import ENVELOPE_DEPTH, MAX_DEPTH, READABLE_DEPTH, too_deep, well_formed
 from tests.conftest import ROOT, client_for, server_env
+from tests.mcp_http import parse_sse, post, serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_answers import BIG, WAGERS, envelope
 from tests.test_sdk_client import SDK_PYTHON, sdk
@@ -251,3 +254,33 @@ def test_both_paths_write_half_an_emoji_as_u_fffd_and_refuse_an_answer_past_the_
     assert (
         deeper["isError"] is True and "nested too deeply to read (more than 197 levels" in deeper["content"][0]["text"]
     )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "sse"])
+def test_over_http_every_body_and_event_is_one_the_sdk_reader_reads(sandbox: SandboxGateway, streamed: bool) -> None:
+    sandbox.fault(WAGERS, "status", status=200, body=wagers_text(BIG, f"cut {CUT} here").encode(), times=1)
+    deep = '{"pairs":[{"extra":' + nested(250) + "}]}"
+    sandbox.fault(PAIRS, "status", status=200, body=deep.encode(), times=1)
+    offer = {"x402Version": 1, "error": f"pay {CUT}", "accepts": [{"scheme": "exact"}]}
+    sandbox.fault(WAGERS, "status", status=402, body=json.dumps(offer).replace("\\\\", "\\"), times=1)
+    bodies: list[bytes] = []
+    with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        for n, (name, bearer) in enumerate(
+            [("get_wagers", TOKEN_MEMBER_A), ("get_perps_pairs", None), ("get_wagers", None)]
+        ):
+            params: dict[str, Any] = {"name": name, "arguments": {}}
+            if streamed:
+                params["_meta"] = {"progressToken": "p"}
+            call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+            answer = post(url, call, {"Authorization": f"Bearer {bearer}"} if bearer else {})
+            assert answer.status == 200
+            if streamed:
+                assert parse_sse(answer.body)
+                events = answer.body.replace(b"\r\n", b"\n").split(b"\n\n")
+                bodies += [
+                    line[5:].strip() for event in events for line in event.split(b"\n") if line.startswith(b"data:")
+                ]
+            else:
+                bodies.append(answer.body)
+    assert sdk_reads(bodies) == ["read"] * len(bodies)

@@ -82,10 +82,10 @@ class Encoded:
 class Verbatim:
     """One JSON value kept as the text it arrived in, written into a message as that text.
 
-    Made only by `verbatim` and `verbatim_text`, from text `loads` accepted: so `data` is ASCII
-    JSON on one line (bytes, pieces of bytes written one after another, or a str of ASCII written
-    out a slice at a time), and a message carrying it is written without encoding the value
-    again (`encode`).
+    Made only by `verbatim` and `verbatim_text`, from text `loads` accepted and `well_formed`
+    mended (the caller's part: `encode` never looks inside one): so `data` is ASCII JSON on one
+    line (bytes, pieces of bytes written one after another, or a str of ASCII written out a slice
+    at a time), and a message carrying it is written without encoding the value again (`encode`).
     """
 
     data: bytes | str | tuple[bytes, ...]

@@ -19,6 +19,8 @@ import sys
 from typing import Any, Final
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mcp_server.core.answers import _Search
 from mcp_server.setup.config import Config
@@ -158,22 +160,54 @@ def test_the_sdk_reader_is_the_bound_this_server_keeps() -> None:
 
 # ---- the two definitions, against their oracles -----------------------------------------------------
 
-PIECES: Final = ["a", "\\", '"', "\ud83c", "\udf89", "\U0001f389", "u", "d", "8", "\n", "é", "\\ud83c", "}, {"]
+# Text as a gateway might hold it: any character, lone surrogates (either half) and whole pairs,
+# and what spells an escape without being one: a backslash, "\\ud83c" as six characters, quotes.
+_CHARACTERS: Final = st.one_of(
+    st.characters(),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.sampled_from(["\\", '"', "\U0001f389", "\\ud83c", "\\\\ud83c", "u", "}, {", "[", "{", "]", "}", "\n"]),
+)
+_TEXT: Final = st.lists(_CHARACTERS, max_size=12).map("".join)
+_VALUES: Final = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), _TEXT),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_well_formed_writes_exactly_each_lone_surrogate_as_u_fffd(seed: int) -> None:
-    rng = random.Random(seed)
-    for _ in range(3000):
-        text = "".join(rng.choice(PIECES) for _ in range(rng.randrange(14)))
-        written = json.dumps({"k": text, text: [text]}, ensure_ascii=rng.random() < 0.8)
-        if not written.isascii() and any("\ud800" <= ch <= "\udfff" for ch in written):
-            continue  # a raw surrogate is no UTF-8 text: no gateway body holds one (it is decoded strictly)
-        # As a UTF-16 reader takes it: each half of a pair that has no other half is U+FFFD.
-        wanted = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        assert jsonrpc.loads(well_formed(written)) == {"k": wanted, wanted: [wanted]}, written
-    text = json.dumps("no escape here: café")
-    assert well_formed(text) is text  # nothing to mend: the text itself, not a copy
+def mended(value: Any) -> Any:
+    """`value` as a UTF-16 reader takes it: each half of a pair that has no other half is U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [mended(item) for item in value]
+    if isinstance(value, dict):
+        return {mended(k): mended(v) for k, v in value.items()}
+    return value
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
+def test_well_formed_writes_exactly_each_lone_surrogate_as_u_fffd(value: Any, ascii_only: bool, indent: Any) -> None:
+    written = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+    # A raw surrogate is no UTF-8 text: no gateway body holds one (it is decoded strictly first).
+    assume(ascii_only or not any("\ud800" <= ch <= "\udfff" for ch in written))
+    assert jsonrpc.loads(well_formed(written)) == mended(value)
+    if "\\ud" not in written.lower():
+        assert well_formed(written) is written  # nothing to mend: the text itself, not a copy
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ('"\\uD83C\\uDF89 \\uD83C x"', "\U0001f389 \ufffd x"),  # upper-case hex, as some writers spell it
+        ('"\\udf89\\ud83c"', "\ufffd\ufffd"),  # both halves, the wrong way round
+        ('"\\\\ud83c \\\\\\ud83c"', "\\ud83c \\\ufffd"),  # an escaped backslash, then text; then a real one
+        ('"\\u0041\\ud83c\\""', 'A\ufffd"'),
+    ],
+)
+def test_well_formed_reads_escapes_as_json_does(written: str, read: str) -> None:
+    assert jsonrpc.loads(well_formed(written)) == read
 
 
 def depth(value: Any) -> int:
@@ -184,25 +218,21 @@ def depth(value: Any) -> int:
     return 0
 
 
-def _nest(rng: random.Random, level: int = 0) -> Any:
-    roll = rng.random()
-    if level > 9 or roll < 0.3:
-        return rng.choice(['[{"', "}]", "x", "\\", 1, '\\"]', ""])
-    if roll < 0.65:
-        return [_nest(rng, level + 1) for _ in range(rng.randrange(3))]
-    return {rng.choice(["a", "[", '{"', "\\"]) + str(i): _nest(rng, level + 1) for i in range(rng.randrange(3))}
+_NESTED: Final = st.recursive(
+    st.one_of(st.none(), st.integers(), _TEXT),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=30,
+)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_too_deep_counts_the_levels_of_arrays_and_objects_and_never_a_bracket_in_a_string(seed: int) -> None:
-    rng = random.Random(seed)
-    for _ in range(600):
-        value = _nest(rng)
-        text = json.dumps(value, indent=rng.choice([None, 1]), ensure_ascii=rng.random() < 0.5)
-        levels = depth(value)
-        for limit in range(11):
-            assert too_deep(text, limit) == (levels > limit), (text, limit)
-            assert too_deep(text.encode(), limit) == (levels > limit)
+@settings(max_examples=400, deadline=None)
+@given(value=_NESTED, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]), limit=st.integers(0, 12))
+def test_too_deep_counts_the_levels_of_arrays_and_objects_and_never_a_bracket_in_a_string(
+    value: Any, ascii_only: bool, indent: Any, limit: int
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+    assert too_deep(text, limit) == (depth(value) > limit)
+    assert too_deep(text.encode("utf-8", "surrogatepass"), limit) == (depth(value) > limit)
 
 
 def test_too_deep_is_exact_at_the_bound_and_for_towers_of_every_shape() -> None:

@@ -11,6 +11,7 @@ in answers, offers and errors. Shown from outside: a real server process, the of
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import re
@@ -23,8 +24,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.core.answers import _Search
+from mcp_server.fairwins import payments
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
+from mcp_server.upstream.gateway import GatewayResponse
 from mcp_server.wire import jsonrpc
 from mcp_server.wire.jsonrpc import ENVELOPE_DEPTH, MAX_DEPTH, READABLE_DEPTH, too_deep, well_formed
 from tests.conftest import ROOT, client_for, server_env
@@ -314,3 +317,25 @@ def test_over_http_every_body_and_event_is_one_the_sdk_reader_reads(sandbox: San
             else:
                 bodies.append(answer.body)
     assert sdk_reads(bodies) == ["read"] * len(bodies)
+
+
+# ---- offers and receipts from x402 headers ------------------------------------------------------
+
+
+def _header(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_an_offer_or_a_receipt_header_nested_past_the_bound_is_not_shown_and_half_an_emoji_is_u_fffd() -> None:
+    deep = '{"x402Version":2,"accepts":[{"scheme":"exact","extra":' + nested(MAX_DEPTH) + "}]}"
+    fits = '{"x402Version":2,"error":"pay ' + CUT + '","accepts":[{"scheme":"exact","extra":' + nested(10) + "}]}"
+    assert payments.read_offer(GatewayResponse(402, (("PAYMENT-REQUIRED", _header(deep)),), b"{}")) is None
+    offer = payments.read_offer(GatewayResponse(402, (("PAYMENT-REQUIRED", _header(fits)),), b"{}"))
+    assert offer is not None and json.loads(jsonrpc.dumps(offer))["error"] == "pay \ufffd"
+    receipt = '{"success":true,"transaction":"0xabc","extra":' + nested(MAX_DEPTH) + "}"
+    headers: dict[str, str] = {}
+    response = GatewayResponse(200, (("PAYMENT-RESPONSE", _header(receipt)),), b"{}")
+    assert payments.copy_receipts(response, headers) is None  # unreadable: the paid call says so
+    shallow = '{"success":true,"transaction":"0xabc","extra":' + nested(10) + "}"
+    readable = GatewayResponse(200, (("PAYMENT-RESPONSE", _header(shallow)),), b"{}")
+    assert payments.copy_receipts(readable, {}) == json.loads(shallow)

@@ -537,7 +537,7 @@ def test_a_large_answer_breaking_its_schema_in_the_thousandth_wager_is_an_unread
     )
 
 
-def test_invalid_utf8_and_lone_surrogates_from_the_gateway_are_read_as_before(sandbox: SandboxGateway) -> None:
+def test_invalid_utf8_is_unreadable_and_a_lone_surrogate_is_passed_on_as_u_fffd(sandbox: SandboxGateway) -> None:
     body = json.dumps(envelope(BIG), separators=(",", ":"), ensure_ascii=False).encode()
     assert b"caf\xc3\xa9" in body
     sandbox.fault(WAGERS, "status", status=200, body=body.replace(b"caf\xc3\xa9", b"caf\xe9", 1), times=1)
@@ -547,9 +547,9 @@ def test_invalid_utf8_and_lone_surrogates_from_the_gateway_are_read_as_before(sa
     lone = body.replace(b"counterparty", b"counter\\ud800party", 1)
     sandbox.fault(WAGERS, "status", status=200, body=lone, times=1)
     result = client_for(sandbox.url).call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
-    assert result["isError"] is False  # as before: the escape is JSON, passed on as the gateway wrote it
-    assert result["structuredContent"] == json.loads(lone)
-    assert "counter\\ud800party" in _texts(result)[0]
+    assert result["isError"] is False  # JSON, passed on as the gateway wrote it but for half a character
+    assert result["structuredContent"] == json.loads(lone.replace(b"\\ud800", b"\\ufffd"))
+    assert "counter\\ufffdparty" in _texts(result)[0]
 
 
 def test_a_large_answer_over_stdio_is_one_line_and_the_same_value(sandbox: SandboxGateway) -> None:

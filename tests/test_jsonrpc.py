@@ -142,13 +142,15 @@ def test_an_empty_array_is_an_invalid_request_not_an_empty_batch() -> None:
     assert isinstance(message, Invalid) and message.error["code"] == INVALID_REQUEST
 
 
-def test_dumps_writes_one_compact_ascii_line_even_for_line_separators_and_lone_surrogates() -> None:
+def test_dumps_writes_one_compact_ascii_line_even_for_line_separators_and_a_lone_surrogate_as_u_fffd() -> None:
     value = {"text": "a\nb\u2028c\u2029d\x85e\ud800f café"}
     data = jsonrpc.dumps(value)
     assert b"\n" not in data and b"\r" not in data
     data.decode("ascii")  # raises if anything non-ASCII reached the wire
     assert b", " not in data and b": " not in data
-    assert json.loads(data) == value
+    # A lone surrogate is no text a client's reader takes (the official Python SDK's refuses the
+    # whole message): it is written as U+FFFD (jsonrpc.well_formed).
+    assert json.loads(data) == {"text": "a\nb\u2028c\u2029d\x85e\ufffdf café"}
 
 
 def test_dumps_refuses_nan_rather_than_writing_invalid_json() -> None:
@@ -171,3 +173,11 @@ def test_response_and_error_shapes_are_json_rpc_2_0() -> None:
         "method": "notifications/progress",
         "params": {"progress": 1},
     }
+
+
+def test_an_id_holding_half_a_character_is_echoed_exactly_and_everything_else_is_mended() -> None:
+    # JSON-RPC: the response's id "MUST be the same as the value of the id member in the Request Object".
+    message = jsonrpc.error_response("id-\ud800", jsonrpc.error_object(-32601, "Method not found: x\ud800"))
+    data = jsonrpc.dumps(message)
+    assert data.startswith(b'{"jsonrpc":"2.0","id":"id-\\ud800",')
+    assert json.loads(data)["error"]["message"] == "Method not found: x\ufffd"

@@ -22,7 +22,8 @@ REPORT_MODULES = (
     "from mcp_server.setup.cli import main\n"
     "raise SystemExit(main([]))\n"
 )
-# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS, the installer.
+# Serving stdio needs none of these: the HTTP server, http.client and its email parser, TLS, the
+# installer; nor hashlib, hmac and OpenSSL's libcrypto (_hashlib), which `secrets` loads (issue 31).
 NEVER_ON_STDIO = (
     "mcp_server.transports.http",
     "mcp_server.transports.http.server",
@@ -36,6 +37,10 @@ NEVER_ON_STDIO = (
     "urllib.request",
     "mcp_server.setup.install",
     "mcp_server.setup.client_configs",
+    "secrets",
+    "hashlib",
+    "_hashlib",
+    "hmac",
 )
 
 

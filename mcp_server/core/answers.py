@@ -47,6 +47,29 @@ _VALUE_KEYWORDS: Final = frozenset({"enum", "const"})  # these compare a whole v
 _ARRAY_KEYWORDS: Final = frozenset({"type", "items", "minItems", "maxItems"})
 
 
+class _Search:
+    """The first match of a pattern at or after a position that only moves forward, each character scanned once.
+
+    A search that found nothing says so for every later start; one that found a match answers
+    every start up to it. So a long last item is not scanned again for each item before it.
+    """
+
+    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
+        self.pattern = pattern
+        self.text = text
+        self.start = -1  # where the last search began: nothing matches from there up to `found`
+        self.found: re.Match[str] | None = None  # what it found (None: nothing up to the end)
+        self.scanned = 0  # characters searched so far (at most the text's length)
+
+    def after(self, at: int) -> re.Match[str] | None:
+        if self.start >= 0 and at >= self.start and (self.found is None or at <= self.found.start()):
+            return self.found
+        self.start = max(at, self.start)  # starts only move forward
+        self.found = self.pattern.search(self.text, at)
+        self.scanned += (self.found.end() if self.found else len(self.text)) - at
+        return self.found
+
+
 class _Doubt(Exception):
     """The fast reading cannot vouch for this answer: the exact reading decides."""
 
@@ -128,6 +151,7 @@ class _Array:
         count = 0
         batch: list[Any] = []
         single_until = i  # after a chunk that would not decode, item by item past where it ended
+        following, ending = _Search(_NEXT_OBJECT, s), _Search(_LAST_OBJECT, s)
         while True:
             if i >= single_until and s[i] == "{":
                 if batch:  # the items read one by one so far, before a chunk
@@ -140,9 +164,10 @@ class _Array:
                 # left open): so a chunk that decodes holds exactly whole items.
                 # (The end is looked for only when no "}, {" follows a chunk's length on.)
                 last = None
-                boundary = _NEXT_OBJECT.search(s, i + self.chunk)
+                boundary = following.after(i + self.chunk)
                 if boundary is None:
-                    boundary = last = _LAST_OBJECT.search(s, i, i + 2 * self.chunk)
+                    last = ending.after(i)
+                    boundary = last = last if last is not None and last.end() <= i + 2 * self.chunk else None
                 if boundary is not None:
                     end_of_chunk = boundary.start() + 1
                     piece = "[" + s[i:end_of_chunk] + "]"

@@ -16,7 +16,7 @@ from mcp_server.core import redaction
 from mcp_server.ops.logs import redact
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.upstream.retry_after import retry_after_seconds
-from mcp_server.wire.jsonrpc import JSONObject, NumberTooLong, loads, verbatim, verbatim_text
+from mcp_server.wire.jsonrpc import MAX_DEPTH, JSONObject, NumberTooLong, loads, too_deep, verbatim, verbatim_text
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
@@ -124,19 +124,26 @@ def error_result(text: str, facts: JSONObject | None = None) -> JSONObject:
     return result
 
 
+DEEP = f": it was nested too deeply to read (more than {MAX_DEPTH} levels, deeper than MCP clients read)"
+
+
 def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
-    """(value, None) when the body is JSON; (None, why not) otherwise."""
+    """(value, None) when the body is JSON that MCP clients can read; (None, why not) otherwise."""
     if not resp.body.strip():
         return None, ": it was empty"
     try:
-        return loads(resp.body.decode("utf-8")), None
+        text = resp.body.decode("utf-8")
+        if too_deep(resp.body):  # deeper than the official SDKs read (jsonrpc.MAX_DEPTH)
+            loads(text)  # JSON or not: that is said first
+            return None, DEEP
+        return loads(text), None
     except UnicodeDecodeError:
         return None, ": it was not valid UTF-8"
     except NumberTooLong as exc:
         return None, f": it held {exc}"
     except ValueError as exc:
         if "deeply" in str(exc):
-            return None, ": it was nested too deeply to read"
+            return None, DEEP
         kind = clean(resp.header("Content-Type") or "no content type", 60)
         return None, f": it was not JSON ({kind})"
 

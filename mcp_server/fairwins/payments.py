@@ -16,7 +16,7 @@ from typing import Any, Final
 from mcp_server.core.context import RequestContext
 from mcp_server.fairwins.outcomes import clean, error_result, read_json, text_block
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import JSONObject
+from mcp_server.wire.jsonrpc import JSONObject, too_deep
 from mcp_server.wire.x402 import MAX_HEADER_BYTES, decode_header_json
 
 log = logging.getLogger("fairwins_mcp.payments")
@@ -66,7 +66,7 @@ def read_offer(resp: GatewayResponse) -> JSONObject | None:
     header = resp.header(OFFER_HEADER)
     if header is not None:
         offer = decode_header_json(header)
-        if isinstance(offer, dict) and isinstance(offer.get("accepts"), list):
+        if isinstance(offer, dict) and isinstance(offer.get("accepts"), list) and _readable(offer):
             return offer
     body, problem = read_json(resp)
     if problem is None and isinstance(body, dict) and type(body.get("x402Version")) is int:
@@ -86,7 +86,15 @@ def copy_receipts(resp: GatewayResponse, response_headers: MutableMapping[str, s
             response_headers[name] = raw  # the gateway's exact value, under the same name
         if decoded is None:
             decoded = decode_header_json(raw)
-    return decoded
+    return decoded if _readable(decoded) else None
+
+
+def _readable(value: Any) -> bool:
+    """Whether a value decoded from a header nests no deeper than MCP clients read (jsonrpc.MAX_DEPTH)."""
+    try:
+        return value is None or not too_deep(json.dumps(value))
+    except RecursionError:  # nested near the parser's own limit: far deeper than any client reads
+        return False
 
 
 def has_receipt(resp: GatewayResponse) -> bool:

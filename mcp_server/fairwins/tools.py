@@ -31,7 +31,7 @@ from mcp_server.fairwins.outcomes import (
 )
 from mcp_server.fairwins.snapshot import Snapshot
 from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import JSONObject
+from mcp_server.wire.jsonrpc import JSONObject, too_deep, well_formed
 from mcp_server.wire.versions import STRUCTURED_OUTPUT_VERSIONS
 
 _PATH_PARAM = re.compile(r"{(\w+)}")
@@ -230,7 +230,8 @@ class GatewayTool:
         """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read.
 
         With `verbatim`, the answer is first read as text in one pass (answers.Reader): when the
-        reader vouches for it, it is passed on as the gateway's own text and bytes. Anything the
+        reader vouches for it, it is passed on as the gateway's own text and bytes (each lone
+        surrogate escape written as U+FFFD, as `jsonrpc.encode` writes one on the exact path). Anything the
         reader doubts (a failure above all) is read here the exact way, which words the failure.
         """
         if verbatim:
@@ -257,10 +258,16 @@ class GatewayTool:
             text = resp.body.decode("utf-8")
         except UnicodeDecodeError:
             return None
+        if too_deep(resp.body):
+            return None  # deeper than the SDKs read: the exact reading words it
+        body = resp.body
+        readable = well_formed(text)  # half an emoji: U+FFFD (jsonrpc.well_formed says why)
+        if readable is not text:
+            text, body = readable, readable.encode("utf-8")
         vouched, skeleton = self._reader.read(text)
         if not vouched:
             return None
-        return verbatim_result(text, resp.body, isinstance(skeleton, dict), self._notes(skeleton))
+        return verbatim_result(text, body, isinstance(skeleton, dict), self._notes(skeleton))
 
     def _notes(self, value: Any) -> list[str]:
         notes = chain_notes(value, self.wording)

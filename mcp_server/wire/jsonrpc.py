@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
@@ -81,10 +82,10 @@ class Encoded:
 class Verbatim:
     """One JSON value kept as the text it arrived in, written into a message as that text.
 
-    Made only by `verbatim` and `verbatim_text`, from text `loads` accepted: so `data` is ASCII
-    JSON on one line (bytes, pieces of bytes written one after another, or a str of ASCII written
-    out a slice at a time), and a message carrying it is written without encoding the value
-    again (`encode`).
+    Made only by `verbatim` and `verbatim_text`, from text `loads` accepted and `well_formed`
+    mended (the caller's part: `encode` never looks inside one): so `data` is ASCII JSON on one
+    line (bytes, pieces of bytes written one after another, or a str of ASCII written out a slice
+    at a time), and a message carrying it is written without encoding the value again (`encode`).
     """
 
     data: bytes | str | tuple[bytes, ...]
@@ -136,6 +137,101 @@ def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
 
 
 _SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
+
+
+# ---- what the official SDKs read -----------------------------------------------------------------
+#
+# The official MCP Python SDK reads every line and body with pydantic-core's JSON parser (jiter),
+# which refuses two things the json module accepts, and drops the whole message when it meets
+# one (the call is then never answered): a lone UTF-16 surrogate escape ("unexpected end of hex
+# escape", "lone leading surrogate in hex escape"), and nesting deeper than its recursion limit of
+# 200 ("recursion limit exceeded": it reads a message 201 levels deep, not 202; tests/test_readable.py
+# asks the SDK itself). The TypeScript SDK (JSON.parse) reads both. So nothing we write holds either.
+
+READABLE_DEPTH: Final = 201  # the deepest message the official Python SDK reads (mcp 2.3.0, pydantic-core 2.50)
+# Levels a gateway value sits below: a batch's array, the message, its result, then `_meta` (a
+# receipt) or structuredContent (an answer, an offer).
+ENVELOPE_DEPTH: Final = 4
+MAX_DEPTH: Final = READABLE_DEPTH - ENVELOPE_DEPTH  # how deep a gateway value may be (197)
+
+# JSON text up to the next lone surrogate escape: every other character, every other escape, and
+# each surrogate pair whole. An escaped backslash is consumed as a pair, so "\\ud83c" is text.
+_UP_TO_LONE: Final = re.compile(
+    r"(?:[^\\]++|\\[^u]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})*+"
+)
+_LONE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+REPLACEMENT: Final = "\\ufffd"  # U+FFFD REPLACEMENT CHARACTER, as a JSON escape
+
+
+def well_formed(text: str) -> str:
+    """JSON `text` with each lone surrogate escape (half a UTF-16 pair) written as U+FFFD; `text` itself when none.
+
+    Why U+FFFD rather than refusing the answer: a wager description cut inside an emoji by its
+    writer must not make the member's whole answer unreadable, and it is what a UTF-8 reader
+    makes of the same half character (TextEncoder, `bytes.decode(errors="replace")`). A search in
+    C when the text holds no `\\ud` at all (nearly always); else one regex match to each lone one.
+    """
+    if "\\" not in text or ("\\ud" not in text and "\\uD" not in text):
+        return text
+    out: list[str] = []
+    at = 0
+    while True:
+        end = _UP_TO_LONE.match(text, at).end()  # type: ignore[union-attr]
+        if not _LONE.match(text, end):  # the end of the text (or, in text that is not JSON, a stray backslash)
+            break
+        out += (text[at:end], REPLACEMENT)
+        at = end + 6
+    if not out:
+        return text
+    out.append(text[at:])
+    return "".join(out)
+
+
+_NOT_STRUCTURE: Final = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+_ONE_KIND: Final = bytes.maketrans(b"{}", b"[]")  # for depth, an object is as deep as an array
+_STRING: Final = re.compile(rb'"[^"]*"')
+_BLOCK: Final = 64 * 1024
+_STEP: Final = tuple(1 if byte == ord("[") else -1 for byte in range(256))  # by byte, for the brackets left
+
+
+def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` nests arrays and objects more than `limit` levels deep (`[]` is one level).
+
+    Each step is one pass in C over what is left of the text. Every escaped backslash and escaped
+    quote is taken out; then all but quotes and brackets (an object's as an array's); then each
+    two quotes side by side (an empty string, or two strings made one: what was inside a string
+    stays inside), then any string left (one that held a bracket). Each round of taking out the
+    "[]" left then removes exactly one level (the deepest are always empty by then), while the
+    rest shrinks by half or more; the last levels are counted, one small int per bracket.
+    """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(data) <= 2 * limit + 1:
+        return False
+    if b"\\" in data:  # left to right, as JSON reads escapes: "\\\\" is one backslash, "\\"" a quote
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = data.translate(_ONE_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in data:
+        data = _STRING.sub(b"", data)
+    levels = 0
+    while data and levels + len(data) // 2 > limit:
+        rest = data.replace(b"[]", b"")
+        levels += 1
+        if len(rest) * 2 > len(data):
+            data = rest
+            break
+        data = rest
+    if levels + len(data) // 2 <= limit:
+        return False
+    if not data:
+        return True  # every level taken out, and more of them than the limit
+    level = levels  # the count, a block at a time: a text far too deep ends at its first block
+    for at in range(0, len(data), _BLOCK):
+        block = data[at : at + _BLOCK]
+        if max(accumulate(map(_STEP.__getitem__, block), initial=level)) > limit:
+            return True
+        level += 2 * block.count(b"[") - len(block)
+    return False
 
 
 class McpError(Exception):
@@ -302,7 +398,8 @@ def notification(method: str, params: JSONObject) -> JSONObject:
 
 # Where a Verbatim value goes in the encoded message, until its bytes are put there. Random per
 # process, so no string a gateway writes can pose as one (and each is looked for where it must be).
-_SPLICE: Final = f"fairwins-mcp-verbatim-{secrets.token_hex(16)}-"
+# (os.urandom, not secrets: that module imports hashlib, hmac and OpenSSL's libcrypto at start.)
+_SPLICE: Final = f"fairwins-mcp-verbatim-{os.urandom(16).hex()}-"
 
 Part = bytes | memoryview | str  # a str part is ASCII (a Verbatim's text): see `pieces`
 _SLICE: Final = 64 * 1024
@@ -328,6 +425,21 @@ def dumps(message: Any) -> bytes:
     return b"".join(pieces(parts))
 
 
+def _mended(text: str, message: Any) -> str:
+    """The encoded `message` with each lone surrogate written as U+FFFD (`well_formed`), but for its id.
+
+    An id is the client's own, and JSON-RPC has it echoed exactly ("MUST be the same as the value
+    of the id member in the Request Object"); the official SDKs never send one holding half a
+    character, so they never read one back. Responses put "jsonrpc" then "id" first (`response`).
+    """
+    msg_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(msg_id, str) and not msg_id.isascii():
+        head = f'{{"jsonrpc":"2.0","id":{json.dumps(msg_id)},'
+        if text.startswith(head):
+            return head + well_formed(text[len(head) :])
+    return well_formed(text)
+
+
 def encode(message: Any) -> list[Part]:
     """`dumps` as the parts to write one after another (`pieces`): each Verbatim value's own text among them.
 
@@ -345,7 +457,7 @@ def encode(message: Any) -> list[Part]:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
     text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=mark)
-    data = text.encode("ascii")
+    data = _mended(text, message).encode("ascii")
     del text
     if not found:
         return [data]

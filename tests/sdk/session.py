@@ -36,6 +36,9 @@ MISFITS: list[tuple[str, Any]] = [
 async def calls(mode: str, server_python: str, wanted: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     params = StdioServerParameters(command=server_python, args=["-m", "mcp_server"], env=dict(os.environ))
     report: dict[str, Any] = {"calls": [], "schemas": {}}
+    # A line the SDK cannot read is dropped and its call never answered: with SDK_CALL_TIMEOUT set,
+    # such a call ends in the SDK's own timeout (named in the report) instead of hanging the session.
+    wait = float(os.environ["SDK_CALL_TIMEOUT"]) if os.environ.get("SDK_CALL_TIMEOUT") else None
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
         report["protocolVersion"] = (
             client.session.protocol_version if hasattr(client.session, "protocol_version") else None
@@ -51,7 +54,9 @@ async def calls(mode: str, server_python: str, wanted: list[tuple[str, dict[str,
             progress: list[list[Any]] = []
             entry: dict[str, Any] = {"name": name, "progress": progress}
             try:
-                result = await client.call_tool(name, arguments, progress_callback=_recorder(progress))
+                result = await client.call_tool(
+                    name, arguments, read_timeout_seconds=wait, progress_callback=_recorder(progress)
+                )
             except Exception as exc:  # what the SDK refused, named
                 entry["raised"] = f"{type(exc).__name__}: {exc}"
             else:

@@ -292,4 +292,6 @@ def test_the_needles_made_from_one_payment_are_bounded_in_number_and_size() -> N
     assert len(header) <= MAX_PAYMENT_BYTES
     needles = redaction._payment_needles(header)
     assert len(needles) <= redaction.MAX_PAYMENT_NEEDLES
-    assert sum(len(n.folded) for n in needles) <= redaction.MAX_PAYMENT_NEEDLE_BYTES
+    searched_for_runs = [n for n in needles if n.min_run == redaction.MIN_RUN]
+    assert sum(len(n.folded) for n in searched_for_runs) <= redaction.MAX_PAYMENT_NEEDLE_BYTES
+    assert all(n.min_run == len(n.folded) for n in needles if n not in searched_for_runs)  # whole: one probe

@@ -7,10 +7,10 @@ The server runs as its own process over HTTP (`python -m mcp_server --http 0`), 
 gateway double in this process that answers `get_wagers` either with a small x402 v1 offer
 (`402`, about 0.7 KB: the payment was refused) or with a paid answer of about 100 KB and an
 `X-PAYMENT-RESPONSE` receipt (which sends the answer down the exact path: every string searched
-for the payment). The caller sends an `X-PAYMENT` header of one of three sizes: an ordinary EVM
-`exact` payment (about 0.6 KB), the largest the server takes (16 KiB, MAX_PAYMENT_BYTES), and
-63 KB (under the 64 KiB head limit; since issue 31 refused at the door with a 400). Its long
-strings are base64, like a signed Solana transaction.
+for the payment). The caller sends an `X-PAYMENT` header: an ordinary EVM `exact` payment (about 0.6 KB),
+and padded to the largest the server takes (16 KiB, MAX_PAYMENT_BYTES) and to 63 KB (under the
+64 KiB head limit; since issue 31 refused at the door with a 400), with one long base64 string
+(like a signed Solana transaction) or with many of 1 KB.
 
 CPU per call is the server process's own (utime + stime from /proc, bench.runner.cpu_ms) over a
 window of calls, the best of three windows; each window runs until it has taken 1 s or 200
@@ -76,8 +76,12 @@ def wagers(count: int) -> bytes:
 PAID_ANSWER: Final = wagers(560)  # about 100 KB
 
 
-def payment(size: int) -> str:
-    """An x402 v1 `exact` payment as its header carries it, padded with base64 strings to about `size` characters."""
+def payment(size: int, one: bool = False) -> str:
+    """An x402 v1 `exact` payment as its header carries it, padded to about `size` characters.
+
+    The padding is base64, like a signed Solana transaction: one long string (`one`), or strings
+    of 1,000 characters.
+    """
     payload: dict[str, Any] = {
         "signature": "0x" + "5c1d0e9f" * 16 + "1b",
         "authorization": {
@@ -89,18 +93,22 @@ def payment(size: int) -> str:
             "nonce": "0x" + "cd" * 32,
         },
     }
-    header = ""
-    pieces: list[str] = []
-    n = 0
-    while True:
-        if pieces:
-            payload["transactions"] = pieces
+
+    def header() -> str:
         value = {"x402Version": 1, "scheme": "exact", "network": "polygon", "payload": payload}
-        header = base64.b64encode(json.dumps(value, separators=(",", ":")).encode()).decode()
-        if len(header) >= size - 1400:
-            return header
-        n += 1
-        pieces.append(base64.b64encode(bytes((n * 7 + i) % 256 for i in range(750))).decode())
+        return base64.b64encode(json.dumps(value, separators=(",", ":")).encode()).decode()
+
+    if size <= len(header()) + 1400:
+        return header()
+    room = (size - len(header())) * 3 // 4
+    blob = base64.b64encode(bytes((i * 7) % 256 for i in range(room * 3 // 4))).decode()
+    if one:
+        payload["transaction"] = blob[: room - 40]
+    else:
+        payload["transactions"] = [blob[i : i + 1000] for i in range(0, room - 40 * (room // 1000 + 1), 1000)]
+        while len(header()) > size:
+            payload["transactions"].pop()
+    return header()
 
 
 class Gateway(BaseHTTPRequestHandler):
@@ -164,13 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         if drain.port is None:
             print("the server did not start", file=sys.stderr)
             return 1
-        sizes = {"ordinary (0.6 KB)": payment(600), "largest taken (16 KiB)": payment(16 * 1024)}
-        sizes["63 KB"] = payment(63_000)
+        sizes = {"ordinary (0.6 KB)": payment(600)}
+        for name, size in (("16 KiB", 16 * 1024), ("63 KB", 63_000)):
+            sizes[f"{name}, one long string"] = payment(size, one=True)
+            sizes[f"{name}, 1 KB strings"] = payment(size)
         rows = []
         for mode, answer in (("402", "small 402 offer"), ("paid", "paid 100 KB answer + receipt")):
             Gateway.mode = mode
             for name, header in sizes.items():
-                if args.skip_slow and mode == "paid" and name == "63 KB":
+                if args.skip_slow and mode == "paid" and name.startswith("63 KB"):
                     continue
                 ms, n, status = measure(proc.pid, drain.port, header, window_s, windows)
                 rows.append((answer, name, len(header), status, ms, n))

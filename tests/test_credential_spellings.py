@@ -295,3 +295,43 @@ def test_the_needles_made_from_one_payment_are_bounded_in_number_and_size() -> N
     searched_for_runs = [n for n in needles if n.min_run == redaction.MIN_RUN]
     assert sum(len(n.folded) for n in searched_for_runs) <= redaction.MAX_PAYMENT_NEEDLE_BYTES
     assert all(n.min_run == len(n.folded) for n in needles if n not in searched_for_runs)  # whole: one probe
+
+
+def test_a_payment_over_16_kib_in_meta_over_stdio_is_invalid_params_and_nothing_is_sent(
+    sandbox: SandboxGateway,
+) -> None:
+    payload = json.loads(base64.b64decode(_payment_header(13_000)))
+    call = {"name": "get_wagers", "arguments": {}, "_meta": {"x402/payment": payload}}
+    lines: list[dict[str, Any]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+        },
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+    ]
+    proc = run_stdio(lines, FAIRWINS_API_URL=sandbox.url)
+    answer = json.loads(proc.stdout.splitlines()[1])
+    assert answer["error"]["code"] == -32602
+    assert "over the 16 KiB any x402 payment takes; nothing was sent" in answer["error"]["message"]
+    assert not sandbox.seen
+
+
+def test_escapes_nested_past_the_rounds_the_definition_decodes_count_as_the_credential() -> None:
+    from mcp_server.core.redaction import MAX_ROUNDS, Redactor, decoded
+
+    def nest(text: str, levels: int) -> str:
+        for _ in range(levels):
+            text = text.replace("%", "%25")
+        return text
+
+    spelled = "".join(f"%{ord(c):02X}" for c in BEARER)
+    redactor = Redactor(BEARER, None)
+    within = f"took {nest(spelled, MAX_ROUNDS - 1)} then"  # MAX_ROUNDS rounds: decoded through
+    assert reference_holds(within, BEARER) and decoded(within.encode()) is not None
+    assert redactor.might_be_in(within.encode()) and not reference_holds(redactor.scrub(within), BEARER)
+    assert redactor.scrub(within).startswith("took ") and redactor.scrub(within).endswith(" then")
+    past = f"took {nest('%41', MAX_ROUNDS)} then"  # MAX_ROUNDS + 1 rounds: still changing, counted as a match
+    assert decoded(past.encode()) is None
+    assert redactor.might_be_in(past.encode()) and redactor.scrub(past) == "(credential not shown)"

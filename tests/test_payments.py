@@ -204,11 +204,13 @@ def test_a_meta_payment_with_a_number_json_cannot_carry_is_invalid_params() -> N
     assert caught.value.code == INVALID_PARAMS
 
 
-def test_a_meta_payment_over_64_kib_once_encoded_is_refused_by_name() -> None:
+def test_a_meta_payment_over_16_kib_once_encoded_is_refused_by_name() -> None:
+    # 16 KiB: four times what the largest x402 scheme writes (wire/x402.py, MAX_PAYMENT_BYTES).
     with pytest.raises(McpError) as caught:
-        x402.from_meta(v2_payment(extensions={"pad": "x" * 50_000}))
+        x402.from_meta(v2_payment(extensions={"pad": "x" * 12_500}))
     assert caught.value.code == INVALID_PARAMS
-    assert "64 KiB" in caught.value.message
+    assert "16 KiB any x402 payment takes" in caught.value.message
+    assert x402.from_meta(v2_payment(extensions={"pad": "x" * 11_000})).value  # under it: carried
 
 
 def test_no_payment_header_is_no_payment() -> None:
@@ -239,7 +241,7 @@ def test_an_unpadded_payment_header_is_carried_unpadded() -> None:
         ({"payment-signature": b64(v2_payment()).replace("+", "-").replace("/", "_") + "-_"}, "not standard base64"),
         ({"x-payment": f"{CANARY}\r\nAuthorization: Bearer stolen"}, "not standard base64"),
         ({"payment-signature": ""}, "not standard base64"),
-        ({"payment-signature": "A" * (64 * 1024 + 4)}, "64 KiB"),
+        ({"payment-signature": "A" * (16 * 1024 + 4)}, "16 KiB any x402 payment takes"),
     ],
 )
 def test_payment_headers_that_cannot_be_carried_are_refused_with_a_reason_that_quotes_no_value(
@@ -251,8 +253,8 @@ def test_payment_headers_that_cannot_be_carried_are_refused_with_a_reason_that_q
     assert_no_secret(problem, *(value for value in headers.values() if value))
 
 
-def test_a_payment_header_just_under_64_kib_is_carried() -> None:
-    value = "A" * (64 * 1024 - 4)
+def test_a_payment_header_of_16_kib_is_carried() -> None:
+    value = "A" * (16 * 1024)
     payment, problem = x402.from_http_headers({"x-payment": value})
     assert problem is None and payment is not None and payment.value == value
 
@@ -711,10 +713,10 @@ def test_offer_headers_over_64_kib_are_refused_with_a_clear_error(
     assert "64 KiB" in words(result) and "atomic units" not in words(result)
 
 
-def test_a_payment_header_of_nearly_64_kib_reaches_the_gateway_intact(sandbox: SandboxGateway, mcp: McpClient) -> None:
-    big = v2_payment(extensions={"pad": "z" * 44_000})
+def test_a_payment_header_of_nearly_16_kib_reaches_the_gateway_intact(sandbox: SandboxGateway, mcp: McpClient) -> None:
+    big = v2_payment(extensions={"pad": "z" * 11_000})
     value = b64(big)
-    assert 58_000 < len(value) < 62_000
+    assert 15_000 < len(value) <= 16 * 1024
     payment, problem = x402.from_http_headers({"payment-signature": value})
     assert problem is None
     result = result_of(call(mcp, "build_intent", INTENT, ctx=RequestContext(payment=payment)))

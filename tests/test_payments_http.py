@@ -342,30 +342,44 @@ def test_a_settlement_failure_over_http_withholds_the_answer_and_still_returns_t
 # ---- sizes ----------------------------------------------------------------------------------------
 
 
-def test_a_payment_header_of_nearly_64_kib_is_accepted_and_forwarded_intact(
+def test_a_payment_header_of_nearly_16_kib_is_accepted_and_forwarded_intact(
     sandbox: SandboxGateway, server: McpHTTPServer
 ) -> None:
-    value = b64(v2_payment(extensions={"pad": "z" * 44_000}))
-    assert 58_000 < len(value) < 62_000
+    value = b64(v2_payment(extensions={"pad": "z" * 11_000}))
+    assert 15_000 < len(value) <= 16 * 1024
     answer = post(server, tools_call("build_intent", INTENT), [("PAYMENT-SIGNATURE", value)])
     assert answer.result["isError"] is False
     assert payment_headers_seen(sandbox) == [("PAYMENT-SIGNATURE", value)]
 
 
-def test_a_payment_header_over_64_kib_is_refused_with_a_clear_error_and_nothing_is_forwarded(
+@pytest.mark.parametrize("pad", [12_500, 44_000], ids=["just-over-16-kib", "nearly-64-kib"])
+def test_a_payment_header_over_16_kib_is_a_400_naming_the_limit_and_nothing_is_forwarded(
+    sandbox: SandboxGateway, server: McpHTTPServer, pad: int
+) -> None:
+    # 16 KiB: four times what the largest x402 scheme writes (wire/x402.py, MAX_PAYMENT_BYTES).
+    value = b64(v2_payment(extensions={"pad": "z" * pad}))
+    assert 16 * 1024 < len(value) < 64 * 1024
+    answer = post(server, tools_call("build_intent", INTENT), [("PAYMENT-SIGNATURE", value)])
+    assert answer.status == 400
+    body = json.loads(answer.body)
+    assert body["error"] == "payment_too_large"
+    assert body["message"] == (
+        f"The PAYMENT-SIGNATURE header is {len(value):,} bytes, over the 16 KiB any x402 payment takes; "
+        "nothing was sent to the gateway"
+    )
+    assert sandbox.seen == []
+    assert CANARY not in answer.body.decode()
+
+
+def test_a_payment_header_over_64_kib_is_refused_with_the_head_limit_and_nothing_is_forwarded(
     sandbox: SandboxGateway, server: McpHTTPServer
 ) -> None:
     value = b64(v2_payment(extensions={"pad": "z" * 50_000}))
     assert len(value) > 64 * 1024
     answer = post(server, tools_call("build_intent", INTENT), [("PAYMENT-SIGNATURE", value)])
-    assert answer.status == 431  # Request Header Fields Too Large
+    assert answer.status == 431  # Request Header Fields Too Large: the head's own limit comes first
     assert sandbox.seen == []
     assert CANARY not in answer.body.decode()
-
-
-def test_the_refusal_of_an_oversized_header_names_the_64_kib_limit(server: McpHTTPServer) -> None:
-    value = b64(v2_payment(extensions={"pad": "z" * 50_000}))
-    answer = post(server, tools_call("build_intent", INTENT), [("PAYMENT-SIGNATURE", value)])
     assert "64 KiB" in json.loads(answer.body)["message"]
 
 

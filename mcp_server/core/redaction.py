@@ -2,24 +2,34 @@
 
 The pattern rules in outcomes.clean (`fw1.…`, `eyJ…`) recognise credentials by their look; a
 gateway (or a proxy, or a logging library in front of it) that writes back what it received can
-change that look. This module matches the values themselves:
+change that look. This module matches the values themselves, by one definition (docs/security.md):
 
-- the bearer, and every run of 8 or more of its characters;
-- a payment's whole header value, the long strings inside its `payload` (signatures, nonces,
-  signed transactions: the parts that spend it) and every run of 8 or more of their characters,
-  also as the base64 of the header as sent and of the payment's JSON, compact or pretty-printed;
-- in any ASCII case, and through %XX (URL), `\\/` and `\\uXXXX` (JSON) escapes.
+  A text spells a credential when, decoded to a fixpoint and folded, it holds a run of MIN_RUN
+  (8) or more characters of it. Decoding is rounds of one left-to-right pass over the UTF-8
+  text: `%XX` becomes its byte, `\\uXXXX` its character, `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`,
+  `\\r`, `\\t` theirs; rounds repeat until nothing changes, so an escape spelled by escapes
+  (`\\u0025` for `%`, `%5C` for `\\`, `\\u0033` for a hex digit, `\\\\/` doubled) is decoded through.
+  Folding lowers ASCII letters and reads the Kelvin sign as `k`. A text is also read with one
+  round of JSON's escapes first (the view of a client that parses it as JSON), and a text still
+  changing after MAX_ROUNDS rounds counts as spelling it.
 
-Each match is replaced by the bearer's redacted form (`fw1.…abcd`) when it is the whole bearer,
-else by MARK. Public parts of a payment (addresses, amounts, the offer it accepted) are not
-secret and stay readable. A piece shorter than 8 characters is not recognised.
+Out of reach: pieces shorter than MIN_RUN; other encodings (base64 of the bearer, HTML entities,
+look-alike characters, a hash).
+
+What is searched for: the bearer, any run of 8 or more of its characters; a payment's whole
+header value, and, within bounds (MAX_PAYMENT_NEEDLES, MAX_PAYMENT_NEEDLE_BYTES), the long
+strings of its `payload` that spend it and the stretches of its base64 forms that encode them.
+A match is replaced by the bearer's redacted form (`fw1.…abcd`) when it is the whole bearer, else
+by MARK, over the whole stretch of the original text that decodes to it; the result is checked
+again by the definition, and withheld whole (MARK) if it still spells anything.
+
+A whole gateway answer is first given `might_be_in`, on its raw bytes: sound against the
+definition (whatever a client reads of the answer that spells a credential, it suspects), at C
+speed, and exact at the cost of one search when the bytes hold no `%` and no `\\`; so an answer
+that cannot spell a credential is passed on without being walked (tools.py).
 
 A request binds its context for as long as it is handled (logs.bind_request), so the log filter and
 the sentences built from gateway text (`scrub`) find the values without every function passing them.
-
-A whole gateway answer is first given `might_be_in`, on its raw bytes: a test at C speed with no
-false negatives (whatever `scrub` would find in any string of it, the test suspects), so an
-answer that cannot spell a credential is passed on without being walked (tools.py).
 """
 
 from __future__ import annotations
@@ -39,83 +49,161 @@ from mcp_server.wire.x402 import Payment
 
 MIN_RUN: Final = 8
 MARK: Final = "(credential not shown)"
+MAX_ROUNDS: Final = 16  # rounds of decoding; a text still changing after them counts as spelling a credential
 _ANCHOR: Final = MIN_RUN // 2  # any run of MIN_RUN - 1 or more holds a whole aligned anchor
 MAX_CANDIDATES: Final = 100_000  # places a piece occurs in one text, each searched around
+_RESCRUBS: Final = 3  # scrubs of a scrubbed text that still spells a credential, before it is withheld whole
 _LONG_LEAF: Final = 16  # shorter strings in a payload are amounts and timestamps, not secrets
 _ADDRESS: Final = re.compile(r"0x[0-9a-fA-F]{40}")  # an EVM address: public, also in the offer and receipt
-_ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})|\\/|\\u([0-9A-Fa-f]{4})")
-_ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+# A payment's needles, bounded whatever the payment holds: at most this many, and at most this many
+# bytes of them searched for runs of MIN_RUN (the rest are recognised whole, one probe each). An
+# EVM `exact` payment (signature, nonce and their base64 stretches) takes about 1.3 KB of it.
+MAX_PAYMENT_NEEDLES: Final = 24
+MAX_PAYMENT_NEEDLE_BYTES: Final = 2048
+
+# ---- the definition: decoding ------------------------------------------------------------------------
+
+_ESCAPE: Final = re.compile(rb'%(?P<pct>[0-9A-Fa-f]{2})|\\(?:u(?P<uni>[0-9A-Fa-f]{4})|(?P<one>["\\/bfnrt]))')
+_JSON_ESCAPE: Final = re.compile(rb'\\(?:u(?P<uni>[0-9A-Fa-f]{4})|(?P<one>["\\/bfnrt]))')
+_ONE: Final = {b'"': b'"', b"\\": b"\\", b"/": b"/", b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r", b"t": b"\t"}
+_BYTE: Final = [bytes((i,)) for i in range(256)]
+_KELVIN: Final = "\u212a".encode()  # the one character outside ASCII whose lower case is in it ("k")
 
 
-def _fold(text: str) -> str:
-    """Letters in lower case with the length unchanged (a few letters lengthen in lower case: then ASCII only)."""
-    folded = text.lower()
-    return folded if len(folded) == len(text) else text.translate(_ASCII_LOWER)
+def _char(match: re.Match[bytes]) -> bytes:
+    """What one escape stands for: a byte for `%XX`, a character's UTF-8 for `\\uXXXX`, JSON's for the rest."""
+    escape = match.group()
+    known = _KNOWN.get(escape)
+    if known is not None:
+        return known
+    code = int(escape[2:], 16)  # a \\uXXXX not yet seen: every %XX and 2-character escape is known
+    char = _BYTE[code] if code < 0x80 else chr(code).encode("utf-8", "surrogatepass")  # a lone surrogate stays one
+    if len(_KNOWN) < _KNOWN_MAX:
+        _KNOWN[escape] = char
+    return char
 
 
-def _written(piece: str) -> set[str]:
-    """The ways an escaping writer spells `piece` (folded): %XX, `\\/`, `\\uXXXX`."""
-    forms: set[str] = set()
-    if not piece.isalnum():
-        forms.add("".join(ch if ch.isalnum() else "".join(f"%{b:02x}" for b in ch.encode()) for ch in piece))
-        forms.add(piece.replace("/", "\\/"))
-        forms.add(piece.replace("/", "\\\\/"))  # \\/ inside a string, as JSON text writes it again
-        forms.add("".join(ch if ch.isalnum() else f"\\u{ord(ch):04x}" for ch in piece))
-        forms.add(piece.replace("\\", "\\\\").replace('"', '\\"'))  # JSON's own escapes
-    return forms
+_KNOWN_MAX: Final = 16_384
+_HEX_DIGITS: Final = [bytes((c,)) for c in b"0123456789abcdefABCDEF"]
+_KNOWN: Final[dict[bytes, bytes]] = {b"\\" + key: value for key, value in _ONE.items()}
+_KNOWN.update({b"%" + high + low: _BYTE[int(high + low, 16)] for high in _HEX_DIGITS for low in _HEX_DIGITS})
+
+
+def _one_round(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
+    """`pattern.sub(_char, data)`, with JSON's escaped quotes (the most of any JSON text's escapes) replaced in C.
+
+    Where no backslash follows another, every backslash starts an escape and none borrows from
+    its neighbours: each `\\"` is one, whatever surrounds it, and replacing them all first is the
+    same round.
+    """
+    if b'\\"' in data and b"\\\\" not in data:
+        data = data.replace(b'\\"', b'"')
+    return pattern.sub(_char, data)
+
+
+def _settle(data: bytes) -> bytes | None:
+    """`data` decoded round after round until nothing changes; None while it still changes after MAX_ROUNDS."""
+    for _ in range(MAX_ROUNDS + 1):
+        if b"%" not in data and b"\\" not in data:
+            return data
+        decoded = _one_round(data, _ESCAPE)
+        if len(decoded) == len(data):  # every escape shortens the text: the same length is no change
+            return data
+        data = decoded
+    return None
+
+
+def _fold(data: bytes) -> bytes:
+    folded = data.lower()  # ASCII letters only
+    return folded if folded.isascii() else folded.replace(_KELVIN, b"k")
+
+
+def decoded(data: bytes, readings: int = 2) -> list[bytes] | None:
+    """The text (UTF-8) as the definition reads it: decoded to a fixpoint and folded; None when it does not settle.
+
+    One view per reading: the text as it is, then with one round of JSON's escapes first (a
+    client that parses it as JSON reads its strings so), then two (JSON text inside its strings).
+    A text with no `%` and no `\\` is its own decoding: one view, folded.
+    """
+    if b"%" not in data and b"\\" not in data:
+        return [_fold(data)]
+    views: list[bytes] = []
+    for reading in range(readings):
+        if reading:
+            data = _one_round(data, _JSON_ESCAPE)
+        settled = _settle(data)
+        if settled is None:
+            return None
+        views.append(_fold(settled))
+        if b"%" not in data or b"\\" not in data:
+            # No `\`: JSON's escapes change nothing. No `%`: a round of JSON's escapes is the
+            # first round of decoding. Either way every further view is this one.
+            break
+    return views
+
+
+def _fold_value(value: str) -> bytes:
+    return _fold(value.encode("utf-8", "surrogatepass"))
+
+
+class _Tracked:
+    """The definition's decoding done again with every byte's origin kept: where a match found in a view came from.
+
+    Only for a text in which a match was found (the rare case): each escape costs a Python call.
+    `starts[i]` is where the view's byte i starts in the text's UTF-8, and `starts[-1]` its end;
+    the bytes of the view from i to j came from the text's bytes from starts[i] to starts[j].
+    """
+
+    def __init__(self, data: bytes, json_rounds: int) -> None:
+        self.data = data
+        view, starts = data, list(range(len(data) + 1))
+        for _ in range(json_rounds):
+            view, starts = _round(view, starts, _JSON_ESCAPE, _char)
+        settled = False
+        for _ in range(MAX_ROUNDS + 1):
+            if b"%" not in view and b"\\" not in view:
+                settled = True
+                break
+            decoded, moved = _round(view, starts, _ESCAPE, _char)
+            if len(decoded) == len(view):
+                settled = True
+                break
+            view, starts = decoded, moved
+        view = view.lower()
+        if not view.isascii():
+            view, starts = _round(view, starts, _KELVIN_BYTES, lambda match: b"k")
+        self.view: bytes | None = view if settled else None
+        self.starts = starts
+
+
+_KELVIN_BYTES: Final = re.compile(re.escape(_KELVIN))
+
+
+def _round(
+    data: bytes, starts: list[int], pattern: re.Pattern[bytes], char: Callable[[re.Match[bytes]], bytes]
+) -> tuple[bytes, list[int]]:
+    """One round of `pattern` over `data`, as `pattern.sub(char, data)`, and where each byte of the result came from."""
+    out: list[bytes] = []
+    moved: list[int] = []
+    at = 0
+    for match in pattern.finditer(data):
+        start, end = match.span()
+        out.append(data[at:start])
+        moved += starts[at:start]
+        piece = char(match)
+        out.append(piece)
+        moved += [starts[start]] * len(piece)
+        at = end
+    out.append(data[at:])
+    moved += starts[at:]  # the end of the text included
+    return b"".join(out), moved
 
 
 @dataclass(frozen=True, slots=True)
 class _Needle:
-    folded: str
+    folded: bytes
     min_run: int  # MIN_RUN, or the whole length for values only secret whole
     whole: str | None  # what replaces a match of the whole needle (None: MARK)
-
-
-class _View:
-    """Text with its escapes decoded and ASCII folded, and the way back to the text's own positions."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        if "%" not in text and "\\" not in text:
-            self.folded = _fold(text)
-            self._starts: list[int] | None = None
-            return
-        parts: list[str] = []
-        self._starts = []  # where each piece starts in the view
-        self._raw: list[tuple[int, int, bool]] = []  # (raw start, raw length, decoded escape)
-        at = view = 0
-        for match in _ESCAPE.finditer(text):
-            if match.start() > at:
-                parts.append(text[at : match.start()])
-                self._starts.append(view)
-                self._raw.append((at, match.start() - at, False))
-                view += match.start() - at
-            hex2, hex4 = match.group(1), match.group(2)
-            parts.append(chr(int(hex2 or hex4, 16)) if hex2 or hex4 else "/")
-            self._starts.append(view)
-            self._raw.append((match.start(), match.end() - match.start(), True))
-            view += 1
-            at = match.end()
-        if at < len(text):
-            parts.append(text[at:])
-            self._starts.append(view)
-            self._raw.append((at, len(text) - at, False))
-        self.folded = _fold("".join(parts))
-
-    def span(self, start: int, end: int) -> tuple[int, int]:
-        """The text's own [start, end) for the view's [start, end)."""
-        if self._starts is None:
-            return start, end
-        return self._raw_at(start, False), self._raw_at(end - 1, True)
-
-    def _raw_at(self, index: int, after: bool) -> int:
-        piece = bisect.bisect_right(self._starts or [], index) - 1
-        raw_start, raw_length, escape = self._raw[piece]
-        if escape:
-            return raw_start + raw_length if after else raw_start
-        offset = index - (self._starts or [])[piece]
-        return raw_start + offset + (1 if after else 0)
 
 
 class Redactor:
@@ -124,17 +212,18 @@ class Redactor:
     def __init__(self, bearer: str | None, payment: Payment | None) -> None:
         needles: list[_Needle] = []
         if bearer is not None and len(bearer) >= MIN_RUN:
-            needles.append(_Needle(_fold(bearer), MIN_RUN, logs.redact(bearer)))
+            needles.append(_Needle(_fold_value(bearer), MIN_RUN, logs.redact(bearer)))
         if payment is not None:
             needles += _payment_needles(payment.value)
         self._needles = needles
-        self._shortest = min((needle.min_run for needle in needles), default=0)
-        self._escaped: tuple[set[str], tuple[bytes, ...]] | None = None
-        # For raw bytes (might_be_in): each needle as ASCII bytes with its probes, None when a
-        # needle is not ASCII (bytes.lower() folds ASCII only; the exact search is then used).
+        self._ascii = all(needle.folded.isascii() for needle in needles)
+        # Characters fewer than this cannot decode to a run (every character is a byte or more).
+        self._shortest = min((needle.min_run for needle in needles), default=0) if self._ascii else 1
+        # For raw bytes (might_be_in): each needle with its probes, None when a needle is not
+        # ASCII or holds a backslash (the exact search is then used for every text).
         self._bytes: list[tuple[bytes, int]] | None = None
-        if all(needle.folded.isascii() for needle in needles):
-            self._bytes = [(needle.folded.encode("ascii"), needle.min_run) for needle in needles]
+        if self._ascii and not any(b"\\" in needle.folded for needle in needles):
+            self._bytes = [(needle.folded, needle.min_run) for needle in needles]
         self._short: list[tuple[bytes, list[tuple[int, bytes]]]] | None = None  # probes for short texts
         # No more places a text of n characters can be searched at than n times this (_runs):
         # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
@@ -145,13 +234,12 @@ class Redactor:
         return frozenset(c for folded, _ in self._bytes or () for c in folded)
 
     @functools.cached_property
-    def _plain(self) -> bool:
-        """Needles of letters, digits and the like: a JSON escape that writes a quote, a backslash or a
-        control character cannot hide a piece of one (_views)."""
-        return not any(c in b'"\\' or c < 0x20 for c in self._letters)
+    def _mark(self) -> str:
+        """MARK, unless it spells a needle itself (a bearer made of its words): then a character alone."""
+        return MARK if self._runs(_fold_value(MARK)) == [] else "…"
 
     @functools.cached_property
-    def _anchors(self) -> list[tuple[int, int, str]]:
+    def _anchors(self) -> list[tuple[int, int, bytes]]:
         """(needle, offset, folded piece): worked out for the first text `scrub` searches, if any."""
         anchors = []
         for index, needle in enumerate(self._needles):
@@ -161,28 +249,11 @@ class Redactor:
                 anchors.append((index, offset, needle.folded[offset : offset + size]))
         return anchors
 
-    @functools.cached_property
-    def _probes(self) -> set[str]:
-        """A text holding none of these, as they are or escaped, holds no needle: most texts stop here."""
-        return {piece for _, _, piece in self._anchors}
-
-    def _escaped_probes(self) -> tuple[set[str], tuple[bytes, ...]]:
-        """The pieces as an escaping writer spells them, as text and as bytes.
-
-        Every such spelling holds a `%` or a `\\`, so only a text holding one needs them: they are
-        worked out for the first such text of the request, not for every request.
-        """
-        if self._escaped is None:
-            forms = {form for piece in self._probes for form in _written(piece)} - self._probes
-            self._escaped = (forms, tuple(form.encode() for form in forms))
-        return self._escaped
-
     def __bool__(self) -> bool:
         return bool(self._needles)
 
     def scrub(self, text: str) -> str:
         """`text` with every match replaced (the same object when there is none)."""
-        # Decoding escapes only shortens a text: one shorter than a run that counts holds none.
         if not self._needles or len(text) < self._shortest:
             return text
         if len(text) * self._anchor_bound < MAX_CANDIDATES and self._bytes is not None:
@@ -192,24 +263,48 @@ class Redactor:
         return self.scrub_exact(text)
 
     def scrub_exact(self, text: str) -> str:
-        """`scrub` by the search alone, without the raw bytes' test first (what that test is held to)."""
-        if not self._needles or len(text) < self._shortest or not self._might_hold(_fold(text)):
+        """`scrub` by the search alone, without the raw bytes' test first (what that test is held to).
+
+        The replaced text is held to the definition again: scrubbed once more if replacing made a
+        new match (a marker next to what decodes with it), and withheld whole if that does not end it.
+        """
+        if not self._needles or len(text) < self._shortest:
             return text
-        view = _View(text)
-        found = self._runs(view.folded)
-        if found is None:
-            return MARK  # pieces of a credential everywhere: the whole text is one
-        if not found:
+        current = text
+        for _ in range(_RESCRUBS + 1):
+            replaced = self._replace(current)
+            if replaced is current:
+                return text if current is text else current
+            if replaced is None:
+                return self._mark
+            current = replaced
+        return self._mark
+
+    def _replace(self, text: str) -> str | None:
+        """`text` with the stretches that decode to a match replaced; itself when none; None when withheld whole."""
+        data = text.encode("utf-8", "surrogatepass")
+        views = decoded(data)
+        if views is None:
+            return None  # escapes nested deeper than MAX_ROUNDS: counted as a match, withheld whole
+        spans: list[tuple[int, int, str]] = []
+        for reading, view in enumerate(views):
+            found = self._runs(view)
+            if found is None:
+                return None  # pieces of a credential everywhere: the whole text is one
+            if not found:
+                continue
+            # Where no escape was decoded and no Kelvin sign folded, the view is the text's own bytes.
+            plain = b"%" not in data and b"\\" not in data and _KELVIN not in data
+            tracked = None if plain else _Tracked(data, reading)
+            if tracked is not None and tracked.view != view:
+                return None  # never: the two decodings are one definition; withheld if they part
+            for start, end, replacement in found:
+                if tracked is not None:
+                    start, end = tracked.starts[start], tracked.starts[end]
+                spans.append((start, end, replacement))
+        if not spans:
             return text
-        out: list[str] = []
-        at = 0
-        for start, end, replacement in found:
-            raw_start, raw_end = view.span(start, end)
-            out.append(text[at:raw_start])
-            out.append(replacement)
-            at = raw_end
-        out.append(text[at:])
-        return "".join(out)
+        return _splice(text, data, spans)
 
     def holds(self, text: str) -> bool:
         return self.scrub(text) is not text
@@ -217,7 +312,8 @@ class Redactor:
     def scrub_value(self, value: Any) -> Any:
         """A JSON value with every string and key scrubbed; `value` itself when nothing matched.
 
-        One pass over its JSON text first, so a value holding nothing is never walked.
+        Its JSON text is read first, by the definition, as the strings in it are (and as a string
+        holding JSON text is read once more): a value in which nothing can match is never walked.
         """
         if not self._needles:
             return value
@@ -225,33 +321,83 @@ class Redactor:
             text = json.dumps(value, ensure_ascii=False)
         except (RecursionError, TypeError, ValueError):
             text = None  # too deep to write out here: walked instead
-        if text is not None and not self._might_hold(_fold(text)):
-            return value
+        if text is not None and self._bytes is not None:
+            views = decoded(text.encode("utf-8", "surrogatepass"), readings=3)
+            if views is not None and not any(self._spelled_in(view) for view in views):
+                return value
         return self._walk(value)
 
     def might_be_in(self, data: bytes) -> bool:
-        """False only when raw bytes (a gateway body or header) cannot spell any needle, decoded or not.
+        """False only when raw bytes (a gateway body or header) cannot spell any needle, by the definition.
 
         The test a whole answer gets before it is passed on as the gateway wrote it, so it must
-        see what `scrub` would see in any string of it, at C speed. It searches the bytes in
-        lower case, with their escapes decoded as `scrub` decodes them when they hold any
-        (`_views`). In each, a run of a needle long enough to count holds one of the needle's
-        4-byte probes, placed at most 5 apart (`_probes`), and each probe is one `bytes.find`;
-        only where a probe is found are the runs through it compared (`startswith`). A run
-        holding a byte the text lacks cannot be there, so no probe stands for it (one `memchr`
-        per byte of the needles tells). The cost is a few passes in C, whatever the text, and a
-        token sharing short pieces with ordinary text costs no more than another.
+        see what a client reads in it: the answer's text (the text block), read as it is, and the
+        strings in it (structuredContent, and the text block read as JSON), read with one round
+        of JSON's escapes first (`decoded`, two views). Bytes with no `%` and no `\\` are one view,
+        folded, and the search is exact. In each view, a run of a needle long enough to count
+        holds one of the needle's 4-byte probes, placed at most 5 apart (`_probes`), and each
+        probe is one `bytes.find`; only where a probe is found are the runs through it compared
+        (`startswith`). A run holding a byte the text lacks cannot be there, so no probe stands
+        for it (one `memchr` per byte of the needles tells). The cost is a few passes in C,
+        whatever the text, and a token sharing short pieces with ordinary text costs no more.
         """
         if not self._needles:
             return False
         if self._bytes is None:
-            return True  # a needle outside ASCII: the exact search decides
-        return any(self._spelled_in(view) for view in _views(data, self._plain))
+            return True  # a needle outside ASCII, or holding a backslash: the exact search decides
+        views = decoded(data)
+        return views is None or any(self._spelled_in(view) for view in views)
 
     def _probes_for(self, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
         return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
 
+    @functools.cached_property
+    def _grams(self) -> tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None:
+        """The needles secret only whole, and every 4-byte window of the others; None where probes are cheaper.
+
+        Worked out for a redactor with many probes (a payment's): each probe is a pass over the
+        text, so their number times the text's length is what the probes would cost.
+        """
+        if len(self._probes_for(frozenset())) <= _MANY_PROBES:
+            return None
+        whole = [needle for needle, min_run in self._bytes or () if min_run == len(needle)]
+        runs = [needle for needle, min_run in self._bytes or () if min_run != len(needle)]
+        if any(min_run < MIN_RUN for _, min_run in self._bytes or ()):
+            return None
+        grams: dict[bytes, list[tuple[bytes, int]]] = {}
+        for needle in runs:
+            for offset in range(len(needle) - _PROBE + 1):
+                grams.setdefault(needle[offset : offset + _PROBE], []).append((needle, offset))
+        return whole, grams
+
+    def _sampled_in(self, view: bytes, whole: list[bytes], grams: dict[bytes, list[tuple[bytes, int]]]) -> bool:
+        """`_spelled_in` in a few passes whatever the number of needles.
+
+        A needle secret only whole is one search. For the others, the view's 4-byte windows every
+        _STEP bytes: a run of MIN_RUN bytes or more holds a whole one. Only a window that is also
+        a needle's is looked at, where it occurs, and the run through it compared. Past
+        MAX_CANDIDATES comparisons, the view is suspected.
+        """
+        if any(needle in view for needle in whole):
+            return True
+        budget = MAX_CANDIDATES
+        for gram in grams.keys() & {view[p : p + _PROBE] for p in range(0, len(view) - _PROBE + 1, _STEP)}:
+            at = view.find(gram)
+            while at >= 0:
+                for needle, offset in grams[gram]:
+                    budget -= 1
+                    if budget < 0:
+                        return True
+                    start, end, _ = _extend(view, at, needle, offset, _PROBE)
+                    if end - start >= MIN_RUN:
+                        return True
+                at = view.find(gram, at + 1)
+        return False
+
     def _spelled_in(self, view: bytes) -> bool:
+        sampled = self._grams
+        if sampled is not None:
+            return self._sampled_in(view, *sampled)
         large = len(view) > _LARGE
         if large:
             absent = frozenset(c for c in self._letters if view.find(c) < 0)
@@ -283,12 +429,6 @@ class Redactor:
                 at = view.find(probe, at + 1)
         return False
 
-    def _might_hold(self, folded: str) -> bool:
-        if any(probe in folded for probe in self._probes):
-            return True
-        escaped = "%" in folded or "\\u" in folded or "\\/" in folded
-        return escaped and any(probe in folded for probe in self._escaped_probes()[0])
-
     def _walk(self, value: Any) -> Any:
         """A scrubbed copy, built without recursion: JSON may be nested as deep as the parser allows."""
         top: list[Any] = [None]
@@ -309,7 +449,7 @@ class Redactor:
                 parent[key] = self.scrub(item) if isinstance(item, str) else item
         return top[0]
 
-    def _runs(self, folded: str) -> list[tuple[int, int, str]] | None:
+    def _runs(self, folded: bytes) -> list[tuple[int, int, str]] | None:
         """Merged [start, end) runs of `folded` that match a needle, each with its replacement.
 
         None when the pieces occur more than MAX_CANDIDATES times: a text built of pieces of a
@@ -349,7 +489,48 @@ class Redactor:
         return merged
 
 
-def _extend(text: str, at: int, needle: str, offset: int, size: int) -> tuple[int, int, bool]:
+def _splice(text: str, data: bytes, spans: list[tuple[int, int, str]]) -> str:
+    """`text` with each [start, end) of its UTF-8 `data` replaced; overlapping stretches are one MARK."""
+    if not data.isascii():
+        # Byte offsets to character offsets, widened to whole characters.
+        chars = [0] * (len(data) + 1)
+        at = 0
+        for index, ch in enumerate(text):
+            width = len(ch.encode("utf-8", "surrogatepass"))
+            chars[at : at + width] = [index] * width
+            at += width
+        chars[at] = len(text)
+
+        def start_of(offset: int) -> int:
+            return chars[offset]
+
+        def end_of(offset: int) -> int:
+            while 0 < offset < len(data) and data[offset] & 0xC0 == 0x80:
+                offset += 1
+            return chars[offset]
+
+        spans = [(start_of(start), end_of(end), replacement) for start, end, replacement in spans]
+    spans.sort()
+    out: list[str] = []
+    at = 0
+    last: tuple[int, int, str] | None = None
+    merged: list[tuple[int, int, str]] = []
+    for start, end, replacement in spans:
+        if last is not None and start < last[1]:
+            last = (last[0], max(last[1], end), MARK if end > last[1] or replacement != last[2] else last[2])
+            merged[-1] = last
+            continue
+        last = (start, end, replacement)
+        merged.append(last)
+    for start, end, replacement in merged:
+        out.append(text[at:start])
+        out.append(replacement)
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _extend(text: bytes, at: int, needle: bytes, offset: int, size: int) -> tuple[int, int, bool]:
     """The longest run around `text[at:at+size] == needle[offset:offset+size]`; whether it is the whole needle."""
     back = _agree(min(at, offset), lambda n: text[at - n : at] == needle[offset - n : offset])
     ahead = _agree(
@@ -376,56 +557,8 @@ def _agree(limit: int, same: Callable[[int], bool]) -> int:
 _PROBE: Final = 4  # a run of MIN_RUN bytes holds a whole probe of 4 when probes start at most 5 apart
 _PROBE_HITS: Final = 256  # places a probe is looked at closely, before its runs are looked for whole
 _LARGE: Final = 64 * 1024  # bytes from which a probe is looked for with re
-_JSON_ESCAPE: Final = re.compile(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))')
-_TEXT_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})|\\/|\\u([0-9A-Fa-f]{4})")
-_JSON_CHARS: Final = {
-    b'"': b'"',
-    b"\\": b"\\",
-    b"/": b"/",
-    b"b": b"\b",
-    b"f": b"\f",
-    b"n": b"\n",
-    b"r": b"\r",
-    b"t": b"\t",
-}
-_KELVIN: Final = "\u212a".encode()  # the one character outside ASCII whose lower case is in it ("k")
-
-
-def _ascii_of(code: int) -> bytes:
-    """A decoded character as ASCII needles see it: itself, "k" for the Kelvin sign, else a byte in no needle."""
-    if code < 0x80:
-        return bytes((code,))
-    return b"k" if code == 0x212A else b"\x80"
-
-
-def _views(data: bytes, plain: bool) -> list[bytes]:
-    """`data` in lower case as `scrub` reads the strings in it: with their escapes decoded, when it holds any.
-
-    A string of a JSON answer reaches `scrub` JSON-decoded, then with its %XX, `\\/` and
-    `\\uXXXX` decoded (`_View`); the answer's text as it is, with only those decoded. Decoded
-    across the whole text, a run inside one string stays a run: no escape spans a quote. JSON's
-    own escapes need a view of their own only where one hides a backslash (`\\\\u0066` is an
-    "f" once decoded twice) or a needle holds what they write (`plain`: none does).
-    """
-    views = [data]
-    if b"%" in data or b"\\" in data:
-        views = [_TEXT_ESCAPE.sub(_text_char, data)]
-        if b"\\\\" in data or not plain:
-            views.append(_TEXT_ESCAPE.sub(_text_char, _JSON_ESCAPE.sub(_json_char, data)))
-    folded = [view.lower() for view in views]
-    if data.isascii():
-        return folded
-    return [view.replace(_KELVIN, b"k") for view in folded]
-
-
-def _text_char(match: re.Match[bytes]) -> bytes:
-    code = match.group(1) or match.group(2)
-    return _ascii_of(int(code, 16)) if code else b"/"
-
-
-def _json_char(match: re.Match[bytes]) -> bytes:
-    code = match.group(1)
-    return _ascii_of(int(code, 16)) if code else _JSON_CHARS[match.group(2)]
+_STEP: Final = MIN_RUN - _PROBE + 1  # a run of MIN_RUN holds a whole window of 4 starting at a multiple of 5
+_MANY_PROBES: Final = 48  # probes past which one pass over a text's windows costs less (_sampled_in)
 
 
 def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
@@ -451,41 +584,61 @@ def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[tuple[b
 
 
 def _payment_needles(header: str) -> list[_Needle]:
-    """A payment header's value whole, and the parts that spend it, in every form they are written."""
-    needles = [_Needle(_fold(header), len(header), None)]
+    """A payment header's value whole, and the parts that spend it in the forms they are written, within bounds.
+
+    In order: the header whole (at most x402.MAX_PAYMENT_BYTES); then each long string of the
+    payload, in the order written (an EVM signature before its nonce), each followed by the
+    stretches of the base64 forms that encode it. While MAX_PAYMENT_NEEDLE_BYTES last, a needle
+    is searched for runs of MIN_RUN; past them it is recognised whole (one probe); past
+    MAX_PAYMENT_NEEDLES, not at all. So the search costs the same for any payment a caller sends.
+    """
+    needles = [_Needle(_fold_value(header), len(header), None)]
     try:
         raw = base64.b64decode(header + "=" * (-len(header) % 4), validate=True)
         decoded = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
         return needles  # not base64 JSON: nothing inside to tell public from secret
     leaves = _secret_leaves(decoded.get("payload") if isinstance(decoded, dict) else None)
     forms = [(header, raw)]
     for indent in (None, 2, 4):
         text = json.dumps(decoded, indent=indent, separators=(",", ":") if indent is None else None)
         forms.append((base64.b64encode(text.encode("utf-8")).decode("ascii"), text.encode("utf-8")))
+    budget = MAX_PAYMENT_NEEDLE_BYTES
+
+    def add(value: str) -> None:
+        nonlocal budget
+        folded = _fold_value(value)
+        if len(needles) >= MAX_PAYMENT_NEEDLES or len(folded) < MIN_RUN or not folded.isascii():
+            return  # secrets of every x402 scheme are hex or base64: ASCII
+        if len(folded) <= budget:
+            needles.append(_Needle(folded, MIN_RUN, None))
+            budget -= len(folded)
+        else:
+            needles.append(_Needle(folded, len(folded), None))
+
     for leaf in leaves:
-        needles.append(_Needle(_fold(leaf), MIN_RUN, None))
+        if len(needles) >= MAX_PAYMENT_NEEDLES:
+            break
+        add(leaf)
         written = json.dumps(leaf)[1:-1].encode("utf-8")
         for encoded, plain in forms:
-            window = _base64_window(encoded, plain, written)
-            if len(window) >= MIN_RUN:
-                needles.append(_Needle(_fold(window), MIN_RUN, None))
+            add(_base64_window(encoded, plain, written))
     return needles
 
 
 def _secret_leaves(payload: Any) -> list[str]:
-    """The long strings inside a payment's payload that are not public addresses."""
+    """The long strings inside a payment's payload that are not public addresses, in the order written."""
     found: list[str] = []
     stack = [payload]
-    while stack:
+    while stack and len(found) < MAX_PAYMENT_NEEDLES:
         item = stack.pop()
         if isinstance(item, str):
             if len(item) >= _LONG_LEAF and not _ADDRESS.fullmatch(item):
                 found.append(item)
         elif isinstance(item, dict):
-            stack.extend(item.values())
+            stack.extend(reversed(item.values()))
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend(reversed(item))
     return found
 
 

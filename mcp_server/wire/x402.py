@@ -22,7 +22,16 @@ PAYMENT_META_KEY: Final = "x402/payment"
 HEADER_BY_VERSION: Final[Mapping[int, str]] = {1: "X-PAYMENT", 2: "PAYMENT-SIGNATURE"}
 # Inbound header (lower-cased, as transports hand them over) → the name it is forwarded under.
 INBOUND_HEADERS: Final[Mapping[str, str]] = {"x-payment": "X-PAYMENT", "payment-signature": "PAYMENT-SIGNATURE"}
-MAX_HEADER_BYTES: Final = 64 * 1024  # offers, receipts and payments can be tens of KB
+MAX_HEADER_BYTES: Final = 64 * 1024  # offers and receipts from the gateway can be tens of KB
+# A payment as any x402 scheme writes it, with room to spare: the `exact` EVM scheme (an EIP-3009
+# authorization and its 65-byte signature) is about 0.6 KB of base64 for v1 and 1.5 KB for v2,
+# which repeats the accepted offer and the resource; the `exact` SVM scheme carries a serialized
+# Solana transaction, at most 1,232 bytes (the packet size Solana accepts), so about 1.6 KB of
+# base64 inside, 3 to 4 KB with its envelope (coinbase/x402: specs/schemes/exact/scheme_exact_evm.md,
+# scheme_exact_svm.md). 16 KiB is four times the largest. Past it a payment is refused unread:
+# what is made of it (redaction's needles) is bounded, and an anonymous caller's payment costs
+# the same as any other.
+MAX_PAYMENT_BYTES: Final = 16 * 1024
 # Standard base64 (RFC 4648, padded or not). TS x402 servers reject anything else, base64url included.
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
@@ -57,8 +66,8 @@ def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str |
     if len(found) > 1:
         return None, "the request carried two payment headers (X-PAYMENT and PAYMENT-SIGNATURE)"
     name, value = found[0]
-    if len(value) > MAX_HEADER_BYTES:
-        return None, f"the {name} header is over the {MAX_HEADER_BYTES // 1024} KiB limit"
+    if len(value) > MAX_PAYMENT_BYTES:
+        return None, oversized(name, len(value))
     if "," in value:
         # A transport that folds repeated headers joins them with commas: two payments.
         return None, f"the request carried more than one {name} header"
@@ -67,6 +76,13 @@ def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str |
         # (a control character above all) must not reach an upstream header.
         return None, f"the {name} header is not standard base64, as x402 payment headers are"
     return Payment(name, value, "header"), None
+
+
+def oversized(name: str, size: int) -> str | None:
+    """Why a payment header of `size` bytes is refused unread, or None when it is within MAX_PAYMENT_BYTES."""
+    if size <= MAX_PAYMENT_BYTES:
+        return None
+    return f"the {name} header is {size:,} bytes, over the {MAX_PAYMENT_BYTES // 1024} KiB any x402 payment takes"
 
 
 def from_meta(value: object) -> Payment:
@@ -91,9 +107,11 @@ def from_meta(value: object) -> Payment:
     except ValueError:  # a number like 1e999 parses to inf, which JSON cannot carry back out
         raise McpError(INVALID_PARAMS, f"Invalid params: {where} holds a number JSON cannot represent") from None
     encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")
-    if len(encoded) > MAX_HEADER_BYTES:
+    if len(encoded) > MAX_PAYMENT_BYTES:
         raise McpError(
-            INVALID_PARAMS, f"Invalid params: {where} is over the {MAX_HEADER_BYTES // 1024} KiB limit once encoded"
+            INVALID_PARAMS,
+            f"Invalid params: {where} is {len(encoded):,} bytes once encoded, over the "
+            f"{MAX_PAYMENT_BYTES // 1024} KiB any x402 payment takes; nothing was sent",
         )
     return Payment(HEADER_BY_VERSION[version], encoded, "meta")
 

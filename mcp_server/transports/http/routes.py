@@ -143,6 +143,15 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     if credential is None:
         conn.respond(400, error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=extra)
         return
+    if "x-payment" in head.headers or "payment-signature" in head.headers:
+        from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code
+
+        for name, sent in INBOUND_HEADERS.items():
+            why = oversized(sent, len(head.headers.get(name, "")))
+            if why is not None:
+                message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
+                conn.respond(400, error_body("payment_too_large", message), extra=extra)
+                return
     if not server.slots.acquire(timeout=SLOT_WAIT):
         busy = error_body("busy", "Too many requests in flight; retry shortly")
         conn.respond(503, busy, extra={**extra, "Retry-After": "1"})

@@ -89,6 +89,14 @@ def session(process: StdioProcess) -> None:
     assert profile["isError"] is False and profile["structuredContent"], profile
 
 
+def serves_to_end_of_input(process: StdioProcess) -> None:
+    """A session, then end of input (how Desktop leaves on every platform): exit 0, no traceback."""
+    session(process)
+    process.close_stdin()
+    assert process.wait() == 0
+    no_traceback(process.stderr)
+
+
 @pytest.fixture
 def processes() -> Iterator[list[StdioProcess]]:
     started: list[StdioProcess] = []
@@ -344,9 +352,7 @@ def test_install_writes_a_config_claude_desktop_reads_at_the_platforms_path(
     assert entry["command"] == spaced_python
     # The entry starts, as Desktop would start it, and serves.
     process = start(processes, [entry["command"], *entry["args"]], clean_env(**entry["env"]), cwd=tmp_path)
-    session(process)
-    process.close_stdin()
-    assert process.wait() == 0
+    serves_to_end_of_input(process)
 
 
 # ---- the bundle's launcher -------------------------------------------------------------------------
@@ -370,10 +376,7 @@ def test_the_uv_bundles_entry_point_starts_and_serves(
     launch = bundles.entry_point_launch(unpacked, {"gateway_url": sandbox.url, "member_token": TOKEN_MEMBER_A})
     python, *rest = launch.argv
     process = start(processes, [python, str(SHAPE), platform, *rest], launch.env, cwd=launch.cwd)
-    session(process)
-    process.close_stdin()
-    assert process.wait() == 0
-    no_traceback(process.stderr)
+    serves_to_end_of_input(process)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -389,10 +392,7 @@ def test_the_python_bundles_launcher_starts_and_serves(
     entry_point = unpacked / bundles.manifest_of(built["python"].path)["server"]["entry_point"]
     env = clean_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A)
     process = start(processes, [sys.executable, "-I", str(SHAPE), platform, str(entry_point)], env, cwd=tmp_path)
-    session(process)
-    process.close_stdin()
-    assert process.wait() == 0
-    no_traceback(process.stderr)
+    serves_to_end_of_input(process)
 
 
 # ---- the guard -----------------------------------------------------------------------------------

@@ -712,13 +712,17 @@ def test_a_config_that_changed_since_it_was_read_is_not_replaced(home: pathlib.P
 # --- claude-code, with the real Claude Code CLI -----------------------------------------------------
 
 
-@pytest.fixture
-def claude_path(tmp_path: pathlib.Path) -> str:
+def claude_on_path(tmp_path: pathlib.Path) -> str:
     """A PATH on which `claude` is the pinned Claude Code."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "claude").symlink_to(tool("claude-code")[0])
     return f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@pytest.fixture
+def claude_path(tmp_path: pathlib.Path) -> str:
+    return claude_on_path(tmp_path)
 
 
 def claude(

@@ -24,10 +24,12 @@ from typing import Any, Final
 import pytest
 
 from tests import bundles
-from tests.conftest import ROOT, WAIT, StdioProcess
+from tests.conftest import ROOT, WAIT, StdioProcess, server_env
 from tests.mcp_http import LegacyClient, Raw
 from tests.platforms import typeshed_shapes
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.test_install import claude, claude_on_path, connected
+from tests.test_sdk_client import MEMBER_CALLS, sdk
 
 SHAPE: Final = ROOT / "tests" / "platforms" / "shape.py"
 PLATFORMS: Final = ("darwin", "win32")
@@ -267,6 +269,54 @@ def test_workers_are_refused_with_one_sentence(platform: str) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--workers" in done.stderr and "without --workers" in done.stderr
     no_traceback(done.stderr)
+
+
+# ---- real clients --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["handshake-2025-11-25", "discover-2026-07-28"])
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_official_sdk_client_reads_a_member_session_from_the_shaped_server(platform: str, mode: str) -> None:
+    """The official MCP Python SDK client starts the shaped server, lists, calls, and accepts every answer."""
+    with SandboxGateway() as gateway:
+        stdin = "".join(json.dumps([name, arguments]) + "\n" for name, arguments in MEMBER_CALLS[:10])
+        env = server_env(
+            FAIRWINS_API_URL=gateway.url,
+            FAIRWINS_API_TOKEN=TOKEN_MEMBER_A,
+            SDK_SERVER_ARGS=json.dumps([str(SHAPE), platform, "-m", "mcp_server"]),
+        )
+        report = sdk("calls", mode, sys.executable, stdin=stdin, env=env)
+    calls = report["calls"]
+    assert [c["name"] for c in calls] == [name for name, _ in MEMBER_CALLS[:10]]
+    assert [c for c in calls if "raised" in c or c["isError"] or c["jsonschema"]] == []
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_claude_code_connects_to_the_shaped_server_over_stdio_and_http(
+    platform: str,
+    tmp_path: pathlib.Path,
+    sandbox: SandboxGateway,
+    processes: list[StdioProcess],
+) -> None:
+    """Claude Code itself (`claude mcp list` starts a stdio server and checks an HTTP one) sees both connected."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir(parents=True)
+    home.mkdir()
+    path = claude_on_path(tmp_path)
+    http = start(
+        processes, shaped(platform, "-m", "mcp_server", "--http", "0"), clean_env(FAIRWINS_API_URL=sandbox.url)
+    )
+    url = listening(http)
+    stdio_command = shaped(platform, "-m", "mcp_server")
+    added = claude(
+        home, project, path, "mcp", "add", "fairwins", "-e", f"FAIRWINS_API_URL={sandbox.url}", "--", *stdio_command
+    )
+    assert added.returncode == 0, added.stderr
+    added = claude(home, project, path, "mcp", "add", "--transport", "http", "fairwins-http", url)
+    assert added.returncode == 0, added.stderr
+    listing = claude(home, project, path, "mcp", "list")
+    assert connected(listing.stdout) and connected(listing.stdout, "fairwins-http"), listing.stdout + listing.stderr
+    no_traceback(http.stderr)
 
 
 # ---- install claude-desktop -----------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Run by tests/test_sdk_client.py inside .venv-sdk: the official MCP Python SDK client against fairwins-mcp.
+"""Run by tests/test_sdk_client.py inside .venv-sdk: the official MCP Python SDK client against
+fairwins-mcp.
 
-`python tests/sdk/session.py calls MODE SERVER_PYTHON` starts `SERVER_PYTHON -m mcp_server` over
-stdio (its environment comes from ours), lists the tools, makes every call named on stdin (one JSON
-`[name, arguments]` per line) and prints one JSON report: what the SDK raised, what each result
-held, every progress notification, and the jsonschema verdict on every structuredContent, errors
-included. `python tests/sdk/session.py format SNAPSHOT SCHEMA` checks the snapshot's format.
+`python tests/sdk/session.py calls MODE SERVER_PYTHON` starts `SERVER_PYTHON -m mcp_server` (or
+SERVER_PYTHON with the JSON list in SDK_SERVER_ARGS) over stdio (its environment comes from ours),
+lists the tools, makes every call named on stdin (one JSON `[name, arguments]` per line) and prints
+one JSON report: what the SDK raised, what each result held, every progress notification, and the
+jsonschema verdict on every structuredContent, errors included. `python tests/sdk/session.py format
+SNAPSHOT SCHEMA` checks the snapshot's format.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ MISFITS: list[tuple[str, Any]] = [
 
 
 async def calls(mode: str, server_python: str, wanted: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    params = StdioServerParameters(command=server_python, args=["-m", "mcp_server"], env=dict(os.environ))
+    # SDK_SERVER_ARGS (a JSON list) replaces `-m mcp_server`: the platform tier starts the server shaped.
+    args = json.loads(os.environ["SDK_SERVER_ARGS"]) if os.environ.get("SDK_SERVER_ARGS") else ["-m", "mcp_server"]
+    params = StdioServerParameters(command=server_python, args=args, env=dict(os.environ))
     report: dict[str, Any] = {"calls": [], "schemas": {}}
     # A line the SDK cannot read is dropped and its call never answered: with SDK_CALL_TIMEOUT set,
     # such a call ends in the SDK's own timeout (named in the report) instead of hanging the session.

@@ -25,9 +25,11 @@ import pytest
 
 from tests import bundles
 from tests.conftest import ROOT, WAIT, StdioProcess, server_env
+from tests.inspector import LAUNCHER, NODE
 from tests.mcp_http import LegacyClient, Raw
 from tests.platforms import typeshed_shapes
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.test_inspector import run_cli
 from tests.test_install import claude, claude_on_path, connected
 from tests.test_sdk_client import MEMBER_CALLS, sdk
 
@@ -316,6 +318,27 @@ def test_claude_code_connects_to_the_shaped_server_over_stdio_and_http(
     assert added.returncode == 0, added.stderr
     listing = claude(home, project, path, "mcp", "list")
     assert connected(listing.stdout) and connected(listing.stdout, "fairwins-http"), listing.stdout + listing.stderr
+    no_traceback(http.stderr)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_inspector_cli_calls_a_tool_on_the_shaped_server_over_stdio_and_http(
+    platform: str, tmp_path: pathlib.Path, sandbox: SandboxGateway, processes: list[StdioProcess]
+) -> None:
+    """The MCP Inspector's CLI (Node 22) starts the shaped server over stdio, and reaches a shaped HTTP one."""
+    inspector = [str(NODE), str(LAUNCHER), "--cli"]
+    call = ["--method", "tools/call", "--tool-name", "get_gateway_status"]
+    over_stdio = run_cli(
+        [*inspector, "-e", f"FAIRWINS_API_URL={sandbox.url}", *shaped(platform, "-m", "mcp_server"), *call], tmp_path
+    )
+    http = start(
+        processes, shaped(platform, "-m", "mcp_server", "--http", "0"), clean_env(FAIRWINS_API_URL=sandbox.url)
+    )
+    over_http = run_cli([*inspector, listening(http), "--transport", "http", *call], tmp_path)
+    for done in (over_stdio, over_http):
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["isError"] is False and result["structuredContent"], result
     no_traceback(http.stderr)
 
 

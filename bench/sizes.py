@@ -323,6 +323,8 @@ class PassTimer:
 PASSES: tuple[tuple[str, str, str], ...] = (
     ("gateway read", "mcp_server.fairwins.tools", "Gateway.call"),
     ("parse (read_json)", "mcp_server.fairwins.tools", "read_json"),
+    ("depth (jsonrpc.too_deep)", "mcp_server.fairwins.tools", "too_deep"),
+    ("lone surrogates (jsonrpc.well_formed)", "mcp_server.fairwins.tools", "well_formed"),
     ("parse + check (answers.Reader)", "mcp_server.core.answers", "Reader.read"),
     ("redaction (scrub the result)", "mcp_server.fairwins.tools", "_without_credentials"),
     ("redaction prefilter (tools._exposed)", "mcp_server.fairwins.tools", "_exposed"),
@@ -352,7 +354,7 @@ def profile(counts: Sequence[int], calls: int, token: str, deadline: Deadline) -
                 module = importlib.import_module(module_name)
             except ImportError:
                 continue
-            if Path(module.__file__ or "").parent != package:
+            if package not in Path(module.__file__ or "").parents:
                 continue  # not in the code measured (an installed copy elsewhere has it)
             owner_name, _, leaf = attribute.rpartition(".")
             owner: Any = getattr(module, owner_name) if owner_name else module

@@ -14,24 +14,30 @@ answer, and read back through a real server process (stdio and HTTP) and the off
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import re
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from tests.conftest import WAIT, run_stdio, server_env
-from tests.mcp_http import serving
+from tests.mcp_http import post, serving
 from tests.sandbox_gateway import SandboxGateway, v1_offer
-from tests.test_answers import BIG, envelope
+from tests.test_answers import BIG, _strings, envelope
 from tests.test_sdk_client import sdk
 
 MIN_RUN: Final = 8
 WAGERS: Final = "/v1/member/wagers"
+WAGERS_CALL: Final = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers"}}
+
+
+def server_url(server: Any) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/mcp"
+
+
 # A slash or a plus every few characters: no run of 8 survives URL encoding, and `\/` splits it.
 BEARER: Final = "fw1.Qa/Zb+Xc/Wd+Ve/Uf+Tg/Sh+Ri/Pj"
 
@@ -83,20 +89,6 @@ def reference_holds(text: str, bearer: str) -> bool:
     decoded = reference_decoded(text)
     folded = bearer.lower().encode()
     return any(folded[i : i + MIN_RUN] in decoded for i in range(len(folded) - MIN_RUN + 1))
-
-
-def _strings(value: Any) -> Iterator[str]:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                yield key
-                stack.append(sub)
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 def client_reads(message: Any) -> list[str]:
@@ -206,23 +198,11 @@ def test_an_http_server_never_writes_back_the_bearer_in_any_spelling(sandbox: Sa
     with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))) as server:
         for name, kind in CASES:
             _fault(sandbox, name, kind)
-            conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT)
-            try:
-                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers"}}
-                headers = {
-                    "Content-Type": "application/json",
-                    "Accept": "application/json, text/event-stream",
-                    "Authorization": f"Bearer {BEARER}",
-                }
-                conn.request("POST", "/mcp", body=json.dumps(call), headers=headers)
-                resp = conn.getresponse()
-                raw = resp.read()
-            finally:
-                conn.close()
-            assert resp.status == 200, raw
-            message = json.loads(raw)
+            answer = post(server_url(server), WAGERS_CALL, {"Authorization": f"Bearer {BEARER}"}, timeout=WAIT)
+            assert answer.status == 200, answer.body
+            message = answer.response
             assert "result" in message, message
-            texts = leaks(message) + [h for h in map(str, resp.getheaders()) if reference_holds(h, BEARER)]
+            texts = leaks(message) + [h for h in map(str, answer.headers.items()) if reference_holds(h, BEARER)]
             if texts:
                 found[f"{name} {kind}"] = texts
     assert not sorted(found), found
@@ -266,21 +246,9 @@ def test_an_x_payment_header_over_what_any_x402_scheme_writes_is_refused_with_a_
     header = _payment_header(46_000)  # about 63 KB once encoded: under the 64 KiB head limit
     assert 60_000 < len(header) < 64_000
     with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))) as server:
-        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT)
-        try:
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers"}}
-            headers = {
-                "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream",
-                "X-PAYMENT": header,
-            }
-            conn.request("POST", "/mcp", body=json.dumps(call), headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        finally:
-            conn.close()
-    assert resp.status == 400, raw[:300]
-    assert b"X-PAYMENT" in raw and b"KiB" in raw
+        answer = post(server_url(server), WAGERS_CALL, {"X-PAYMENT": header}, timeout=WAIT)
+    assert answer.status == 400, answer.body[:300]
+    assert b"X-PAYMENT" in answer.body and b"KiB" in answer.body
     assert not sandbox.seen  # nothing went upstream
 
 

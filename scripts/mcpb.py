@@ -64,7 +64,7 @@ ENTRY_POINT: Final = "server/main.py"
 Kind = Literal["uv", "python"]
 # Every bundle built, in the order they are written: server.type → the bundle's file-name suffix,
 # how the host starts it, and what the member needs (the last line of the long description).
-# MANIFEST.md: a "uv" server is a "Python server using UV runtime"; its bundle "must include
+# MANIFEST.md (modelcontextprotocol/mcpb): a "uv" server is a "Python server using UV runtime"; its bundle "must include
 # pyproject.toml" and the host manages execution. The pinned CLI (2.1.2) requires mcp_config for
 # every type, and Desktop starts its own uv with mcp_config's args as given (its logs, quoted in
 # github.com/oogunbiyi21/stats-compass-mcp/issues/2). `uv run --directory <bundle> server/main.py`

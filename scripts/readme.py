@@ -3,10 +3,11 @@
 Each region between `<!-- generated:NAME:start -->` and `<!-- generated:NAME:end -->` markers
 (BLOCKS: README.md's catalog of tools, resources and prompts, its tool count and its list of
 public tools; the `check` sample of docs/configuration.md; the lists of the guide the server
-serves as fairwins://guide) is generated from the vendored snapshot as the shipped server composes
-it (mcp_server.setup.server.build_catalog), so no page can drift from what a client sees in
-tools/list. A new tool needs no prose edit. `--check` changes nothing: it prints the difference
-and the command that fixes it, and exits 1 when there is one.
+serves as fairwins://guide; docs/gateway.md's tables of the routes and of the fields each answer
+carries) is generated from the vendored snapshot as the shipped server composes it
+(mcp_server.setup.server.build_catalog), so no page can drift from what a client sees in
+tools/list, and a new tool needs no prose edit. `--check` changes nothing: it prints the
+difference and the command that fixes it, and exits 1 when there is one.
 """
 
 from __future__ import annotations
@@ -134,6 +135,105 @@ def scope_rows(_: str) -> str:
     return "\n".join([*rows, ""])
 
 
+def _route_tools() -> dict[str, dict[str, Any]]:
+    """Each served gateway tool's snapshot entry (build_intent's own), by what it executes."""
+    by_target: dict[str, dict[str, Any]] = {}
+    for tool in _served()[0]:
+        execution = tool.entry["exec"]
+        by_target[execution.get("route") or execution["path"]] = tool.entry
+    return by_target
+
+
+def _query(entry: dict[str, Any] | None, path: str, method: str) -> str:
+    """The arguments a GET sends as its query: its tool's properties that fill no path segment."""
+    if entry is None or method != "GET":
+        return "—"
+    schema = entry["inputSchema"]
+    names = [n for n in schema.get("properties", {}) if f"{{{n}}}" not in path]
+    required = schema.get("required", [])
+    return ", ".join(f"`{n}`" + ("" if n in required else " (optional)") for n in names) or "—"
+
+
+def member_routes(_: str) -> str:
+    """docs/gateway.md's table of the member routes, from the snapshot's route table."""
+    snap, tools = load(), _route_tools()
+    rows = [
+        "",
+        "| route id | method | path | query | scope | can be priced (x402) | tool |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rid, route in snap.routes.items():
+        entry = tools.get(rid)
+        scope = f"`{route['scope']}`" if route["scope"] else "none (public)"
+        tool = f"`{entry['name']}`" if entry else "—"
+        query = _query(entry, route["path"], route["method"])
+        rows.append(
+            f"| `{rid}` | {route['method']} | `{route['path']}` | {query} | {scope} | "
+            f"{'yes' if route['priced'] else 'no'} | {tool} |"
+        )
+    return "\n".join([*rows, ""])
+
+
+def public_routes(_: str) -> str:
+    """docs/gateway.md's table of the public reads, from the public tools' paths and arguments."""
+    rows = ["", "| path | query | what | tool |", "|---|---|---|---|"]
+    for tool in _served()[0]:
+        if tool.public:
+            path = tool.entry["exec"]["path"]
+            properties = tool.entry["inputSchema"].get("properties", {})
+            defaults = [
+                f"`{n}` defaults to {properties[n]['default']}" for n in properties if "default" in properties[n]
+            ]
+            what = _cell(tool.entry["title"]) + (f" ({', '.join(defaults)})" if defaults else "")
+            rows.append(f"| `GET {path}` | {_query(tool.entry, path, 'GET')} | {what} | `{tool.name}` |")
+    return "\n".join([*rows, ""])
+
+
+def _type(schema: dict[str, Any]) -> str:
+    """A schema's values, in words: "string", "list of object", "integer or null", "one of a, b"."""
+    if "enum" in schema:
+        return "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        return "list of " + _type(schema.get("items", {}))
+    if isinstance(kind, str):
+        return kind
+    branches = [b for b in schema.get("anyOf", []) if "type" in b or "enum" in b]
+    return " or ".join(_type(b) for b in branches) or "any"
+
+
+def _fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    rows = []
+    required = schema.get("required", [])
+    for name, sub in schema.get("properties", {}).items():
+        description = _cell(sub.get("description", ""))
+        mark = " (always)" if name in required else ""
+        rows.append(f"| `{prefix}{name}` | {_type(sub)}{mark} | {description} |")
+        if sub.get("type") == "object":
+            rows += _fields(sub, f"{prefix}{name}.")
+            if isinstance(sub.get("additionalProperties"), dict):
+                rows += _fields(sub["additionalProperties"], f"{prefix}{name}.<key>.")
+        elif sub.get("type") == "array" and sub.get("items", {}).get("type") == "object":
+            rows += _fields(sub["items"], f"{prefix}{name}[].")
+    return rows
+
+
+def answer_fields(_: str) -> str:
+    """docs/gateway.md's fields of each 2xx answer, from the answer branch of each outputSchema."""
+    snap = load()
+    tools = _route_tools()
+    out = [""]
+    for target, schema in snap.output_schemas.items():
+        answer = schema["anyOf"][0]
+        route = snap.routes.get(target)
+        where = f"{route['method']} {route['path']}" if route else f"GET {target}"
+        tool = tools.get(target)
+        out += [f"#### `{where}`" + (f" (`{tool['name']}`)" if tool else ""), ""]
+        out += [_cell(answer.get("description", "")), "", "| field | type | what |", "|---|---|---|"]
+        out += [*_fields(answer), ""]
+    return "\n".join(out)
+
+
 @dataclass(frozen=True)
 class Block:
     """One generated region: the file it is in, its marker name, and what writes it from its current text."""
@@ -159,6 +259,10 @@ BLOCKS: Final = (
     Block("mcp_server/fairwins/guide.md", "scopes", scope_rows),
     Block("mcp_server/fairwins/guide.md", "public-tools", public_tools),
     Block("mcp_server/fairwins/guide.md", "priced-tools", priced_tools),
+    Block("docs/payments.md", "priced-tools", priced_tools),
+    Block("docs/gateway.md", "member-routes", member_routes),
+    Block("docs/gateway.md", "public-routes", public_routes),
+    Block("docs/gateway.md", "answer-fields", answer_fields),
 )
 FILES: Final = tuple(dict.fromkeys(block.path for block in BLOCKS))
 

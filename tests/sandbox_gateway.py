@@ -1,4 +1,4 @@
-"""A fake FairWins gateway, faithful to GATEWAY.md and PAYMENTS.md: for tests, demo and benchmarks.
+"""A fake FairWins gateway, faithful to docs/gateway.md and docs/payments.md: for tests, demo and benchmarks.
 
 Deterministic sample data (chain 137 read, chain 8453 unreadable, chain 1 not configured), two
 member tokens whose data differ, a token with two scopes, an expired token, an x402 v1 offer
@@ -123,7 +123,7 @@ _WAGERS: Final[Mapping[str, tuple[Json, ...]]] = {
             "description": "Lakers beat the Celtics on Dec 1 — loser buys the café crème",
         },
         {
-            # Results carry text written by other people (GATEWAY.md): this one tries to give
+            # Results carry text written by other people (docs/gateway.md): this one tries to give
             # orders, so the server's tests can check it is reported, never obeyed.
             "id": "w-a-2",
             "stake": "10.00",
@@ -193,7 +193,7 @@ _UNREADABLE_REASONS: Final[Mapping[str, str]] = {
     "rates": "fee oracle did not answer within 5 s",
     "membership": "membership registry did not answer within 5 s",
 }
-# --- x402 (research/x402.md §2, §3) ------------------------------------------------------------
+# --- x402 (docs/payments.md, what the code relies on in x402) -----------------------------------
 
 OFFER_ORIGIN: Final = "https://sandbox.fairwins.invalid"
 USDC_POLYGON: Final = "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359"
@@ -365,7 +365,7 @@ def _positive_int(text: str) -> int | None:
 
 
 def _envelope(key: str, value: object, chain_ids: Sequence[int] = CHAIN_IDS) -> Json:
-    """The per-chain envelope of GATEWAY.md: each chain read, unreadable or not configured."""
+    """The per-chain envelope of docs/gateway.md: each chain read, unreadable or not configured."""
     chains: list[Json] = []
     for chain_id in chain_ids:
         if chain_id == CHAIN_READ:
@@ -991,7 +991,7 @@ def _answer_for(request: SeenRequest) -> _Answer:
     if len(payments) > 1:
         return _bad_request("send one payment header, not " + ", ".join(name for name, _ in payments))
     if payments and authorizations:
-        # PAYMENTS.md: a payment replaces the bearer; both at once asks two questions.
+        # docs/payments.md: a payment replaces the bearer; both at once asks two questions.
         return _bad_request("send either Authorization or a payment header, not both")
     if payments:
         header, value = payments[0]
@@ -1001,7 +1001,7 @@ def _answer_for(request: SeenRequest) -> _Answer:
         if isinstance(payment, str):
             return _offer_answer(_PAYMENT_HEADERS[header.lower()], request.path, payment)
         served = route.handler(_Call(request, params, query, PAYER_ACCOUNT, None))
-        # The reference middleware settles only when the handler succeeded (research/x402.md §3).
+        # The reference middleware settles only when the handler succeeded (docs/payments.md).
         return served.with_header(*_receipt(payment)) if 200 <= served.status < 300 else served
     if not authorizations:
         if route.offer_version is not None:
@@ -1264,7 +1264,7 @@ def _fault_answer(fault: _Fault, request: SeenRequest) -> _Answer:
     if kind == "echo":
         return _echo_answer(fault, request)
     if kind == "approval_412":
-        # research/x402.md §1.4: the TS core answers 412 when a Permit2 approval is missing.
+        # docs/payments.md, statuses: the TS core answers 412 when a Permit2 approval is missing.
         offer = v2_offer(request.path, "permit2_allowance_required", transfer_method="permit2")
         return _json(412, {}, (("PAYMENT-REQUIRED", _b64json(offer)),))
     raise AssertionError(f"fault {kind} is not a single answer")

@@ -1,4 +1,4 @@
-"""x402 payments (PAYMENTS.md): prices shown verbatim, payments carried once, receipts restated, secrets kept.
+"""x402 payments (docs/payments.md): prices shown verbatim, payments carried once, receipts restated, secrets kept.
 
 Pure functions first, then the real dispatcher over the sandbox gateway on a real socket, then the
 stdio server as a subprocess. Every payment here carries CANARY, which must never come back.

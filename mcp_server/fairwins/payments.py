@@ -251,8 +251,8 @@ def paid_result(
         return _with_receipt(error_result(failure(outcome)), receipt, raw_present)
     # Sent, and neither a receipt nor a fresh offer says what became of it. A bare 402 or a 5xx
     # may follow a settlement; x402 gateways settle only after a successful answer (docs/payments.md,
-    # what the code relies on in x402), but a 4xx is the gateway's word, not a receipt, and the payment stays signed until it
-    # expires: the caller must not pay twice on a guess.
+    # what the code relies on in x402), but a 4xx is the gateway's word, not a receipt, and the
+    # payment stays signed until it expires: the caller must not pay twice on a guess.
     return error_result(f"{failure(outcome)} {UNKNOWN_OUTCOME}")
 
 

@@ -101,7 +101,8 @@ def from_meta(value: object) -> Payment:
     inside = lone_surrogate(value, ("_meta", PAYMENT_META_KEY))
     if inside is not None:
         raise McpError(INVALID_PARAMS, f"Invalid params: {inside} holds a lone UTF-16 surrogate, which is not text")
-    # docs/payments.md, translating _meta to a header: compact JSON, every key kept; signatures cover typed data, not bytes.
+    # Compact JSON, every key kept; signatures cover typed data, not bytes (docs/payments.md,
+    # translating _meta to a header).
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a number like 1e999 parses to inf, which JSON cannot carry back out

@@ -371,7 +371,8 @@ def _envelope(key: str, value: object, chain_ids: Sequence[int] = CHAIN_IDS) -> 
         if chain_id == CHAIN_READ:
             chains.append({"chainId": chain_id, "state": "read", key: value})
         elif chain_id == CHAIN_UNREADABLE:
-            chains.append({"chainId": chain_id, "state": "unreadable", "reason": _UNREADABLE_REASONS[key]})
+            reason = _UNREADABLE_REASONS.get(key, f"the {key} service did not answer within 5 s")
+            chains.append({"chainId": chain_id, "state": "unreadable", "reason": reason})
         else:
             chains.append({"chainId": chain_id, "state": "not-configured"})
     return {"asOf": AS_OF, "chains": chains}

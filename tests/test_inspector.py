@@ -151,6 +151,7 @@ for line in sys.stdin:
 
 def schema_findings(server: list[str], home: pathlib.Path) -> tuple[list[dict[str, Any]], str]:
     """What the Inspector's lint finds in `server`'s tools, strictly (its findings) and plainly (its stderr)."""
+    assert LAUNCHER.exists() and NODE.exists(), f"the MCP Inspector {VERSION} is not installed: run `make test`"
     base = [str(NODE), str(LAUNCHER), "--cli", *server, "--method", "tools/list"]
     strict = run_cli([*base, "--strict", "--format", "json"], home)
     assert strict.returncode == 0, f"{strict.stdout}\n{strict.stderr}"

@@ -113,6 +113,19 @@ def _settle(data: bytes) -> bytes | None:
     return None
 
 
+def escape_in(token: str) -> str | None:
+    """The first escape the definition would decode in `token` (`%2F`, `\\u002f`, `\\/`), or None.
+
+    The definition reads a text decoded and looks there for the bearer as written: a bearer that
+    itself holds an escape has a decoded reading too, and an echo of it (the gateway's, a proxy's,
+    a log's) reads as that, so no search finds it. Such a bearer is refused where it enters, never
+    sent (RFC 6750's b64token holds no `%` and no `\\`); a `%` or `\\` that starts no escape is
+    taken, and every reading of it is the bearer as written.
+    """
+    found = _ESCAPE.search(token.encode("utf-8", "surrogatepass"))
+    return None if found is None else found.group().decode("utf-8", "surrogatepass")
+
+
 def _fold(data: bytes) -> bytes:
     folded = data.lower()  # ASCII letters only
     return folded if folded.isascii() else folded.replace(_KELVIN, b"k")

@@ -44,7 +44,7 @@ from mcp_server.setup.client_configs import (
     merge,
     server_entry,
 )
-from mcp_server.setup.config import ConfigError, from_env
+from mcp_server.setup.config import ConfigError, from_env, token_refusal
 from mcp_server.upstream.gateway import parse_base_url
 
 PUBLIC_RELAY: Final = "https://relay.fairwins.app"
@@ -137,6 +137,11 @@ def _settings(
     except ValueError as exc:
         raise InstallError(str(exc)) from None
     token, source = _token(args, env, stdin) if ask_token else (None, "not asked")
+    if token is not None:
+        # Refused in the words of where it came from (the server would name its variable).
+        refusal = token_refusal(token, TOKEN_VARIABLE if source == TOKEN_VARIABLE else f"the token from {source}")
+        if refusal is not None:
+            raise InstallError(refusal + "; nothing was changed")
     try:
         # The server's own reading of these settings, so anything it would refuse is refused here.
         from_env({URL_VARIABLE: url, **({TOKEN_VARIABLE: token} if token else {})})

@@ -9,9 +9,13 @@ change that look. This module matches the values themselves, by one definition (
   text: `%XX` becomes its byte, `\\uXXXX` its character, `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`,
   `\\r`, `\\t` theirs; rounds repeat until nothing changes, so an escape spelled by escapes
   (`\\u0025` for `%`, `%5C` for `\\`, `\\u0033` for a hex digit, `\\\\/` doubled) is decoded through.
-  Folding lowers ASCII letters and reads the Kelvin sign as `k`. A text is also read with one
-  round of JSON's escapes first (the view of a client that parses it as JSON), and a text still
-  changing after MAX_ROUNDS rounds counts as spelling it.
+  Folding lowers ASCII letters and reads the Kelvin sign as `k` (the one character outside ASCII
+  whose str.lower is ASCII); nothing else (U+0130, `ſ`, ligatures, `ı`) is folded. A text is also
+  read with one round of JSON's escapes first (the view of a client that parses it as JSON), and a
+  text still changing after MAX_ROUNDS rounds counts as spelling it.
+
+The bearer is searched for as written, so it must have no other reading: a bearer holding an
+escape the decoding would decode is refused where it enters (`escape_in`), never sent.
 
 Out of reach: pieces shorter than MIN_RUN; other encodings (base64 of the bearer, HTML entities,
 look-alike characters, a hash).

@@ -21,10 +21,12 @@ import pytest
 
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http.response import REFUSAL_CODES
 from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.wire.jsonrpc import INVALID_REQUEST
 from tests.conftest import ROOT
 from tests.hosts import node, tool
-from tests.mcp_http import post, refusal, serving
+from tests.mcp_http import REFUSAL_RPC_CODES, post, refusal, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_shared_token import SDK_PYTHON
 
@@ -106,3 +108,16 @@ def test_the_typescript_sdk_client_shows_the_member_the_refusals_sentence(server
         body = json.loads(seen["data"]["text"])
         assert seen["data"]["status"] == status and body["error"]["code"] == rpc_code, seen
         assert body["error"]["data"] == {"error": code} and words in body["error"]["message"]
+
+
+def test_the_code_table_is_the_one_the_docs_and_the_test_client_know() -> None:
+    codes = {INVALID_REQUEST, *REFUSAL_CODES.values()}
+    assert codes == REFUSAL_RPC_CODES
+    assert all(-32099 <= code <= -32000 for code in codes - {INVALID_REQUEST})  # JSON-RPC's server range
+    security = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    assert all(f"`{code}`" in security for code in codes)
+    http = ROOT / "mcp_server" / "transports" / "http"
+    written = "".join(p.read_text(encoding="utf-8") for p in http.glob("*.py") if p.name != "response.py")
+    assert all(f'"{name}"' in written for name in REFUSAL_CODES), (
+        "each refusal the table names is one the server writes"
+    )

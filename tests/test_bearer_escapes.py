@@ -4,7 +4,7 @@ The definition of a credential in a text (docs/security.md) decodes the text and
 bearer as written. A bearer that itself holds `%XX` or `\\uXXXX` (URL-encoded on the member's side,
 or copied out of a JSON string) decodes, in an echo, into something else, and nothing found it:
 the gateway writing back what it received returned the whole token. Such a bearer is refused
-before anything is sent (RFC 6750's b64token holds no `%` and no `\\`): over HTTP `401` with a
+before anything is sent (RFC 6750's b64token holds no `%` and no `\\`): over HTTP `400` with a
 sentence, over stdio (and `check`, and `install`) a start-up sentence naming FAIRWINS_API_TOKEN.
 A bearer whose `%` starts no escape is taken, and its echo scrubbed, as before.
 
@@ -114,7 +114,7 @@ def leaked(texts: list[str], bearer: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPED))
-def test_over_http_a_bearer_holding_escapes_is_refused_with_401_and_nothing_is_sent(
+def test_over_http_a_bearer_holding_escapes_is_refused_with_400_and_nothing_is_sent(
     gateway: EchoGateway, name: str
 ) -> None:
     bearer = ESCAPED[name]
@@ -125,11 +125,11 @@ def test_over_http_a_bearer_holding_escapes_is_refused_with_401_and_nothing_is_s
             answer = post(url, PROFILE_CALL, {"Authorization": f"Bearer {bearer}"}, timeout=WAIT)
             texts = [*client_reads(json.loads(answer.body)), answer.body.decode()]
             assert not leaked(texts, bearer), (place, answer.status, answer.body[:300])
-            assert answer.status == 401, (place, answer.body[:300])
+            assert answer.status == 400, (place, answer.body[:300])
             error = answer.response["error"]
             assert answer.response["id"] == 7 and error["data"]["error"] == "escaped_bearer"
             assert "holds an escape" in error["message"] and "Nothing was sent to the gateway" in error["message"]
-            assert answer.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+            assert answer.headers["www-authenticate"].startswith('Bearer error="invalid_request"')
     assert gateway.seen == []
 
 

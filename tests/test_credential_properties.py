@@ -320,13 +320,13 @@ def door(gateway: SandboxGateway) -> Iterator[McpHTTPServer]:
 
 @profile(40)
 @given(bearer=escaped_bearers)
-def test_over_http_every_bearer_holding_an_escape_is_401_and_nothing_is_sent(
+def test_over_http_every_bearer_holding_an_escape_is_400_and_nothing_is_sent(
     gateway: SandboxGateway, door: McpHTTPServer, bearer: str
 ) -> None:
     before = len(gateway.seen)
     call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_profile"}}
     answer = post(f"http://127.0.0.1:{door.server_address[1]}/mcp", call, {"Authorization": f"Bearer {bearer}"})
-    assert answer.status == 401 and refusal(answer.body, 3)[0] == "escaped_bearer", answer.body[:300]
+    assert answer.status == 400 and refusal(answer.body, 3)[0] == "escaped_bearer", answer.body[:300]
     assert len(gateway.seen) == before
     # Nothing of it comes back either: its escape alone is named, shorter than any credential piece.
     forms = [bearer]

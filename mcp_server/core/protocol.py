@@ -430,7 +430,9 @@ class Dispatcher:
             session.client_capabilities = caps if isinstance(caps, dict) else {}
         result: JSONObject = {
             "protocolVersion": version,
-            "capabilities": self._with_apps(self.capabilities, params.get("capabilities")),
+            # Stateless HTTP cannot carry this handshake to the POSTs after it, so views are
+            # offered there only per request (2026-07-28); advertising them here would be untrue.
+            "capabilities": self._with_apps(self.capabilities, None if session.http else params.get("capabilities")),
             "serverInfo": self._server_info_for(version),
         }
         if self.catalog.instructions:

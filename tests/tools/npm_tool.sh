@@ -6,7 +6,7 @@
 #   mcpb="$(bash tests/tools/npm_tool.sh mcpb)"            # the MCP Bundle CLI (a Node script: run it with Node 22)
 #   claude="$(bash tests/tools/npm_tool.sh claude-code)"    # Claude Code (its native binary)
 #   inspector="$(bash tests/tools/npm_tool.sh inspector)"   # the MCP Inspector's launcher (run it with Node 22)
-#   apps="$(bash tests/tools/npm_tool.sh apps-host)"        # the MCP Apps test host's node_modules (tests/apps_host/)
+#   apps="$(bash tests/tools/npm_tool.sh apps-host)"        # the MCP Apps test host's node_modules (tests/browser_host/)
 #
 # No install script of a package is run (--ignore-scripts). @anthropic-ai/claude-code's own
 # postinstall only copies the native binary of its platform package (an optional dependency,

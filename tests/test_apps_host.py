@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests import apps_host
 from tests.apps_host import Report
@@ -391,7 +393,8 @@ def assert_literal(view: Report, tags: list[str]) -> None:
         assert "evil.invalid" not in value and "javascript:" not in value and "__pwned" not in value
 
 
-def test_hostile_gateway_data_stays_text_over_http(sandbox: SandboxGateway, http_url: str, chromium: str) -> None:
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_hostile_gateway_data_stays_text(sandbox: SandboxGateway, http_url: str, chromium: str, transport: str) -> None:
     sandbox.fault("/v1/member/wagers", "status", status=200, body=body(hostile_wagers()))
     sandbox.fault("/v1/polymarket/137/markets", "status", status=200, body=body(HOSTILE_MARKETS))
     sandbox.fault("/v1/member/intents/build", "status", status=200, body=body(HOSTILE_INTENT))
@@ -409,7 +412,10 @@ def test_hostile_gateway_data_stays_text_over_http(sandbox: SandboxGateway, http
         {"name": "price", "tool": "get_fees"},
         {"name": "failure", "tool": "get_prediction_markets", "arguments": {"chainId": 1}},
     ]
-    plan = {"transport": "http", "url": http_url, "bearer": TOKEN_MEMBER_A, "cases": cases}
+    if transport == "http":
+        plan = {"transport": "http", "url": http_url, "bearer": TOKEN_MEMBER_A, "cases": cases}
+    else:
+        plan = stdio_plan(sandbox.url, TOKEN_MEMBER_A, cases)
     reports = apps_host.run(plan, chromium)
     assert reports["_started"]["started"]["capabilities"]["extensions"] == {"io.modelcontextprotocol/ui": {}}
     for case in cases:
@@ -427,6 +433,70 @@ def test_hostile_gateway_data_stays_text_over_http(sandbox: SandboxGateway, http
     assert failure["result"]["content"][0]["text"] in failure["after"]["textContent"]
     for report in reports.values():
         assert TOKEN_MEMBER_A not in str(report)
+
+
+# Pieces a hostile string is drawn from: markup and its near misses, script, URLs, CSS, entities,
+# bidi and zero-width controls, combining marks, U+FFFD and astral characters, plus any text.
+PIECES: Final = (
+    "<",
+    ">",
+    "</",
+    "/>",
+    "<script>",
+    "</script>",
+    "<img src=x onerror=window.__pwned=1>",
+    "<svg onload=window.__pwned=2>",
+    "<a href='javascript:window.__pwned=3'>",
+    "<iframe srcdoc='<script>window.__pwned=4</script>'>",
+    "<style>",
+    "url(https://evil.invalid/x)",
+    "@import 'https://evil.invalid/y';",
+    "&lt;",
+    "&amp;",
+    "&#60;",
+    '"',
+    "'",
+    "`",
+    "\u202e",
+    "\u202d",
+    "\u2066",
+    "\u2069",
+    "\u200b",
+    "\u0301",
+    "\ufffd",
+    "\U0001f600",
+    "${x}",
+    "{{x}}",
+    "\\",
+    "\n",
+)
+hostile_text = st.lists(
+    st.one_of(st.sampled_from(PIECES), st.text(st.characters(exclude_categories=("Cs", "Cc")), max_size=8)), max_size=12
+).map("".join)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(hostile_text.filter(lambda t: t.strip()), min_size=4, max_size=12))
+def test_any_hostile_strings_stay_text(sandbox: SandboxGateway, http_url: str, chromium: str, texts: list[str]) -> None:
+    """A property over drawn strings: whatever a wager says, no element, attribute or script comes of it."""
+    wagers = [
+        {"id": f"w-{i}", "stake": t, "asset": t, "deadline": t, "status": t, "description": t}
+        for i, t in enumerate(texts)
+    ]
+    answer = {"asOf": "2026-11-29T20:00:00Z", "chains": [{"chainId": 137, "state": "read", "wagers": wagers}]}
+    sandbox.fault("/v1/member/wagers", "status", status=200, body=body(answer))
+    plan = {
+        "transport": "http",
+        "url": http_url,
+        "bearer": TOKEN_MEMBER_A,
+        "cases": [{"name": "drawn", "tool": "get_wagers"}],
+    }
+    report = apps_host.run(plan, chromium)["drawn"]
+    assert_lifecycle(report)
+    (table,) = report["after"]["tables"]
+    assert table["rows"] == len(texts)
+    for t in texts:
+        assert t in report["after"]["textContent"]
 
 
 def test_ten_thousand_wagers_render_bounded(sandbox: SandboxGateway, http_url: str, chromium: str) -> None:

@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
+from mcp_server.ops import signals
+
 _secrets: set[str] = set()
 _lock = threading.Lock()
 
@@ -302,7 +304,7 @@ class StderrHandler(logging.Handler):
             urgent = urgent or self.interactive
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
-                self._thread.start()
+                signals.start(self._thread)  # a stop signal must reach the main thread, not this one
             if urgent and not self._urgent:
                 self._urgent = True
                 self._cond.notify_all()

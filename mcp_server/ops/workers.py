@@ -60,7 +60,7 @@ class Lifeline:
                 pass
             on_instance_stop()
 
-        threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True).start()
+        signals.start(threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True))
 
 
 Run = Callable[[socket.socket, Lifeline], int]

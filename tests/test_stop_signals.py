@@ -279,3 +279,31 @@ def test_stdio_stops_within_a_second_with_calls_in_flight(gateway_url: str, sig:
         assert server.wait() == 0, server.output[-3000:]
         client.reader.join(5)
         assert client.sent and client.sent == client.answered, sorted(client.sent - client.answered)[:20]
+
+
+def _blocked(pid: int, tid: int) -> int:
+    """The signal mask of one thread of `pid`, from /proc (bit n-1 stands for signal n)."""
+    with open(f"/proc/{pid}/task/{tid}/status") as fh:
+        return next(int(line.split()[1], 16) for line in fh if line.startswith("SigBlk:"))
+
+
+STOP_BITS: Final = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads each thread's signal mask in /proc, which Linux alone has")
+def test_every_stdio_thread_but_the_main_one_blocks_the_stop_signals(gateway_url: str) -> None:
+    # POSIX hands a process-directed signal to any thread not blocking it; only the main thread's
+    # wait is interrupted by it. Here the call threads, the log writer and the watchdog all run.
+    env = _server_env(gateway_url) | {"FAIRWINS_API_TOKEN": TOKEN}
+    with running("fairwins-mcp stdio", [sys.executable, "-m", "mcp_server"], env, wire=True) as server:
+        client = BusyClient(server)
+        assert client.up.wait(START), server.output[-3000:]
+        pid = server.proc.pid
+        masks = {int(tid): _blocked(pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+        client.stop_pressing()
+        assert masks.pop(pid) & STOP_BITS == 0, "the main thread must take the stop signals"
+        assert len(masks) >= 16, f"expected the call threads, the log writer and the watchdog; found {len(masks)}"
+        open_to_them = [tid for tid, mask in masks.items() if mask & STOP_BITS != STOP_BITS]
+        assert not open_to_them, f"threads that could take SIGTERM or SIGINT: {open_to_them}"
+        server.signal(signal.SIGTERM)
+        assert server.wait() == 0, server.output[-3000:]

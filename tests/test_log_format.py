@@ -252,3 +252,23 @@ def test_closing_twice_never_closes_a_descriptor_reused_since() -> None:
     finally:
         for fd in (read_fd, again_r, again_w):
             os.close(fd)
+
+
+def test_a_line_sent_ahead_is_written_before_a_long_backlog_of_message_records() -> None:
+    backlog = 12 * logs.FORMAT_SLICE  # ~300 KiB of access lines: the pipe (64 KiB) fills long before the end
+    with pipe_handler() as (handler, fd):
+        for _ in range(backlog):
+            log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, a_record(), (), None)
+            log_record.mcp_record = log_record.msg
+            handler.handle(log_record)
+        ahead = line(logging.INFO, "stopping: no new connections")
+        ahead.__dict__.update(logs.AHEAD)
+        handler.handle(ahead)
+        data = bytearray()
+        while data.count(b"\n") < backlog + 1:
+            data += read_within(fd, WAIT)
+    rows = bytes(data).splitlines()
+    assert len(rows) == backlog + 1 and all(b"tools/call" in row for row in rows if b"stopping" not in row)
+    at = next(n for n, row in enumerate(rows) if row.endswith(b"INFO fairwins_mcp.x: stopping: no new connections"))
+    # Written at the first slice boundary after it was logged, not behind the whole backlog.
+    assert at < backlog - logs.FORMAT_SLICE, f"the line sent ahead came {at}th of {backlog + 1}"

@@ -18,7 +18,7 @@ from typing import BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
-from mcp_server.ops import records, signals
+from mcp_server.ops import logs, records, signals
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -280,7 +280,7 @@ class StdioServer:
         finally:
             signalled = signal.Signals(self._signal).name if self._stopping else None
             if signalled is not None:
-                log.info("stopping on %s: every request already read is answered", signalled)
+                log.info("stopping on %s: every request already read is answered", signalled, extra=logs.AHEAD)
                 self._drain_buffered(reader, partial)
             # Every request already read gets its answer before the process leaves.
             wait(list(self._pending))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mcp_server import __version__
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
-from mcp_server.ops import signals
+from mcp_server.ops import logs, signals
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate, routes
 from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Slot, Turned
@@ -481,12 +481,17 @@ def serve(
     last = not alone[0]
     if timings.prestop > 0 and last:
         server.unready = True
-        log.info("stopping: /healthz answers 503 for %.0f s while requests are still served", timings.prestop)
+        log.info(
+            "stopping: /healthz answers 503 for %.0f s while requests are still served",
+            timings.prestop,
+            extra=logs.AHEAD,
+        )
         time.sleep(timings.prestop)
     log.info(
         "stopping: %s; every request on an open connection is answered; idle connections close after %.0f s",
         "no new connections" if last else "this worker leaves, the others go on accepting",
         timings.idle_limit(True),
+        extra=logs.AHEAD,
     )
     drained = server.drain(last=last)
     thread.join(timeout=5)

@@ -272,3 +272,24 @@ def test_a_line_sent_ahead_is_written_before_a_long_backlog_of_message_records()
     at = next(n for n, row in enumerate(rows) if row.endswith(b"INFO fairwins_mcp.x: stopping: no new connections"))
     # Written at the first slice boundary after it was logged, not behind the whole backlog.
     assert at < backlog - logs.FORMAT_SLICE, f"the line sent ahead came {at}th of {backlog + 1}"
+
+
+def test_written_in_place_a_stderr_gone_leaves_the_logging_thread_free() -> None:
+    # The --workers supervisor writes in place: a closed stderr must not hang the loop that logs.
+    read_fd, write_fd = os.pipe()
+    handler = logs.StderrHandler(write_fd)
+    handler.setFormatter(logs.TextFormatter())
+    handler.write_in_place()
+    os.close(read_fd)  # nobody will ever read: a write fails with EPIPE
+    done = threading.Event()
+
+    def log_twice() -> None:
+        handler.handle(line(logging.WARNING, "worker 0 (pid 1) exited with code 1"))
+        handler.handle(line(logging.WARNING, "and again"))
+        done.set()
+
+    threading.Thread(target=log_twice, daemon=True).start()
+    finished = done.wait(WAIT)
+    if finished:  # else the handler's lock is held for good: closing it would hang this test too
+        handler.close()
+    assert finished, "logging in place to a closed stderr hung the thread that logged"

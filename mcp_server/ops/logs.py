@@ -284,9 +284,10 @@ class StderrHandler(logging.Handler):
             self.handleError(record)
             return
         if self.in_place:
-            with self._cond:
-                if not self._broken:
-                    self._write(line.encode("utf-8", "backslashreplace"))
+            # One thread logs (write_in_place), so no lock: _write takes the condition itself when
+            # stderr is gone, and holding it here would leave that thread hung in its own lock.
+            if not self._broken:
+                self._write(line.encode("utf-8", "backslashreplace"))
             return
         if record.__dict__.get("fairwins_ahead"):
             with self._cond:

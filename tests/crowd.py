@@ -30,7 +30,7 @@ import json
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.balancer import CALL_HEADERS
 from tests.sandbox_gateway import SeenRequest, _answer_for
@@ -116,6 +116,7 @@ class Tally:
     answered: int = 0
     unanswered: int = 0
     failed: int = 0  # answered, but not with a tool's result
+    examples: list[str] = field(default_factory=list)  # the first few failed answers
     refused: int = 0
     up: int = 0
 
@@ -149,6 +150,8 @@ async def _client(port: int, ids: itertools.count[int], tally: Tally, first: asy
                 tally.answered += 1
                 if not status.startswith("HTTP/1.1 200 ") or b'"isError":false' not in body.replace(b" ", b""):
                     tally.failed += 1
+                    if len(tally.examples) < 3:
+                        tally.examples.append(f"{status} {body[:300]!r}")
                 if not answered_once:
                     answered_once = True
                     tally.up += 1
@@ -159,9 +162,11 @@ async def _client(port: int, ids: itertools.count[int], tally: Tally, first: asy
                     await first.wait()
                 if headers.get("connection", "").lower() == "close":
                     break
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError) as exc:
             if outstanding:
                 tally.unanswered += 1
+                if len(tally.examples) < 6:
+                    tally.examples.append(f"unanswered: {exc!r}")
         finally:
             writer.close()
 
@@ -191,6 +196,8 @@ async def _clients(port: int, connections: int) -> None:
         f"refused {tally.refused}",
         flush=True,
     )
+    for example in tally.examples:
+        print(f"example {example}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

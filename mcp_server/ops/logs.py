@@ -210,9 +210,10 @@ class StderrHandler(logging.Handler):
     A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
     writes what is queued at most FLUSH_AFTER seconds later, a slice of FORMAT_SLICE lines per
     system call, at once for a warning or worse or on a terminal. A line logged with
-    `extra=AHEAD` is written next, before the rest of the queue. Should stderr stop being read (a client may ignore it),
-    lines beyond MAX_WAITING bytes are dropped and counted, and the count is written when stderr
-    moves again: serving never blocks on a log line. logging.shutdown (at exit) writes the rest.
+    `extra=AHEAD` is written next, before the rest of the queue. Should stderr stop being read (a
+    client may ignore it), lines beyond MAX_WAITING bytes are dropped and counted, and the count
+    is written when stderr moves again: serving never blocks on a log line. logging.shutdown (at
+    exit) writes the rest.
     """
 
     def __init__(self, fd: int, *, interactive: bool = False) -> None:

@@ -293,3 +293,45 @@ def test_written_in_place_a_stderr_gone_leaves_the_logging_thread_free() -> None
     if finished:  # else the handler's lock is held for good: closing it would hang this test too
         handler.close()
     assert finished, "logging in place to a closed stderr hung the thread that logged"
+
+
+def ahead(text: str) -> logging.LogRecord:
+    record = line(logging.INFO, text)
+    record.__dict__.update(logs.AHEAD)
+    return record
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows has no poll(): a line sent ahead goes to the writer")
+def test_a_line_sent_ahead_is_written_by_the_thread_that_logs_it_when_stderr_takes_it_at_once() -> None:
+    with pipe_handler() as (handler, fd):
+        before = threading.active_count()
+        handler.handle(ahead("stopping: no new connections"))
+        assert threading.active_count() == before  # no writer thread was needed
+        ready, _, _ = select.select([fd], [], [], 0)  # already there: no waiting at all
+        assert ready and os.read(fd, 65536).endswith(b"INFO fairwins_mcp.x: stopping: no new connections\n")
+
+
+def test_a_line_sent_ahead_never_waits_on_a_full_stderr() -> None:
+    with pipe_handler() as (handler, fd):
+        os.set_blocking(handler.fd, False)
+        filled = 0
+        try:
+            while True:  # fill the pipe to the brim, as a client that never reads stderr would
+                filled += os.write(handler.fd, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(handler.fd, True)
+        done = threading.Event()
+
+        def log_it() -> None:
+            handler.handle(ahead("stopping: no new connections"))
+            done.set()
+
+        threading.Thread(target=log_it, daemon=True).start()
+        assert done.wait(WAIT), "a line sent ahead waited for a stderr nobody reads"
+        data = bytearray()
+        while not data.endswith(b"stopping: no new connections\n"):
+            data += read_within(fd, WAIT)  # once read, the writer thread delivers it
+    rest = bytes(data[filled:])
+    assert bytes(data[:filled]) == b"x" * filled  # the line whole, after what filled the pipe
+    assert rest.count(b"\n") == 1 and rest.endswith(b"INFO fairwins_mcp.x: stopping: no new connections\n")

@@ -7,6 +7,7 @@ import contextvars
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -23,9 +24,10 @@ _lock = threading.Lock()
 # a system call per message, on the thread that has just answered it.
 FLUSH_AFTER: Final = 0.1
 MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is not read; beyond, dropped
-# `extra=` for a line that must not wait behind the queue: the writer writes it next, before the
-# access records still waiting to be formatted (a crowd queues thousands), and at once. For the
-# lines an operator acts on, such as `stopping` after a signal. Its own time stamp keeps it true.
+# `extra=` for a line that must not wait behind the queue: written by the thread that logs it when
+# stderr takes it at once, else by the writer next, before the access records still waiting to be
+# formatted (a crowd queues thousands). For the lines an operator acts on, such as `stopping` after
+# a signal. Its own time stamp keeps it true.
 AHEAD: Final = {"fairwins_ahead": True}
 FORMAT_SLICE: Final = 256  # queued lines formatted and written at a time
 RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
@@ -221,6 +223,7 @@ class StderrHandler(logging.Handler):
         self.fd = fd
         self.interactive = interactive
         self._cond = threading.Condition(threading.Lock())
+        self._write_lock = threading.Lock()  # one write at a time on fd: a line never lands inside another
         self._lines: list[str | logging.LogRecord] = []
         self._ahead: list[str] = []  # lines written before those queued (AHEAD)
         self._size = 0
@@ -240,6 +243,7 @@ class StderrHandler(logging.Handler):
         Lines the parent had queued are the parent's to write; the child starts empty.
         """
         self._cond = threading.Condition(threading.Lock())
+        self._write_lock = threading.Lock()
         self._lines, self._size, self._dropped = [], 0, 0
         self._ahead = []
         self._urgent = self._writing = False
@@ -291,6 +295,8 @@ class StderrHandler(logging.Handler):
                 self._write(line.encode("utf-8", "backslashreplace"))
             return
         if record.__dict__.get("fairwins_ahead"):
+            if self._write_now(line.encode("utf-8", "backslashreplace")):
+                return
             with self._cond:
                 if not self._broken:
                     self._ahead.append(line)
@@ -299,6 +305,28 @@ class StderrHandler(logging.Handler):
                     self._cond.notify_all()
             return
         self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
+
+    def _write_now(self, data: bytes) -> bool:
+        """Write `data` on this thread, if that cannot wait; False (nothing written) where it might.
+
+        A thread that serves never waits on stderr: so only a line stderr takes whole at once (no
+        longer than PIPE_BUF, stderr ready for it, the writer thread not in the middle of a write).
+        """
+        if sys.platform == "win32":
+            return False  # no poll() there, and select() takes sockets only: the writer thread writes it
+        if len(data) > select.PIPE_BUF or self._broken or not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            ready = select.poll()
+            ready.register(self.fd, select.POLLOUT)
+            if not ready.poll(0):
+                return False
+            self._write(data)
+            return True
+        except (OSError, ValueError):
+            return False
+        finally:
+            self._write_lock.release()
 
     def _start_writer(self) -> None:
         if self._thread is None:
@@ -368,9 +396,11 @@ class StderrHandler(logging.Handler):
                     with self._cond:
                         ahead, self._ahead = self._ahead, []
                 if ahead:
-                    self._write("".join(ahead).encode("utf-8", "backslashreplace"))
+                    with self._write_lock:
+                        self._write("".join(ahead).encode("utf-8", "backslashreplace"))
                 text = "".join(map(self._line, lines[start : start + FORMAT_SLICE]))
-                self._write(text.encode("utf-8", "backslashreplace"))
+                with self._write_lock:
+                    self._write(text.encode("utf-8", "backslashreplace"))
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mcp_server import __version__
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
+from mcp_server.ops import logs, signals
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate, routes
 from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Slot, Turned
@@ -420,6 +421,7 @@ def serve(
     over, so a scrape sees the drain, and then closes by the same steps.
     """
     threading.stack_size(THREAD_STACK)
+    signals.block()  # every thread started from here inherits it: a stop signal reaches this one (ops/signals.py)
     timings = dataclasses.replace(timings or Timings(), requests=grace)
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
@@ -473,17 +475,23 @@ def serve(
         announce_metrics(server.server_address, metrics_listener, metrics_on_mcp_port, summed=False)
     else:
         log.info("worker %d serving", os.getpid())
+    signals.unblock()  # the handlers are set: one sent meanwhile is taken now
     while not stop.wait(3600):
         pass
     last = not alone[0]
     if timings.prestop > 0 and last:
         server.unready = True
-        log.info("stopping: /healthz answers 503 for %.0f s while requests are still served", timings.prestop)
+        log.info(
+            "stopping: /healthz answers 503 for %.0f s while requests are still served",
+            timings.prestop,
+            extra=logs.AHEAD,
+        )
         time.sleep(timings.prestop)
     log.info(
         "stopping: %s; every request on an open connection is answered; idle connections close after %.0f s",
         "no new connections" if last else "this worker leaves, the others go on accepting",
         timings.idle_limit(True),
+        extra=logs.AHEAD,
     )
     drained = server.drain(last=last)
     thread.join(timeout=5)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
-from mcp_server.core.protocol import Dispatcher, Reply
+from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import HEADS_FULL, Admission, Slot
@@ -79,10 +79,6 @@ class Host(Protocol):
         ...
 
     def release_slot(self) -> None: ...
-
-    async def dispatch(self, work: Callable[[], Reply]) -> Reply:
-        """Run a message that may wait on the gateway, without holding up the loop."""
-        ...
 
     def end(self) -> None: ...
 

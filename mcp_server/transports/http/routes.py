@@ -18,6 +18,7 @@ from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.connection import STREAM_BACKLOG, Connection
+from mcp_server.transports.http.driver import drive
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
@@ -200,15 +201,13 @@ async def _serve_message(
 
     cancellation = Cancellation()
     unwatch: Callable[[], None] = _nothing
-    blocking = dispatcher.is_blocking(message)
-    if blocking:
+    if dispatcher.is_blocking(message):
         # The client closing its connection is cancellation: every call still in flight, and
         # every item of a batch not yet run, stops, and nothing more is sent to the gateway.
         unwatch = conn.watch(cancellation.cancel)
     try:
         if isinstance(message, Batch):
-            batch = message
-            reply = await server.dispatch(lambda: dispatcher.handle_batch(batch, session, make_ctx, cancellation))
+            reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation))
             for item in items:
                 if item.outcome:  # the first context only lent its headers
                     records.finish(item, server.metrics)
@@ -225,11 +224,7 @@ async def _serve_message(
                 conn.start_answer()
                 stream = Stream(write, extra, close=server.stopping)
                 ctx.send = stream.send
-            single = message
-            if blocking:
-                reply = await server.dispatch(lambda: dispatcher.handle(single, session, ctx))
-            else:
-                reply = dispatcher.handle(single, session, ctx)
+            reply = await drive(dispatcher.handle_steps(message, session, ctx))
             extra = {**extra, **ctx.response_headers}
             if stream is not None and stream.started and not cancellation.is_set:
                 conn.start_answer()

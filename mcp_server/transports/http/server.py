@@ -18,7 +18,6 @@ alone (`metrics_server`), on the same loop: no second, weaker HTTP parser exists
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import errno
 import ipaddress
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_server import __version__
-from mcp_server.core.protocol import Dispatcher, Reply
+from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate, routes
@@ -143,7 +142,6 @@ class McpHTTPServer:
         self._changed: asyncio.Event | None = None
         self._accepting = False
         self._resume: asyncio.TimerHandle | None = None
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._done: asyncio.Future[None] | None = None
         self._stopped = threading.Event()
         self._stopped.set()
@@ -188,8 +186,6 @@ class McpHTTPServer:
             loops.close(loop, self._connections)
         finally:
             self.loop = None
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
             self._stopped.set()
 
     def _call(self, fn: Callable[[], None]) -> None:
@@ -385,14 +381,6 @@ class McpHTTPServer:
     def release_slot(self) -> None:
         assert self._slots is not None
         self._slots.release()
-
-    async def dispatch(self, work: Callable[[], Reply]) -> Reply:
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                self.max_concurrency, thread_name_prefix="fairwins-mcp-call"
-            )
-        assert self.loop is not None
-        return await self.loop.run_in_executor(self._executor, work)
 
     # ---- the drain ----------------------------------------------------------------------------
 

@@ -254,6 +254,7 @@ class AsyncHttpTransport:
         self._pools = weakref.WeakKeyDictionary()
         # A transport collected (its gateway gone) closes what its pools held, each on its own loop.
         weakref.finalize(self, _drop, self._pools)
+        _TRANSPORTS.add(self)
         self._ssl: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
@@ -380,6 +381,17 @@ class AsyncHttpTransport:
                     pool[key] = conn
                 else:
                     conn.close()
+
+
+_TRANSPORTS: weakref.WeakSet[AsyncHttpTransport] = weakref.WeakSet()
+
+
+def close_pools(loop: asyncio.AbstractEventLoop) -> None:
+    """Close every gateway connection pooled for `loop` (on its thread, as it ends): none outlives its loop."""
+    for transport in list(_TRANSPORTS):
+        pool = transport._pools.pop(loop, None)
+        if pool:
+            _close_all(list(pool.values()))
 
 
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, int], _Connection]]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -452,10 +453,19 @@ class Connection(asyncio.Protocol):
         return True
 
     def abort(self) -> None:
+        """Cut the connection off now: a reset, so that what the kernel still holds for the client is
+        dropped too (a plain close would go on sending it, at the client's pace)."""
         self.closing = True
         self._dropping = True
-        if self.transport is not None:
-            self.transport.abort()
+        if self.transport is None:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # already reset: aborting is all that is left
+        self.transport.abort()
 
     async def respond(
         self,

@@ -15,7 +15,7 @@ import logging
 import selectors
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Final, Protocol, TypeVar
 
 log = logging.getLogger("fairwins_mcp.http")
@@ -110,6 +110,9 @@ def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> N
     """Cut off every connection still open, let their coroutines finish, and close the loop."""
     if loop.is_closed():
         return
+    from mcp_server.upstream import aio
+
+    aio.close_pools(loop)  # the gateway connections this loop held
     for conn in list(connections):
         if conn.transport is not None:
             conn.transport.abort()
@@ -119,12 +122,15 @@ def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> N
     for task in pending:
         task.cancel()
     if pending:
-        try:
-            loop.run_until_complete(asyncio.wait(pending, timeout=CLOSE_WAIT))
-        except BaseException:
-            log.debug("the loop could not finish its last tasks", exc_info=True)
-    try:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    except BaseException:
-        pass
+        _finish(loop, asyncio.wait(pending, timeout=CLOSE_WAIT))
+    _finish(loop, loop.shutdown_asyncgens())
     loop.close()
+
+
+def _finish(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
+    """Run `work` to its end on `loop`; on a loop that cannot run any more (its selector broke), drop it."""
+    try:
+        loop.run_until_complete(work)
+    except BaseException:
+        work.close()
+        log.debug("the loop could not finish its last work", exc_info=True)

@@ -39,9 +39,10 @@ def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.Abstract
     """A selector loop on every platform (epoll on Linux, kqueue on macOS, select on Windows).
 
     The accept is ours: the loop tells us the listening socket is readable (add_reader), which
-    Windows' default proactor loop does not offer. `selector`: a test's seam.
+    Windows' default proactor loop does not offer (the price: select() stops at 512 sockets there,
+    plenty for a member's local server). `selector`: a test's seam.
     """
-    return asyncio.SelectorEventLoop(selector)
+    return asyncio.SelectorEventLoop(selector if selector is not None else selectors.DefaultSelector())
 
 
 class Guard:

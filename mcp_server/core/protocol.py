@@ -92,7 +92,8 @@ CACHEABLE: Final = frozenset(
 )
 # `Mcp-Name` must repeat this parameter of these methods (2026-07-28 Streamable HTTP).
 NAME_PARAM: Final[dict[str, str]] = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
-# Methods that may wait on the gateway; transports run them off the reading thread.
+# Methods that may wait on the gateway: their steps reach it (core/steps.py), and a transport
+# watches their client for leaving, which cancels them.
 BLOCKING_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
 MAX_COMPLETIONS: Final = 100
 R = TypeVar("R")
@@ -201,7 +202,7 @@ class Dispatcher:
     # ---- entry points -------------------------------------------------------------------
 
     def is_blocking(self, message: Message | Batch) -> bool:
-        """Whether handling may wait on the network (so a transport runs it off its reading thread)."""
+        """Whether handling may wait on the network (so a transport cancels it when its client leaves)."""
         if isinstance(message, Batch):
             return any(self.is_blocking(item) for item in message.items)
         return isinstance(message, Request) and message.method in BLOCKING_METHODS

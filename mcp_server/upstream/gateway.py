@@ -1,10 +1,11 @@
 """The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
-nothing here raises for what the gateway did. Each call has a deadline enforced by the shared
-watchdog, redirects are never followed, bodies and headers are size-capped, connections are
-reused per worker thread (never one on which anything arrived while it sat idle), and only unpaid
-GETs are ever retried.
+nothing here raises for what the gateway did. Each call has a deadline (the shared watchdog's here,
+the loop's own timers in upstream/aio.py), redirects are never followed, bodies and headers are
+size-capped, connections are reused per worker thread or per event loop (never one on which
+anything arrived while it sat idle), and only unpaid GETs are ever retried: one policy
+(Gateway.policy), driven blocking by Gateway.call and on an event loop by upstream/aio.call.
 """
 
 from __future__ import annotations

@@ -135,6 +135,7 @@ class McpHTTPServer:
         self.socket.setblocking(False)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self.guard: loops.Guard | None = None
         self.fatal: BaseException | None = None  # why the loop could not go on
         self._connections: set[Connection] = set()
@@ -159,6 +160,7 @@ class McpHTTPServer:
     def attach(self, loop: asyncio.AbstractEventLoop, guard: loops.Guard) -> None:
         """Serve on `loop` (running in this thread from now on): accepting starts with its next turn."""
         self.loop = loop
+        self._loop_thread = threading.get_ident()
         self.guard = guard
         self._slots = asyncio.Semaphore(self.max_concurrency)
         self._changed = asyncio.Event()
@@ -392,7 +394,7 @@ class McpHTTPServer:
         """
         loop = self.loop
         if loop is not None and loop.is_running():
-            if threading.get_ident() == getattr(loop, "_thread_id", None):
+            if threading.get_ident() == self._loop_thread:
                 raise RuntimeError("drain() from the loop's own thread: await drained() instead")
             future = asyncio.run_coroutine_threadsafe(self.drained(grace, last=last), loop)
             return future.result()

@@ -245,12 +245,18 @@ async def _read(stream: _Wire | _Tls, reading: http1.Reading[T]) -> T:
         return result
 
 
+# Idle connections (all calls together) kept per gateway and loop: every call waiting at once may
+# leave one behind, and the next burst finds them (the blocking transport keeps one per thread).
+MAX_IDLE: Final = 1024
+Pool = dict[tuple[str, str, int], list[_Connection]]
+
+
 class AsyncHttpTransport:
     """gateway.Transport on the running event loop (gateway.AsyncTransport)."""
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
-        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, int], _Connection]]
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]
         self._pools = weakref.WeakKeyDictionary()
         # A transport collected (its gateway gone) closes what its pools held, each on its own loop.
         weakref.finalize(self, _drop, self._pools)
@@ -258,7 +264,7 @@ class AsyncHttpTransport:
         self._ssl: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
-    def _pool(self, loop: asyncio.AbstractEventLoop) -> dict[tuple[str, str, int], _Connection]:
+    def _pool(self, loop: asyncio.AbstractEventLoop) -> Pool:
         pool = self._pools.get(loop)
         if pool is None:
             pool = self._pools[loop] = {}
@@ -307,13 +313,15 @@ class AsyncHttpTransport:
     ) -> GatewayResponse:
         loop = asyncio.get_running_loop()
         key = (target.scheme, target.host, target.port)
-        pool = self._pool(loop)
-        conn = None if fresh else pool.pop(key, None)
-        if conn is not None and not conn.quiet():
-            # Whatever came while it sat in the pool would be read as this request's answer: dropped
-            # before anything is written on it, so nothing was sent, and a fresh connection goes instead.
-            conn.close()
-            conn = None
+        idle = self._pool(loop).setdefault(key, [])
+        conn = None
+        while not fresh and idle and conn is None:
+            conn = idle.pop()  # the one used last: the least likely to have been closed meanwhile
+            if not conn.quiet():
+                # Whatever came while it sat in the pool would be read as this request's answer: dropped
+                # before anything is written on it, so nothing was sent, and another connection goes instead.
+                conn.close()
+                conn = None
         aborted: list[str] = []
         stop: asyncio.Future[None] = loop.create_future()
         live: list[_Connection] = []
@@ -376,9 +384,9 @@ class AsyncHttpTransport:
             timer.cancel()
             unregister()
             if conn is not None:
-                if keep:
+                if keep and len(idle) < MAX_IDLE:
                     conn.reused = True
-                    pool[key] = conn
+                    idle.append(conn)
                 else:
                     conn.close()
 
@@ -391,12 +399,12 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
     for transport in list(_TRANSPORTS):
         pool = transport._pools.pop(loop, None)
         if pool:
-            _close_all(list(pool.values()))
+            _close_all([conn for idle in pool.values() for conn in idle])
 
 
-def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, int], _Connection]]) -> None:
+def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
-        held = list(pool.values())
+        held = [conn for idle in pool.values() for conn in idle]
         pool.clear()
         if held and not loop.is_closed():
             try:

@@ -108,6 +108,7 @@ class Session:
     version: str = ""
     log_level: str | None = None
     client_capabilities: JSONObject = field(default_factory=dict)
+    views_declared: bool = False  # an HTTP `initialize` declared the views: the answer issues their session id
 
     def legacy_log_level(self) -> str:
         # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
@@ -444,16 +445,18 @@ class Dispatcher:
         client = params.get("clientInfo")
         if isinstance(client, dict):
             ctx.record.client = client
+        caps = params.get("capabilities")
         if not session.http:
             session.pinned_legacy = True
             session.version = version
-            caps = params.get("capabilities")
             session.client_capabilities = caps if isinstance(caps, dict) else {}
+        elif self._views and apps.wants_ui(caps):
+            # Over stateless HTTP the declaration reaches later POSTs only in the session id the
+            # transport issues with this answer (apps.views_session_id).
+            session.views_declared = True
         result: JSONObject = {
             "protocolVersion": version,
-            # Stateless HTTP cannot carry this handshake to the POSTs after it, so views are
-            # offered there only per request (2026-07-28); advertising them here would be untrue.
-            "capabilities": self._with_apps(self.capabilities, None if session.http else params.get("capabilities")),
+            "capabilities": self._with_apps(self.capabilities, caps),
             "serverInfo": self._server_info_for(version),
         }
         if self.catalog.instructions:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from mcp_server import __version__
+from mcp_server.core import apps
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Session
 from mcp_server.ops import records
@@ -27,10 +28,10 @@ from mcp_server.wire.jsonrpc import Batch, Id, Request, dumps, encode, error_obj
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
 CORS_ALLOW_HEADERS: Final = (
-    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE,"
-    " traceparent, tracestate"
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Session-Id, X-PAYMENT,"
+    " PAYMENT-SIGNATURE, traceparent, tracestate"
 )
-CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
+CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id"
 HEALTH_BODY: Final = json.dumps(
     {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
 ).encode()
@@ -212,7 +213,11 @@ async def _serve_message(
     request_record = exchange.record
     items: list[records.Record] = []
     header_version = headers.get("mcp-protocol-version")
-    session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
+    session = Session(
+        http=True,
+        version=header_version if header_version in LEGACY_VERSIONS else "",
+        client_capabilities=apps.session_capabilities(headers.get("mcp-session-id")),
+    )
     payment, conflict = None, None
     if "x-payment" in headers or "payment-signature" in headers:
         from mcp_server.wire.x402 import from_http_headers  # only paid calls load the payments code
@@ -262,6 +267,8 @@ async def _serve_message(
                 ctx.send = stream.send
             reply = await drive(dispatcher.handle_steps(message, session, ctx), run)
             extra = {**extra, **ctx.response_headers}
+            if session.views_declared:
+                extra["Mcp-Session-Id"] = apps.views_session_id()
             if stream is not None and stream.started and not cancellation.is_set:
                 conn.start_answer()
                 stream.finish(reply.message)

@@ -203,16 +203,17 @@ $(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
 # server pinned to CPU 0 and the rest to CPU 1, 64 to 4,000 connections, ours (and --workers 2)
 # beside both SDKs and the bare-asyncio floor, 5 runs per cell with the worst counted; then memory
 # per idle connection and per waiting call; then the SVG charts in docs/images/ (from
-# bench/results/crowd.json and, when bench-compare wrote it, sizes.json). CROWD_ARGS=--write-docs
-# puts the table into BENCHMARKS.md and docs/performance.md. About 40 minutes.
+# bench/results/crowd.json and, when bench-compare wrote it, sizes.json). WRITE_DOCS=1 puts the
+# tables into BENCHMARKS.md and docs/performance.md. About 40 minutes.
 CROWD_ARGS ?=
 MEMORY_ARGS ?=
+WRITE_DOCS ?=
 
 WRK := /usr/bin/wrk
 
 bench-crowd: $(WRK) $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
-	$(PYTHON) -m bench.crowd --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(CROWD_ARGS)
-	$(PYTHON) -m bench.conn_memory --python $(BENCH_VENV)/bin/python $(MEMORY_ARGS)
+	$(PYTHON) -m bench.crowd --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(if $(WRITE_DOCS),--write-docs) $(CROWD_ARGS)
+	$(PYTHON) -m bench.conn_memory --python $(BENCH_VENV)/bin/python $(if $(WRITE_DOCS),--write-docs) $(MEMORY_ARGS)
 	$(PYTHON) -m bench.charts
 
 $(WRK):

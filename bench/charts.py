@@ -228,18 +228,19 @@ def crowd_charts(report: dict[str, Any]) -> dict[str, str]:
 
 
 def sizes_chart(report: dict[str, Any]) -> str:
-    """CPU per call (median of its rounds) against the answer's bytes, over HTTP, one line per server."""
+    """CPU per call (median of its rounds) against the answer's bytes, over HTTP with a random member
+    token (bench.sizes measures a token sharing pieces with the answer too), one line per server."""
     sizes = {int(k): v for k, v in report["sizes"].items()}
     per: dict[str, list[tuple[float, float]]] = {}
     for key, cell in report["cells"].items():
-        count, server, transport, _token = key.split("/")
-        if transport != "http" or not cell.get("cpu_ms"):
+        count, server, transport, token = key.split("/")
+        if transport != "http" or token != "random" or not cell.get("cpu_ms"):
             continue
         values = [v for v in cell["cpu_ms"] if isinstance(v, (int, float))]
         if values:
             per.setdefault(server, []).append((sizes[int(count)] / 1024, statistics.median(values)))
     labels = {"ours": "ours", "sdk": "Python SDK", "ts": "TypeScript SDK"}
-    series = [Series(k, labels.get(k, k), sorted(v)) for k, v in per.items() if k in labels]
+    series = [Series(k, label, sorted(per[k])) for k, label in labels.items() if k in per]
     floors = [(sizes[int(c)] / 1024, v) for c, v in report.get("floor_ms", {}).items() if isinstance(v, (int, float))]
     if floors:
         series.append(Series("floor", "floor (one json.loads + escape)", sorted(floors), True))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.crowd import (
+    DOCS,
     NODE,
     OURS_FLAGS,
     SERVER_CPUS,
@@ -42,6 +43,7 @@ from bench.crowd import (
     answered_well,
     full_loadavg,
     raise_nofile,
+    replace_block,
     sandbox_wagers_body,
     wait_ready,
 )
@@ -221,17 +223,24 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_docs(report: dict[str, Any]) -> None:
+    loads = sorted({c["loadavg"].split()[0] for cells in report["results"].values() for c in cells if "loadavg" in c})
+    conditions = f"Measured {report['started']}, 1-minute load average {', '.join(loads) or '—'} at the measurements."
+    replace_block(DOCS, "bench.conn_memory", conditions + "\n\n" + render_markdown(report["results"]))
+
+
 def render_markdown(results: dict[str, Any]) -> str:
     lines = [
-        "| server | kind | N | RSS before MiB | RSS after MiB | KiB per connection |",
-        "|:---|:---|---:|---:|---:|---:|",
+        f"| server | kind | N | RSS before MiB | RSS after MiB | KiB per connection | ≤ {TARGET_KIB:g} KiB |",
+        "|:---|:---|---:|---:|---:|---:|:---:|",
     ]
     for label, cells in results.items():
         for c in cells:
             if "error" not in c:
                 lines.append(
                     f"| {label} | {c['kind']} | {c['n']:,} | {c['rss_before_kib'] / 1024:.1f} | "
-                    f"{c['rss_after_kib'] / 1024:.1f} | {c['kib_per_connection']:.1f} |"
+                    f"{c['rss_after_kib'] / 1024:.1f} | {c['kib_per_connection']:.1f} | "
+                    f"{'PASS' if c['kib_per_connection'] <= TARGET_KIB else 'FAIL'} |"
                 )
     return "\n".join(lines)
 
@@ -294,7 +303,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ours-tree", metavar="DIR")
     parser.add_argument("--time-limit", type=float, default=1800.0)
     parser.add_argument("--json", default=str(DEFAULT_JSON))
+    parser.add_argument(
+        "--write-docs", action="store_true", help="the table into BENCHMARKS.md and docs/performance.md"
+    )
+    parser.add_argument("--from-json", metavar="FILE", help="no run: print (and --write-docs) the table of FILE")
     args = parser.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        print(render(saved["results"]))
+        if args.write_docs:
+            write_docs(saved)
+        return 0
     raise_nofile()
     started = time.time()
     results = asyncio.run(run(args))
@@ -309,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rounded(report), indent=2) + "\n", encoding="utf-8")
     print(f"\nresults: {path}")
+    if args.write_docs:
+        write_docs(report)
     failed = any("error" in c or c["kib_per_connection"] > TARGET_KIB for cells in results.values() for c in cells)
     return 1 if failed else 0
 

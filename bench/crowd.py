@@ -77,6 +77,7 @@ WORKERS_CPUS = "0,1"  # two workers on one core would measure nothing: they get 
 # one: ours runs without its per-peer bounds (the flags an operator behind a proxy sets), else
 # at its defaults.
 OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
+PER_ANSWER = frozenset({"p50_ms", "p99_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 SETTLE_S = 1.0
 JSON_LINE = re.compile(rb"^crowd-json (\{.*\})\s*$", re.MULTILINE)
@@ -334,10 +335,11 @@ def one_run(
         "timeouts": result["timeouts"],
         "socket_errors": result["connect_errors"] + result["read_errors"] + result["write_errors"],
         "first_failure": result["first_failure"],
-        "p50_ms": result["p50_us"] / 1000,
-        "p90_ms": result["p90_us"] / 1000,
-        "p99_ms": result["p99_us"] / 1000,
-        "max_ms": result["max_us"] / 1000,
+        # wrk reports 0 for the latency of a run that got no answer: no answer has no latency.
+        "p50_ms": result["p50_us"] / 1000 if answered else math.nan,
+        "p90_ms": result["p90_us"] / 1000 if answered else math.nan,
+        "p99_ms": result["p99_us"] / 1000 if answered else math.nan,
+        "max_ms": result["max_us"] / 1000 if answered else math.nan,
         "cpu_ms": cpu,
         "cpu_per_call_ms": cpu / per,
         "ctx_switches": ctx,
@@ -353,10 +355,13 @@ def one_run(
 
 
 def worst(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's worst over `runs`; a run that answered nothing has no latency or cost per call,
+    and makes those figures NaN (which fails every criterion on them)."""
     found: dict[str, Any] = {}
+    collapsed = any(r["answered"] == 0 for r in runs)
     for key, pick in WORST.items():
         values = [r[key] for r in runs if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
-        found[key] = pick(values) if values else math.nan
+        found[key] = pick(values) if values and not (collapsed and key in PER_ANSWER) else math.nan
     found["rps_runs"] = [r["rps"] for r in runs]
     found["runs"] = len(runs)
     return found
@@ -424,19 +429,23 @@ def criteria(results: dict[str, Any], double_rps: float, sizes: Sequence[int], d
         None if not (mine and ts) else mine["p99_ms"] < ts["p99_ms"],
         f"{mine['p99_ms']:,.0f} ms vs {ts['p99_ms']:,.0f} ms" if mine and ts else "—",
     )
-    cpus = [c["cpu_per_call_ms"] for c in measured.values()]
+    cpus = [c["cpu_per_call_ms"] for c in measured.values() if not math.isnan(c["cpu_per_call_ms"])]
     spread = max(cpus) / min(cpus) - 1 if cpus and min(cpus) > 0 else math.nan
     add(
         "ours: CPU per call varies ≤ 20 % across the sizes",
-        None if len(cpus) < len(sizes) or math.isnan(spread) else spread <= 0.20,
-        f"{min(cpus):.3f}–{max(cpus):.3f} ms ({spread:+.0%})" if cpus else "—",
+        None if len(measured) < len(sizes) else len(cpus) == len(sizes) and spread <= 0.20,
+        f"{min(cpus):.3f}–{max(cpus):.3f} ms ({spread:+.0%})"
+        + ("" if len(cpus) == len(measured) else "; a size answered nothing")
+        if cpus
+        else "—",
     )
     for s in sizes:
         c, f = ours[s], cell(results, "floor", delay, s)
-        ratio = c["cpu_per_call_ms"] / f["cpu_per_call_ms"] if c and f and f["cpu_per_call_ms"] > 0 else math.nan
+        floor_ok = bool(c and f and f["cpu_per_call_ms"] > 0)  # False for NaN too: a floor that answered nothing
+        ratio = c["cpu_per_call_ms"] / f["cpu_per_call_ms"] if c and f and floor_ok else math.nan
         add(
             f"{s} connections: ours ≤ 4× the floor's CPU per call",
-            None if math.isnan(ratio) else ratio <= 4,
+            None if not floor_ok else ratio <= 4,
             f"{c['cpu_per_call_ms']:.3f} vs {f['cpu_per_call_ms']:.3f} ms (×{ratio:.2f})" if c and f else "—",
         )
     slow = cell(results, "ours", 1000.0, SLOW_SIZE)
@@ -552,35 +561,33 @@ def double_line(d: dict[str, Any]) -> str:
     )
 
 
-MARK_BEGIN = "<!-- bench.crowd: begin (python -m bench.crowd --write-docs) -->"
-MARK_END = "<!-- bench.crowd: end -->"
+DOCS = (REPO / "BENCHMARKS.md", REPO / "docs" / "performance.md")
 
 
-def write_docs(report: dict[str, Any], paths: Sequence[Path]) -> None:
-    """The table and the verdicts between the markers of each file (a file without them is left alone)."""
-    block = "\n".join(
-        [
-            MARK_BEGIN,
-            "",
-            f"Measured: {conditions(report)}.",
-            "",
-            "T" + double_line(report["double"])[1:] + ".",
-            "",
-            render_table(report, markdown=True),
-            "",
-            render_criteria(report["criteria"], markdown=True),
-            "",
-            MARK_END,
-        ]
-    )
+def replace_block(paths: Sequence[Path], name: str, block: str) -> None:
+    """`block` between the `<!-- name: begin -->` and `<!-- name: end -->` lines of each file (a file
+    without them is left alone), so that a re-run rewrites the figures and nothing around them."""
+    begin, end = f"<!-- {name}: begin (python -m {name} --write-docs) -->", f"<!-- {name}: end -->"
     for path in paths:
         text = path.read_text(encoding="utf-8")
-        start, end = text.find(MARK_BEGIN), text.find(MARK_END)
-        if start < 0 or end < start:
-            progress(f"{path}: no bench.crowd markers; left alone")
+        start, stop_at = text.find(begin), text.find(end)
+        if start < 0 or stop_at < start:
+            progress(f"{path}: no {name} markers; left alone")
             continue
-        path.write_text(text[:start] + block + text[end + len(MARK_END) :], encoding="utf-8")
-        progress(f"{path}: table written")
+        path.write_text(text[:start] + begin + "\n\n" + block.strip() + "\n\n" + text[stop_at:], encoding="utf-8")
+        progress(f"{path}: {name} table written")
+
+
+def write_docs(report: dict[str, Any], paths: Sequence[Path] = DOCS) -> None:
+    block = "\n\n".join(
+        [
+            f"Measured: {conditions(report)}.",
+            "T" + double_line(report["double"])[1:] + ".",
+            render_table(report, markdown=True),
+            render_criteria(report["criteria"], markdown=True),
+        ]
+    )
+    replace_block(paths, "bench.crowd", block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,12 +748,15 @@ def measure_cell(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.from_json:
-        report = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
-        print(render_table(report))
+        saved: dict[str, Any] = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        print(f"crowd: {conditions(saved)}")
+        print(double_line(saved["double"]))
         print()
-        print(render_criteria(report["criteria"]))
+        print(render_table(saved))
+        print()
+        print(render_criteria(saved["criteria"]))
         if args.write_docs:
-            write_docs(report, [REPO / "BENCHMARKS.md", REPO / "docs" / "performance.md"])
+            write_docs(saved)
         return 0
     raise_nofile()
     os.sched_setaffinity(0, {int(LOAD_CPUS)})  # this harness samples /proc while the server runs: not on its core
@@ -803,7 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.write_text(json.dumps(rounded(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"\nresults: {path}")
     if args.write_docs:
-        write_docs(report, [REPO / "BENCHMARKS.md", REPO / "docs" / "performance.md"])
+        write_docs(report)
     return 1 if errors else 0
 
 

@@ -44,6 +44,7 @@ from bench.runner import (
     START_TIMEOUT_S,
     BenchError,
     Deadline,
+    LineReader,
     child_env,
     compile_ours,
     cpu_ms,
@@ -221,7 +222,13 @@ class Double:
         cmd = ["taskset", "-c", LOAD_CPUS, node, str(DOUBLE), "--body", body_file, "--delay-ms", f"{delay_ms:g}"]
         self.proc = spawn(cmd, child_env("", None), stderr=subprocess.DEVNULL)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+        reader = LineReader(self.proc.stdout.fileno())
+        try:
+            line = reader.readline(time.perf_counter_ns() + int(START_TIMEOUT_S * 1e9))
+        except BenchError as exc:
+            line = str(exc).encode()
+        finally:
+            reader.close()
         match = re.search(rb"http://127\.0\.0\.1:(\d+)", line)
         if not match:
             stop(self.proc)

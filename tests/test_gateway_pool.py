@@ -28,6 +28,7 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.upstream import http1
 from tests.conftest import WAIT, McpClient, client_for
+from tests.gateway_drivers import gateway_driver  # noqa: F401
 from tests.mcp_http import serving
 from tests.nginx import Nginx
 from tests.sandbox_gateway import (
@@ -40,6 +41,8 @@ from tests.sandbox_gateway import (
 )
 from tests.test_payments import WAGERS, v1_payment
 from tests.tls_fixtures import CA_FILE, server_context
+
+pytestmark = pytest.mark.usefixtures("gateway_driver")
 
 # Three members, told apart by the token id the gateway reports (C is a second token of A's account).
 MEMBERS: Final = {

@@ -229,11 +229,27 @@ class Parser:
 
     def _exact(self, n: int) -> Reading[bytes]:
         buf = self._buf
-        while len(buf) < n:
-            yield from self._fill(partial=True)
-        data = bytes(buf[:n])
-        del buf[:n]
-        return data
+        if len(buf) >= n:
+            data = bytes(buf[:n])
+            del buf[:n]
+            return data
+        # A large body arrives in many reads: kept as they came and joined once, not grown and
+        # copied read after read (a 4 MB answer is read on the event loop).
+        parts = [bytes(buf)]
+        have = len(buf)
+        buf.clear()
+        while have < n:
+            chunk = yield
+            if not chunk:
+                raise Closed(partial=True)
+            parts.append(chunk)
+            have += len(chunk)
+        if have > n:
+            last = parts[-1]
+            keep = len(last) - (have - n)
+            parts[-1] = last[:keep]
+            buf += last[keep:]  # the start of whatever follows: never part of this answer
+        return b"".join(parts)
 
     def _chunked(self, max_head: int, max_body: int) -> Reading[bytes]:
         parts: list[bytes] = []

@@ -93,6 +93,35 @@ class Host(Protocol):
 class Connection(asyncio.Protocol):
     """The loop's protocol object for one accepted socket, and the coroutine that serves its requests."""
 
+    # Slots: an idle keep-alive connection is this object, its transport and its waiting coroutine,
+    # and thousands of them may be open at once.
+    __slots__ = (
+        "_answer_until",
+        "_buf",
+        "_counted_head",
+        "_dropping",
+        "_eof",
+        "_lost",
+        "_on_gone",
+        "_reading_paused",
+        "_waiter",
+        "_writing_paused",
+        "closing",
+        "deadline",
+        "idle",
+        "idle_since",
+        "linger",
+        "loop",
+        "peer",
+        "reader",
+        "record",
+        "server",
+        "slot",
+        "task",
+        "thread",
+        "transport",
+    )
+
     def __init__(self, server: Host, peer: str, slot: Slot, loop: asyncio.AbstractEventLoop) -> None:
         self.server = server
         self.peer = peer

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from mcp_server.core.steps import Compute, Steps
@@ -20,6 +21,7 @@ from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import GatewayCall
 
 T = TypeVar("T")
+R = TypeVar("R")
 # CPU work is held by the interpreter lock whatever the thread count: two threads keep one large
 # answer from queueing behind another, and the loop takes its turn between their slices.
 COMPUTE_THREADS: Final = 2
@@ -39,9 +41,23 @@ def executor() -> concurrent.futures.ThreadPoolExecutor:
         return _executor
 
 
-async def drive(steps: Steps[T]) -> T:
-    """Run `steps` to their end on the running loop; the generator's return value."""
+class Run:
+    """What a drive saw: `heavy` once a Compute step ran (its answer is large: encode it off the loop too)."""
+
+    __slots__ = ("heavy",)
+
+    def __init__(self) -> None:
+        self.heavy = False
+
+
+async def off_loop(work: Callable[[], R]) -> R:
+    """`work()` in the executor, with the caller's context (the log filter finds its credentials there)."""
     loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor(), contextvars.copy_context().run, work)
+
+
+async def drive(steps: Steps[T], run: Run | None = None) -> T:
+    """Run `steps` to their end on the running loop; the generator's return value."""
     value: Any = None
     while True:
         try:
@@ -53,6 +69,8 @@ async def drive(steps: Steps[T]) -> T:
             value = await aio.run(step)
         elif isinstance(step, Compute):
             # The request's context goes with the work (the log filter finds its credentials there).
-            value = await loop.run_in_executor(executor(), contextvars.copy_context().run, step.work)
+            value = await off_loop(step.work)
+            if run is not None:
+                run.heavy = True
         else:
             raise TypeError(f"no way to wait for {type(step).__name__} on the event loop")

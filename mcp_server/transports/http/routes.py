@@ -18,7 +18,7 @@ from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.connection import STREAM_BACKLOG, Connection
-from mcp_server.transports.http.driver import drive
+from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
@@ -200,6 +200,7 @@ async def _serve_message(
         )
 
     cancellation = Cancellation()
+    run = Run()
     unwatch: Callable[[], None] = _nothing
     if dispatcher.is_blocking(message):
         # The client closing its connection is cancellation: every call still in flight, and
@@ -207,7 +208,7 @@ async def _serve_message(
         unwatch = conn.watch(cancellation.cancel)
     try:
         if isinstance(message, Batch):
-            reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation))
+            reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation), run)
             for item in items:
                 if item.outcome:  # the first context only lent its headers
                     records.finish(item, server.metrics)
@@ -224,7 +225,7 @@ async def _serve_message(
                 conn.start_answer()
                 stream = Stream(write, extra, close=server.stopping)
                 ctx.send = stream.send
-            reply = await drive(dispatcher.handle_steps(message, session, ctx))
+            reply = await drive(dispatcher.handle_steps(message, session, ctx), run)
             extra = {**extra, **ctx.response_headers}
             if stream is not None and stream.started and not cancellation.is_set:
                 conn.start_answer()
@@ -242,7 +243,10 @@ async def _serve_message(
     if reply.message is None:
         await conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
     else:
-        await conn.respond(reply.status, encode(reply.message), extra=extra)
+        # An answer built from a large gateway answer is encoded where it was read: off the loop.
+        answer = reply.message
+        parts = await off_loop(lambda: encode(answer)) if run.heavy else encode(answer)
+        await conn.respond(reply.status, parts, extra=extra)
 
 
 def _nothing() -> None:

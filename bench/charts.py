@@ -203,7 +203,9 @@ def crowd_charts(report: dict[str, Any]) -> dict[str, str]:
     series, sizes, delay = crowd_series(report, "rps", 1.0)
     ceiling = Series("ceiling", f"ceiling (c / {delay / 1000:g} s)", [(s, s / (delay / 1000)) for s in sizes], True)
     top = max((y for s in series for _, y in s.points), default=1.0)
-    ceiling.points = [(s, min(v, top * 1.6)) for s, v in ceiling.points]  # the axis follows the servers
+    if any(v > top * 1.6 for _, v in ceiling.points):  # the axis follows the servers, not the ceiling
+        ceiling.points = [(s, min(v, top * 1.6)) for s, v in ceiling.points]
+        ceiling.label = f"ceiling c / {delay / 1000:g} s (cut)"
     throughput = chart(
         f"Throughput against connections (gateway {delay:g} ms)",
         "connections (log scale)",

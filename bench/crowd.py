@@ -80,6 +80,7 @@ WORKERS_CPUS = "0,1"  # two workers on one core would measure nothing: they get 
 OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
 PER_ANSWER = frozenset({"p50_ms", "p99_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
+START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
 SETTLE_S = 1.0
 JSON_LINE = re.compile(rb"^crowd-json (\{.*\})\s*$", re.MULTILINE)
 WORST = {  # each figure's worst over the runs
@@ -313,6 +314,8 @@ def one_run(
     env.update(server.env)
     proc, drain = start_http(["taskset", "-c", server.cpus, *server.cmd], env, deadline)
     try:
+        if drain.port is None and proc.poll() is None:
+            drain.found.wait(deadline.bound(START_GRACE_S))  # a busy machine starts an SDK slowly: more time, once
         if drain.port is None:
             raise BenchError(f"{server.label}: no URL on stderr (exit {proc.poll()}); stderr: {drain.tail()!r}")
         port = drain.port
@@ -490,11 +493,19 @@ def _fmt(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
+def load_range(runs: list[dict[str, Any]]) -> str:
+    """The 1-minute load average at the start of a cell's runs: the machine's other work, lowest to highest."""
+    loads = [float(r["loadavg_before"].split()[0]) for r in runs if r.get("loadavg_before")]
+    if not loads:
+        return "—"
+    return f"{min(loads):.1f}" if max(loads) - min(loads) < 0.05 else f"{min(loads):.1f}–{max(loads):.1f}"
+
+
 def render_table(report: dict[str, Any], markdown: bool = False) -> str:
     """One row per delay, size and server: the worst of its runs (and every run's req/s)."""
     header = [
         "gateway", "connections", "server", "req/s (worst)", "req/s (runs)", "p99 s", "failed+timeouts",
-        "CPU/call ms", "switches/call", "peak RSS MiB",
+        "CPU/call ms", "switches/call", "peak RSS MiB", "load",
     ]  # fmt: skip
     rows: list[list[str]] = []
     labels = report["labels"]
@@ -511,16 +522,17 @@ def render_table(report: dict[str, Any], markdown: bool = False) -> str:
                     f"{size:,}",
                     labels[key],
                     _fmt(w.get("rps"), "{:,.0f}"),
-                    " / ".join(f"{v:,.0f}" for v in w.get("rps_runs", [])) or entry.get("error", "—")[:40],
-                    _fmt(w.get("p99_ms", math.nan) / 1000 if w else math.nan, "{:.2f}"),
+                    " / ".join(_fmt(v, "{:,.0f}") for v in w.get("rps_runs", [])) or entry.get("error", "—")[:40],
+                    _fmt((w.get("p99_ms") or math.nan) / 1000 if w else math.nan, "{:.2f}"),
                     f"{w['failed'] + w['timeouts'] + w['socket_errors']:,}" if w else "—",
                     _fmt(w.get("cpu_per_call_ms"), "{:.3f}"),
                     _fmt(w.get("ctx_per_call"), "{:.1f}"),
                     _fmt(w.get("peak_pss_mib") if key == "ours-w2" else w.get("peak_rss_mib"), "{:.0f}"),
+                    load_range(entry.get("runs", [])),
                 ]
             )
     if markdown:
-        align = ["---:", "---:", ":---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]
+        align = ["---:", "---:", ":---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
@@ -550,8 +562,10 @@ def conditions(report: dict[str, Any]) -> str:
         for r in entry.get("runs", [])
     ]
     spread = f"{min(map(float, loads)):.2f}–{max(map(float, loads)):.2f}" if loads else "—"
+    tree = report["config"].get("ours_tree")
+    ours = f"ours from {tree}" if tree else f"ours at {m.get('ours_commit') or 'this checkout'}"
     return (
-        f"{m['cpus']} CPUs ({m['cpu_model']}), Linux {m['kernel']}, Python {m['python']}; server on CPU "
+        f"{ours}; {m['cpus']} CPUs ({m['cpu_model']}), Linux {m['kernel']}, Python {m['python']}; server on CPU "
         f"{SERVER_CPUS}, the double and wrk on CPU {LOAD_CPUS}; {report['config']['runs']} runs of "
         f"{report['config']['duration']:g} s after {report['config']['warmup']:g} s of warm-up per cell, the worst "
         f"counts; 1-minute load average {spread} at the start of the runs; started {report['started']}, "
@@ -657,6 +671,9 @@ def machine() -> dict[str, Any]:
         pass
     wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, check=False).stdout.decode(errors="replace")
     return {
+        "ours_commit": subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, check=False, text=True
+        ).stdout.strip(),
         "cpus": os.cpu_count(),
         "cpu_model": model,
         "kernel": platform.release(),

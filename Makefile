@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools apps-host screenshots lint snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
+.PHONY: test test-tools apps-host screenshots lint snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -197,7 +197,11 @@ bench:
 # 200 ms, 32, 128 and 256 clients, ours (alone and with --workers auto) beside both SDKs. Then the
 # answer-size table (bench/sizes.py, issue 24): answers of 2 KB to 2 MB, stdio and HTTP, beside both
 # SDKs and the floor (one json.loads and one escape of the answer).
-TS_SDK := .tools/ts-sdk/.installed
+# TS_SDK_PREFIX: where it goes (a worktree whose .tools is shared may point it elsewhere); bench/
+# finds it there through the same variable.
+TS_SDK_PREFIX ?= $(CURDIR)/.tools/ts-sdk
+export TS_SDK_PREFIX
+TS_SDK := $(TS_SDK_PREFIX)/.installed
 
 bench-compare: $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
 	$(PYTHON) -m bench.run --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(BENCH_ARGS)
@@ -210,10 +214,30 @@ $(BENCH_VENV)/.installed: bench/requirements-compare.txt
 	touch $@
 
 $(TS_SDK): bench/ts-sdk/package.json bench/ts-sdk/package-lock.json
-	mkdir -p .tools/ts-sdk
-	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json .tools/ts-sdk/
-	cd .tools/ts-sdk && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	mkdir -p $(TS_SDK_PREFIX)
+	cp bench/ts-sdk/package.json bench/ts-sdk/package-lock.json $(TS_SDK_PREFIX)/
+	cd $(TS_SDK_PREFIX) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
+
+# The crowd (issue 35): wrk (Debian's) and a Node gateway double answering in 200 ms (and 1 s), the
+# server pinned to CPU 0 and the rest to CPU 1, 64 to 4,000 connections, ours (and --workers 2)
+# beside both SDKs and the bare-asyncio floor, 5 runs per cell with the worst counted; then memory
+# per idle connection and per waiting call; then the SVG charts in docs/images/ (from
+# bench/results/crowd.json and, when bench-compare wrote it, sizes.json). WRITE_DOCS=1 puts the
+# tables into BENCHMARKS.md and docs/performance.md. About 40 minutes.
+CROWD_ARGS ?=
+MEMORY_ARGS ?=
+WRITE_DOCS ?=
+
+WRK := /usr/bin/wrk
+
+bench-crowd: $(WRK) $(BENCH_VENV)/.installed $(NODE22) $(TS_SDK)
+	$(PYTHON) -m bench.crowd --compare $(BENCH_VENV)/bin/python --compare-ts $(NODE22) $(if $(WRITE_DOCS),--write-docs) $(CROWD_ARGS)
+	$(PYTHON) -m bench.conn_memory --python $(BENCH_VENV)/bin/python $(if $(WRITE_DOCS),--write-docs) $(MEMORY_ARGS)
+	$(PYTHON) -m bench.charts
+
+$(WRK):
+	bash tests/tools/apt.sh wrk wrk
 
 # Load and shutdown under load (not a timed test): HTTP clients below and above the concurrency
 # bound and a busy stdio client against the sandbox gateway with a 20 ms delay, then SIGTERM.

@@ -54,7 +54,8 @@ REQUEST_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 
 TS_SERVER = REPO / "bench" / "ts_sdk_server.mjs"
-TS_SDK_PREFIX = REPO / ".tools" / "ts-sdk"  # where `make bench-compare` installs the pinned SDK
+# Where `make bench-compare` installs the pinned SDK (the Makefile's TS_SDK_PREFIX, exported).
+TS_SDK_PREFIX = Path(os.environ.get("TS_SDK_PREFIX") or REPO / ".tools" / "ts-sdk")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

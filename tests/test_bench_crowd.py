@@ -1,0 +1,165 @@
+"""bench.crowd's bookkeeping: the worst run, the criteria's verdicts, the docs blocks and the charts.
+
+No timing is asserted here (timings belong in bench/): these hold the harness to what it reports
+from figures it is given, so that a collapsed run reads as a failure and a re-run rewrites only its
+own part of a page.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import charts, crowd
+
+
+def run(rps: float, p99_ms: float = 250.0, cpu: float = 0.3, answered: int | None = None) -> dict[str, Any]:
+    return {
+        "rps": rps,
+        "answered": int(rps * 10) if answered is None else answered,
+        "p50_ms": 201.0,
+        "p99_ms": p99_ms,
+        "failed": 0,
+        "timeouts": 0,
+        "socket_errors": 0,
+        "cpu_per_call_ms": cpu,
+        "ctx_per_call": 2.0,
+        "peak_rss_mib": 40.0,
+        "peak_pss_mib": 38.0,
+    }
+
+
+def test_the_worst_run_counts_figure_by_figure() -> None:
+    found = crowd.worst([run(1000, p99_ms=300, cpu=0.30), run(900, p99_ms=250, cpu=0.35), run(950, p99_ms=400)])
+    assert found["rps"] == 900
+    assert found["p99_ms"] == 400
+    assert found["cpu_per_call_ms"] == 0.35
+    assert found["rps_runs"] == [1000, 900, 950]
+
+
+def test_a_run_that_answered_nothing_leaves_no_latency_to_pass_on() -> None:
+    collapsed = run(0, p99_ms=math.nan, cpu=math.nan, answered=0)
+    found = crowd.worst([run(1000), collapsed])
+    assert found["rps"] == 0
+    assert math.isnan(found["p99_ms"]) and math.isnan(found["cpu_per_call_ms"])
+
+
+def cell(rps: float, p99_ms: float = 250.0, cpu: float = 0.3, ctx: float = 2.0) -> dict[str, Any]:
+    return {"worst": {**crowd.worst([run(rps, p99_ms, cpu)]), "ctx_per_call": ctx}}
+
+
+def results(ours: dict[int, dict[str, Any]], **others: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {"ours": {f"200/{size}": c for size, c in ours.items()}}
+    found.update(others)
+    return found
+
+
+def verdicts(found: list[dict[str, Any]]) -> dict[str, str]:
+    return {c["criterion"]: c["result"] for c in found}
+
+
+SIZES = (64, 256, 1000, 4000)
+
+
+def flat() -> dict[str, Any]:
+    """Ours near every ceiling up to its best, beside a floor a third its cost and a TS SDK a third its rate."""
+    ours = {64: cell(310), 256: cell(1250), 1000: cell(4000, p99_ms=300), 4000: cell(4100, p99_ms=900)}
+    ours_w2 = {"200/1000": cell(4800)}
+    floor = {f"200/{s}": cell(1, cpu=0.1) for s in SIZES}
+    ts = {"200/1000": cell(1000, p99_ms=2000)}
+    found = results(ours, floor=floor, ts=ts)
+    found["ours"]["1000/1000"] = cell(960, p99_ms=1100, ctx=3.0)
+    found["ours-w2"] = ours_w2
+    return found
+
+
+def test_a_flat_server_passes_every_criterion() -> None:
+    found = crowd.criteria(flat(), 20000, SIZES, 200.0)
+    assert {c["result"] for c in found} == {"PASS"}, found
+
+
+def test_a_collapse_at_one_size_fails_throughput_cost_and_the_ts_comparison() -> None:
+    report = flat()
+    report["ours"]["200/1000"] = cell(300, p99_ms=9000, cpu=2.0)
+    found = verdicts(crowd.criteria(report, 20000, SIZES, 200.0))
+    failed = {text for text, result in found.items() if result == "FAIL"}
+    assert any(text.startswith("1000 connections: ours ≥ 90 %") for text in failed)
+    assert "1000 connections: ours ≥ 2× the TypeScript SDK's req/s" in failed
+    assert "1000 connections: ours p99 below the TypeScript SDK's" in failed
+    assert "ours: CPU per call varies ≤ 20 % across the sizes" in failed
+    assert "1000 connections: ours ≤ 4× the floor's CPU per call" in failed
+    assert "1000 connections: --workers 2 answers more than one worker" not in failed
+    assert found["64 connections: ours ≤ 4× the floor's CPU per call"] == "PASS"
+
+
+def test_a_size_that_answered_nothing_fails_rather_than_passing_on_zeros() -> None:
+    report = flat()
+    report["ours"]["1000/1000"] = {"worst": crowd.worst([run(0, p99_ms=math.nan, cpu=math.nan, answered=0)])}
+    found = verdicts(crowd.criteria(report, 20000, SIZES, 200.0))
+    assert found["1 s gateway, 1000 connections: ≥ 900 req/s (90 % of the ceiling)"] == "FAIL"
+    assert found["1 s gateway, 1000 connections: p99 ≤ 1.3 s"] == "FAIL"
+    assert found["1 s gateway, 1000 connections: context switches per call in single figures"] == "FAIL"
+
+
+def test_a_server_not_measured_is_not_applicable_not_passed() -> None:
+    report = flat()
+    del report["ts"]
+    found = verdicts(crowd.criteria(report, 20000, SIZES, 200.0))
+    assert found["1000 connections: ours ≥ 2× the TypeScript SDK's req/s"] == "n/a"
+
+
+def test_a_double_slower_than_three_times_the_best_server_fails() -> None:
+    found = verdicts(crowd.criteria(flat(), 10000, SIZES, 200.0))
+    assert found["the double alone answers ≥ 3× the best server's rate"] == "FAIL"
+
+
+def test_a_docs_block_is_rewritten_between_its_markers_only(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    begin = "<!-- bench.crowd: begin (python -m bench.crowd --write-docs) -->"
+    end = "<!-- bench.crowd: end -->"
+    page.write_text(f"before\n\n{begin}\nold figures\n{end}\n\nafter\n", encoding="utf-8")
+    other = tmp_path / "other.md"
+    other.write_text("no markers here\n", encoding="utf-8")
+    crowd.replace_block([page, other], "bench.crowd", "new figures")
+    crowd.replace_block([page], "bench.crowd", "newer figures")
+    assert page.read_text(encoding="utf-8") == f"before\n\n{begin}\n\nnewer figures\n\n{end}\n\nafter\n"
+    assert other.read_text(encoding="utf-8") == "no markers here\n"
+
+
+def test_the_charts_are_svg_with_their_axes_legend_and_one_line_per_server() -> None:
+    report = {
+        "config": {"delay_ms": 200.0, "runs": 5},
+        "started": "2026-12-02T01:00:00Z",
+        "combos": [[200.0, s] for s in SIZES],
+        "order": ["ours", "ts", "floor"],
+        "labels": {"ours": "ours", "ts": "TypeScript SDK", "floor": "floor"},
+        "results": {
+            "ours": {f"200/{s}": cell(s * 4) for s in SIZES},
+            "ts": {f"200/{s}": cell(s * 2, p99_ms=900) for s in SIZES},
+            "floor": {f"200/{s}": cell(s * 4.5, p99_ms=220) for s in SIZES},
+        },
+    }
+    drawn = charts.crowd_charts(report)
+    assert set(drawn) == {"crowd-throughput.svg", "crowd-p99.svg"}
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    for name, svg in drawn.items():
+        root = ET.fromstring(svg)
+        texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+        assert "connections (log scale)" in texts, name
+        assert {"ours", "TypeScript SDK", "floor"} <= set(texts), name
+        assert root.find("svg:rect", ns) is not None  # the white card under everything
+        lines = root.findall("svg:polyline", ns)
+        assert len(lines) == (4 if name == "crowd-throughput.svg" else 3)  # the ceiling too
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.0, 4200.0), (0.0, 0.93), (0.0, 17.0)])
+def test_linear_ticks_cover_the_range_in_round_steps(lo: float, hi: float) -> None:
+    ticks = charts.nice_ticks(lo, hi)
+    assert ticks[0] <= lo and ticks[-1] >= hi
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1

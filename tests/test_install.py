@@ -35,7 +35,7 @@ from mcp_server.setup.client_configs import (
     scan,
     server_entry,
 )
-from tests.conftest import ROOT, StdioProcess
+from tests.conftest import NODE_TOOLS, ROOT, StdioProcess
 from tests.hosts import hold_session, node, tool
 from tests.sandbox_gateway import TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -44,6 +44,8 @@ RUN_TIMEOUT: Final = 120.0
 REDACTED_A: Final = "fw1.…7f3k"
 ENTRY: Final = server_entry("/usr/bin/python3", ["-m", "mcp_server"], "https://relay.fairwins.app", TOKEN_MEMBER_A)
 # Claude Code never phones home from these tests: no updater, telemetry or error reports.
+# Windows has no FIFO, lets only an administrator make a symlink, and keeps no POSIX file modes.
+POSIX_FILES: Final = pytest.mark.posix("a FIFO, a hard link, a symlink or a POSIX file mode")
 QUIET_CLAUDE: Final = {
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_TELEMETRY": "1",
@@ -254,6 +256,7 @@ EDGES: Final = [
 ]  # fmt: skip
 
 
+@NODE_TOOLS
 def test_the_scanner_accepts_exactly_what_json_parse_accepts() -> None:
     # Python's json.loads is not the judge: it takes NaN and Infinity, which JSON.parse refuses.
     texts = [SEED, *EDGES, *mutations(SEED, 3000)]
@@ -293,6 +296,7 @@ STYLES: Final = {
 }
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
 def test_the_entry_is_added_with_every_other_byte_kept_and_json_parse_reads_the_result(old: str) -> None:
     result = merge(old, "fairwins", ENTRY, force=False, where="c")
@@ -307,6 +311,7 @@ def test_the_entry_is_added_with_every_other_byte_kept_and_json_parse_reads_the_
     assert merge(result.text, "fairwins", ENTRY, force=False, where="c").outcome == "unchanged"
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
 def test_force_replaces_the_entry_json_parse_reads_and_nothing_else(old: str) -> None:
     stale = server_entry("/old/python", ["-m", "mcp_server"], "https://relay.fairwins.app", None)
@@ -323,6 +328,7 @@ def test_force_replaces_the_entry_json_parse_reads_and_nothing_else(old: str) ->
     assert after == json.dumps(with_entry(before, "fairwins", ENTRY), separators=(",", ":"), ensure_ascii=False)
 
 
+@NODE_TOOLS
 def test_of_duplicate_names_the_one_json_parse_keeps_is_replaced() -> None:
     old = '{"mcpServers": {"fairwins": {"command": "/first"}, "github": {}, "fairwins": {"command": "/last"}}}'
     result = merge(old, "fairwins", ENTRY, force=True, where="c")
@@ -332,6 +338,7 @@ def test_of_duplicate_names_the_one_json_parse_keeps_is_replaced() -> None:
     assert after is not None and json.loads(after)["mcpServers"]["fairwins"] == ENTRY
 
 
+@NODE_TOOLS
 def test_a_leading_byte_order_mark_json_parse_refuses_is_dropped_and_nothing_else_changes() -> None:
     old = "\ufeff" + EXISTING
     result = merge(old, "fairwins", ENTRY, force=False, where="c")
@@ -342,6 +349,7 @@ def test_a_leading_byte_order_mark_json_parse_refuses_is_dropped_and_nothing_els
     assert again.outcome == "unchanged" and again.text == "\ufeff" + result.text, "a file left alone keeps it"
 
 
+@NODE_TOOLS
 def test_an_entry_nested_deeper_than_python_reads_is_a_different_entry_not_a_crash() -> None:
     deep = '{"mcpServers": {"fairwins": {"args": ' + "[" * 100_000 + "]" * 100_000 + "}}}"
     with pytest.raises(InstallError, match="differs in the whole entry"):
@@ -520,6 +528,7 @@ def test_an_interpreter_that_cannot_import_the_package_elsewhere_is_refused(home
     assert not desktop_file(home).exists()
 
 
+@pytest.mark.posix("a terminal made with pty.fork: Windows has no pty")
 def test_the_prompt_asks_for_the_token_without_echoing_it(home: pathlib.Path) -> None:
     command = pathlib.Path(sys.executable).parent / "fairwins-mcp"
     pid, fd = pty.fork()
@@ -620,6 +629,7 @@ def test_a_config_claude_desktop_cannot_read_is_refused_with_nothing_written(
     assert snapshot(path.parent) == before, "the file untouched (bytes and mtime), no backup, no temporary file"
 
 
+@POSIX_FILES
 def test_a_symlinked_config_is_written_through_the_link_keeping_the_link_and_the_targets_mode(
     home: pathlib.Path,
 ) -> None:
@@ -653,6 +663,7 @@ def test_a_symlinked_config_is_written_through_the_link_keeping_the_link_and_the
     )
 
 
+@POSIX_FILES
 def test_a_symlink_to_a_file_not_yet_there_creates_the_file_and_stays_a_link(home: pathlib.Path) -> None:
     target = home / "dotfiles" / "claude.json"
     target.parent.mkdir()
@@ -666,6 +677,7 @@ def test_a_symlink_to_a_file_not_yet_there_creates_the_file_and_stays_a_link(hom
     assert target.stat().st_mode & 0o777 == 0o600
 
 
+@POSIX_FILES
 def test_the_files_mode_is_kept_unless_a_token_goes_in(home: pathlib.Path) -> None:
     path = desktop_file(home)
     path.parent.mkdir(parents=True)
@@ -679,6 +691,7 @@ def test_the_files_mode_is_kept_unless_a_token_goes_in(home: pathlib.Path) -> No
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+@POSIX_FILES
 def test_a_config_with_another_hard_link_or_not_a_regular_file_is_refused(home: pathlib.Path) -> None:
     path = desktop_file(home)
     path.parent.mkdir(parents=True)
@@ -752,6 +765,7 @@ def project(home: pathlib.Path) -> pathlib.Path:
     return path
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("scope", ["local", "user"])
 def test_claude_code_adds_a_server_that_claude_mcp_list_reports_connected(
     scope: str,
@@ -791,6 +805,7 @@ def test_claude_code_adds_a_server_that_claude_mcp_list_reports_connected(
     assert "w-a-1" in json.dumps(session.member["structuredContent"])  # member A's own wager
 
 
+@NODE_TOOLS
 def test_claude_code_refuses_to_replace_an_entry_without_force(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:
@@ -806,6 +821,7 @@ def test_claude_code_refuses_to_replace_an_entry_without_force(
     assert connected(claude(home, project, claude_path, "mcp", "list").stdout)
 
 
+@NODE_TOOLS
 def test_claude_code_project_scope_shares_no_token_and_connects_with_the_members_own(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:
@@ -840,6 +856,7 @@ def test_claude_code_project_scope_shares_no_token_and_connects_with_the_members
     assert connected(listing.stdout), listing.stdout + listing.stderr
 
 
+@NODE_TOOLS
 def test_without_claude_on_path_the_command_is_printed_with_the_token_left_to_the_shell(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:

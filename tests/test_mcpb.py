@@ -40,7 +40,7 @@ from tests.bundles import (
     run_mcpb,
     unpack,
 )
-from tests.conftest import ROOT, StdioProcess
+from tests.conftest import NODE_TOOLS, ROOT, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -165,6 +165,7 @@ def test_the_icon_is_the_png_the_script_draws() -> None:
 # --- the official CLI -----------------------------------------------------------------------------
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked_each: dict[str, pathlib.Path], kind: str) -> None:
     done = run_mcpb("validate", str(unpacked_each[kind]))
@@ -173,6 +174,7 @@ def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked_each: dict[str, pa
     assert "ERROR" not in done.stdout + done.stderr
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_mcpb_info_reads_the_bundle(built: dict[str, Built], kind: str) -> None:
     bundle = built[kind].path
@@ -181,6 +183,7 @@ def test_mcpb_info_reads_the_bundle(built: dict[str, Built], kind: str) -> None:
     assert f"File: {bundle.name}" in done.stdout and "ERROR" not in done.stdout
 
 
+@NODE_TOOLS
 def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> None:
     # The check above can fail: the same CLI on the same manifest without its `server` says no.
     broken = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))
@@ -190,6 +193,7 @@ def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_pat
     assert done.returncode == 1 and "server" in done.stdout
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_manifest_is_in_the_newest_version_the_cli_validates(
     unpacked_each: dict[str, pathlib.Path], kind: str
@@ -242,6 +246,7 @@ def host_process(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[Any
         process.kill()
 
 
+@NODE_TOOLS
 def test_a_host_runs_the_unpacked_bundle_and_a_session_reads_public_and_member_data(
     host_process: Any, sandbox: SandboxGateway
 ) -> None:
@@ -261,6 +266,7 @@ def test_a_host_runs_the_unpacked_bundle_and_a_session_reads_public_and_member_d
     assert process.wait(SESSION_WAIT) == 0
 
 
+@NODE_TOOLS
 def test_the_manifest_lists_exactly_the_tools_and_prompts_the_bundled_server_serves(
     host_process: Any, sandbox: SandboxGateway, bundle: pathlib.Path
 ) -> None:
@@ -281,6 +287,7 @@ def test_the_manifest_lists_exactly_the_tools_and_prompts_the_bundled_server_ser
     assert manifest["tools_generated"] is False and manifest["prompts_generated"] is False
 
 
+@NODE_TOOLS
 def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     host_process: Any, sandbox: SandboxGateway, unpacked: pathlib.Path
 ) -> None:
@@ -296,6 +303,7 @@ def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     assert not [r for r in sandbox.seen if r.header("Authorization")]
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize(("platform", "command"), [("darwin", "python3"), ("linux", "python3"), ("win32", "python")])
 def test_each_platform_starts_its_own_python(unpacked: pathlib.Path, platform: str, command: str) -> None:
     config = host_config(unpacked, {}, platform)["config"]

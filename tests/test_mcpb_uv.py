@@ -36,7 +36,7 @@ from tests.bundles import (
     manifest_of,
 )
 from tests.bundles import unpack as mcpb_unpack
-from tests.conftest import StdioProcess
+from tests.conftest import NODE_TOOLS, PROCFS, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -102,6 +102,7 @@ def test_the_manifest_has_the_host_run_the_entry_point_with_uv_from_the_bundle_d
     assert token["sensitive"] is True and token["required"] is False and token["default"] == ""
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
 def test_every_platform_runs_the_same_uv_command(unpacked: pathlib.Path, platform: str) -> None:
     config = host_config(unpacked, {}, platform)["config"]
@@ -140,6 +141,8 @@ def ends_cleanly(process: StdioProcess) -> None:
         json.loads(line)
 
 
+@NODE_TOOLS
+@PROCFS
 def test_uv_runs_the_unpacked_bundle_offline_and_a_session_reads_public_and_member_data(
     started: Start, sandbox: SandboxGateway, unpacked: pathlib.Path, bundle: Built
 ) -> None:
@@ -166,6 +169,7 @@ def test_uv_runs_the_unpacked_bundle_offline_and_a_session_reads_public_and_memb
     assert len(site_packages) == 1 and not list(site_packages[0].glob("*.dist-info"))
 
 
+@NODE_TOOLS
 def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     started: Start, sandbox: SandboxGateway
 ) -> None:
@@ -179,6 +183,7 @@ def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     ends_cleanly(process)
 
 
+@NODE_TOOLS
 def test_the_entry_point_uv_runs_serves_alone_in_the_environment_uv_made(
     unpacked: pathlib.Path, sandbox: SandboxGateway
 ) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from mcp_server import __version__
-from tests.conftest import ROOT, WAIT
+from tests.conftest import ROOT, SIGNAL_STOP, WAIT
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 BUILD_TIMEOUT = 180.0
@@ -168,6 +168,7 @@ def test_the_installed_command_runs_the_check(built: tuple[pathlib.Path, pathlib
     assert done.stdout.endswith("Everything a member needs works.\n")
 
 
+@SIGNAL_STOP
 def test_the_installed_command_serves_http(built: tuple[pathlib.Path, pathlib.Path]) -> None:
     _, venv = built
     argv = [str(venv / "bin" / "fairwins-mcp"), "--http", "0"]

@@ -25,12 +25,14 @@ from typing import IO, Any, Final
 
 import pytest
 
-from tests.conftest import ROOT, StdioProcess, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, StdioProcess, server_env
 from tests.hosts import tool
 from tests.sandbox_gateway import SandboxGateway
 from tests.secret_canaries import record_output
 from tests.test_http import run_cli, wait_for_url
 from tests.test_install import QUIET_CLAUDE, connected, scratch_env
+
+pytestmark = SIGNAL_STOP
 
 WAIT: Final = 30.0  # a cold interpreter on a loaded machine
 SIGNALS: Final = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")]

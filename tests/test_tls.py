@@ -40,7 +40,7 @@ from mcp_server.upstream.gateway import (
     parse_base_url,
 )
 from mcp_server.wire import x402
-from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
+from tests.conftest import PROCFS, ROOT, WAIT, McpClient, client_for, server_env
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import canary_payment, header_value, record_output
@@ -803,6 +803,7 @@ def test_a_handshake_trickled_past_the_deadline_ends_at_the_deadline_and_sends_n
         assert payments.NOT_SENT in text  # the handshake never finished: the request never left
 
 
+@PROCFS
 def test_no_thread_socket_or_gateway_connection_outlives_a_tls_failure_or_a_fault_over_tls(trusted: None) -> None:
     WATCHDOG.schedule(time.monotonic(), lambda: None)  # the one timer thread, started before counting
     gc.collect()

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from scripts import mcpb
-from tests.conftest import ROOT
+from tests.conftest import ROOT, venv_python
 from tests.hosts import INSTALL_TIMEOUT, node, tool
 from tests.secret_canaries import record_output
 
 CLI_TIMEOUT: Final = 120.0
 UV_VENV: Final = ROOT / ".venv-uv"
-UV: Final = UV_VENV / "bin" / "uv"
+UV: Final = venv_python(UV_VENV).with_name("uv.exe" if sys.platform == "win32" else "uv")
 UV_READY: Final = UV_VENV / ".installed"
 # What a host's environment must not carry into the server: our own settings (the bundle's env
 # gives them), the interpreter's and uv's (this machine's, not a member's), and the test venv.
@@ -174,7 +174,7 @@ def bundle_launch(
 
 def entry_point_command(unpacked: pathlib.Path) -> list[str]:
     """What uv runs once the bundle's environment exists: its Python on the entry point, in the bundle directory."""
-    return [str(unpacked / ".venv" / "bin" / "python"), mcpb.ENTRY_POINT]
+    return [str(venv_python(unpacked / ".venv")), mcpb.ENTRY_POINT]
 
 
 def entry_point_launch(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import pty
 import random
 import select
 import shlex
@@ -25,6 +24,9 @@ from typing import Any, Final
 
 import pytest
 
+if sys.platform != "win32":
+    import pty  # the terminal prompt test (posix-marked): Windows has no pty
+
 from mcp_server import __version__
 from mcp_server.setup import install as install_module
 from mcp_server.setup.client_configs import (
@@ -35,7 +37,7 @@ from mcp_server.setup.client_configs import (
     scan,
     server_entry,
 )
-from tests.conftest import NODE_TOOLS, ROOT, StdioProcess
+from tests.conftest import NODE_TOOLS, ROOT, StdioProcess, console_script
 from tests.hosts import hold_session, node, tool
 from tests.sandbox_gateway import TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -365,6 +367,8 @@ def scratch_env(home: pathlib.Path, **extra: str) -> dict[str, str]:
     drop = ("FAIRWINS_", "PYTHON", "XDG_CONFIG_HOME", "APPDATA", "LOCALAPPDATA", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HOME=str(home), **extra)
+    if sys.platform == "win32":
+        env["USERPROFILE"] = str(home)  # where Path.home() looks there; APPDATA then defaults inside it
     return env
 
 
@@ -372,7 +376,7 @@ def install(
     home: pathlib.Path, *args: str, cwd: pathlib.Path | None = None, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`fairwins-mcp install …` as the member runs it: this environment's installed command, from `cwd`."""
-    command = pathlib.Path(sys.executable).parent / "fairwins-mcp"
+    command = console_script("fairwins-mcp")
     done = subprocess.run(
         [str(command), "install", *args],
         cwd=cwd or home,
@@ -394,7 +398,8 @@ def home(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 def desktop_file(home: pathlib.Path) -> pathlib.Path:
-    return home / ".config" / "Claude" / "claude_desktop_config.json"
+    """Where this platform's Claude Desktop reads its config in the scratch HOME (no APPDATA or XDG set)."""
+    return pathlib.Path(str(desktop_config_path(sys.platform, {}, home)))
 
 
 @pytest.fixture
@@ -440,10 +445,11 @@ def test_claude_desktop_writes_a_working_server_beside_the_others_keeping_a_back
         "args": ["-m", "mcp_server"],
         "env": {"FAIRWINS_API_URL": sandbox.url, "FAIRWINS_API_TOKEN": TOKEN_MEMBER_A},
     }
-    assert path.stat().st_mode & 0o777 == 0o600, "the file now holds a token"
     (backup,) = path.parent.glob("claude_desktop_config.json.bak-*")
     assert backup.read_text(encoding="utf-8") == EXISTING and f"backup   {backup}" in out
-    assert backup.stat().st_mode & 0o777 == 0o600
+    if sys.platform != "win32":  # Windows keeps no POSIX modes: the profile's ACL guards the file there
+        assert path.stat().st_mode & 0o777 == 0o600, "the file now holds a token"
+        assert backup.stat().st_mode & 0o777 == 0o600
     # What Claude Desktop then does: start the entry and hold a session.
     session = hold_session(entry_process(entry))
     assert session.initialize["serverInfo"]["version"] == __version__

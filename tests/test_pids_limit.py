@@ -25,6 +25,8 @@ import pytest
 
 from tests.balancer import Gateway, Replica, pick_port, wait_for
 
+pytestmark = pytest.mark.linux_tier("makes a pids cgroup under /sys/fs/cgroup, as root, and picks ports from /proc")
+
 V1_PIDS = Path("/sys/fs/cgroup/pids")
 V2_ROOT = Path("/sys/fs/cgroup")
 

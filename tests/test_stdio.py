@@ -23,7 +23,7 @@ from mcp_server.fairwins.snapshot import load
 from mcp_server.setup.server import build_catalog
 from mcp_server.transports.stdio import MAX_LINE, StdioServer
 from mcp_server.upstream.gateway import Gateway
-from tests.conftest import GATEWAY_TIMEOUT, ROOT, SIGNAL_STOP, WAIT, StdioProcess, server_env
+from tests.conftest import GATEWAY_TIMEOUT, ROOT, SIGNAL_STOP, WAIT, StdioProcess, server_env, venv_python
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import record_output
 
@@ -475,7 +475,7 @@ NOISY_LIBRARY = textwrap.dedent(
     """
 )
 STRAYS = ("a library prints: connecting", "a library writes to fd 1: connecting")
-SDK_PYTHON = ROOT / ".venv-sdk" / "bin" / "python"
+SDK_PYTHON = venv_python(ROOT / ".venv-sdk")
 
 
 def test_a_library_printing_during_calls_of_the_shipped_entry_point_never_reaches_stdout(

@@ -707,6 +707,7 @@ def test_the_server_says_at_start_that_it_sends_tokens_in_clear() -> None:
     assert "--send-token-in-clear: member tokens and payments go to http://10.0.0.5:8787 unencrypted" in stderr
 
 
+@pytest.mark.posix("waits on a child's stdout pipe with a selector: Windows' select() takes sockets only")
 def test_the_sandbox_gateway_serves_https_from_the_command_line_for_trying_it_by_hand() -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.sandbox_gateway", "--port", "0", "--tls"],

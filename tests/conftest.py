@@ -57,6 +57,11 @@ def venv_python(venv: pathlib.Path) -> pathlib.Path:
     return venv / "bin" / "python"
 
 
+def venv_script(venv: pathlib.Path, name: str) -> pathlib.Path:
+    """The console script `name` of the virtual environment `venv`."""
+    return venv_python(venv).with_name(f"{name}.exe" if sys.platform == "win32" else name)
+
+
 def console_script(name: str) -> pathlib.Path:
     """The console script `name` installed beside the running interpreter (fairwins-mcp, ...)."""
     if sys.platform == "win32":

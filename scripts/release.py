@@ -16,7 +16,7 @@
                  text, the release workflow's secrets) are set, then `mcpb verify`; `--self-signed`
                  rehearses it with a throwaway certificate. Either way dist/server.json and
                  dist/SHA256SUMS are written again for the bundles' new bytes, and
-                 build/release-notes.md holds CHANGELOG.md's entry and whether the bundles are signed.
+                 build/release-notes.markdown holds CHANGELOG.md's entry and whether the bundles are signed.
     image-tags   the image's tags on GHCR, as a `tags=` line for the workflow's outputs.
 
 Reproducible: SOURCE_DATE_EPOCH is the last commit's time, every file of the copy carries it with
@@ -462,7 +462,7 @@ def check(out: pathlib.Path = DIST) -> None:
 # --- after the build: signing, the notes, the image's tags --------------------------------------------
 
 
-NOTES: Final = ROOT / "build" / "release-notes.md"
+NOTES: Final = ROOT / "build" / "release-notes.markdown"
 SIGNATURE_HEADER: Final = b"MCPB_SIG_V1"  # what `mcpb sign` appends after the zip (mcpb's node/sign.js)
 
 

@@ -153,7 +153,8 @@ def _substitute(value: Any, variables: dict[str, str]) -> Any:
 
 
 def resolve(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform: str | None = None) -> dict[str, Any]:
-    """What `host_config` returns, worked out in Python from MANIFEST.md's rules for mcp_config.
+    """What `host_config` returns, worked out in Python from the rules for mcp_config in MANIFEST.md
+    (modelcontextprotocol/mcpb).
 
     The platform's override replaces command, args or env; user_config takes each setting's
     default, then what the member gave (booleans as "true"/"false"); every `${…}` the spec names

@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
+.PHONY: test test-tools lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -133,6 +133,11 @@ readme: $(VPY)
 
 readme-check: $(VPY)
 	$(VPY) -m scripts.readme --check
+
+# CONTRIBUTING.md's "Adding a tool", shown: a throwaway public tool added to a copy of the tree by
+# writing only the files it lists, then the tool, contract and sandbox tests and an SDK session there.
+add-tool-check: $(VPY)
+	$(VPY) -m scripts.add_tool_check
 
 # A wheel in dist/, built offline, with the snapshot inside: pip install / pipx install it anywhere.
 dist: $(VPY)

@@ -26,7 +26,7 @@ SNAPSHOT_NAME = "toolDefs.snapshot.json"
 # The snapshot's format as a JSON Schema (2020-12), shipped in the package: a consumer in any
 # language validates the snapshot it loads against it.
 SNAPSHOT_SCHEMA_PATH = pathlib.Path(__file__).resolve().parent / "snapshot.schema.json"
-# In the fairwins-mcp repository the package sits in contract/ and the snapshot at the root, beside
+# In the fairwins-mcp repository the package sits in assistant_contract/ and the snapshot at the root, beside
 # mcp_server/; installed anywhere else there is no checkout, so it goes to the current directory.
 _CHECKOUT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_PATH = _CHECKOUT / SNAPSHOT_NAME if (_CHECKOUT / "mcp_server").is_dir() else pathlib.Path(SNAPSHOT_NAME)
@@ -55,7 +55,7 @@ def snapshot() -> dict[str, Any]:
 
 
 def render() -> str:
-    """The snapshot's exact text: byte-canonical (STYLE.md rule 10), so a diff is a real change."""
+    """The snapshot's exact text: byte-canonical (docs/style.md, habit 10), so a diff is a real change."""
     return json.dumps(snapshot(), indent=2, ensure_ascii=False) + "\n"
 
 

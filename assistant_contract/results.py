@@ -16,7 +16,7 @@ UNKNOWN_SENTENCE: Final[str] = (
     "never that there is none or that it is zero."
 )
 
-# What each per-chain envelope state means, in words (GATEWAY.md "Response shapes").
+# What each per-chain envelope state means, in words (docs/gateway.md, "Response shapes").
 STATE_PHRASES: Final[dict[str, str]] = {
     "read": "was read",
     "not-configured": "is not configured on this gateway",
@@ -27,7 +27,7 @@ STATE_PHRASES: Final[dict[str, str]] = {
 CHAIN_UNKNOWN: Final[str] = "Chain {chain_id} {phrase}{reason}."
 
 # The {http} slot of a failure sentence when the gateway answered: its HTTP status, and the error
-# code it wrote in its body ({"error": "<code>", …}, GATEWAY.md "Errors") when it wrote one.
+# code it wrote in its body ({"error": "<code>", …}, docs/gateway.md, "Errors") when it wrote one.
 # Empty when nothing answered (the gateway was not reached, or was never asked).
 HTTP_FACTS: Final[dict[str, str]] = {
     "status": " (HTTP {status})",

@@ -1,8 +1,10 @@
-"""The gateway's member-API route table, its public paths and its scopes (GATEWAY.md)."""
+"""The gateway's member-API route table, its public paths and its scopes (docs/gateway.md)."""
 
 from __future__ import annotations
 
 from typing import Final, TypedDict
+
+from .tools import TOOL_DEFS
 
 
 class Route(TypedDict):
@@ -39,13 +41,9 @@ ROUTES: Final[dict[str, Route]] = {
     "member.openapi": {"method": "GET", "path": "/v1/member/openapi.json", "scope": None, "priced": False},
 }
 
-# The four public GET paths; `{name}` segments are filled from tool arguments, one segment each.
-PUBLIC_PATHS: Final[tuple[str, ...]] = (
-    "/status",
-    "/v1/polymarket/{chainId}/markets",
-    "/v1/perps/pairs",
-    "/v1/news/{chainId}/{asset}",
-)
+# The public GET paths, as the public tools name them (a public read is written once, in its tool);
+# `{name}` segments are filled from tool arguments, one segment each.
+PUBLIC_PATHS: Final[tuple[str, ...]] = tuple(t["exec"]["path"] for t in TOOL_DEFS if t["exec"]["kind"] == "public")
 
 ALL_SCOPES: Final[tuple[str, ...]] = (
     "assistant:chat",

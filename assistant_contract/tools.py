@@ -1,10 +1,30 @@
-"""TOOL_DEFS: the assistant's tool table, one entry per tool, executions bound as data."""
+"""TOOL_DEFS: the assistant's tool table, one entry per tool, executions bound as data; ANSWERS: what each answers.
+
+A tool is written here once: its record in TOOL_DEFS names what it executes (a member route's id,
+or a public read's path, from which PUBLIC_PATHS is derived), and its entry in ANSWERS, keyed by
+its name, is the JSON Schema of the gateway's 2xx answer (docs/gateway.md).
+"""
 
 from __future__ import annotations
 
 from typing import Final, Literal, NotRequired, TypedDict
 
 from .results import UNKNOWN_SENTENCE
+from .schemas import (
+    ADDRESS,
+    CHAIN_ID,
+    DECIMAL,
+    FLAG,
+    OTHERS,
+    TEXT,
+    WHEN,
+    Schema,
+    array,
+    described,
+    envelope,
+    nullable,
+    obj,
+)
 
 
 class Exec(TypedDict):
@@ -12,7 +32,7 @@ class Exec(TypedDict):
 
     kind: Literal["route", "public", "local"]
     route: NotRequired[str]  # kind == "route": a ROUTES id
-    path: NotRequired[str]  # kind == "public": a PUBLIC_PATHS entry
+    path: NotRequired[str]  # kind == "public": the GET path, `{name}` segments filled from arguments
 
 
 class ToolDef(TypedDict):
@@ -201,3 +221,143 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         "progress": "Reading your wagers…",
     },
 )
+
+# --- what each tool answers: the gateway's 2xx JSON, by tool name -----------------------------
+# What docs/gateway.md guarantees is required; the rest is described with the type its values
+# have. Answers stay open (a gateway may add fields: `additionalProperties` is never false).
+
+_WAGER: Final = obj(
+    {
+        "id": TEXT,
+        "stake": DECIMAL,
+        "asset": TEXT,
+        "deadline": WHEN,
+        "status": {"type": "string", "description": "For example open, settled or disputed."},
+        "description": {"type": "string", "description": "The wager's terms." + OTHERS},
+    },
+    ("id", "stake", "asset", "deadline", "status"),
+)
+
+_MEMBERSHIP: Final = obj(
+    {
+        "tier": TEXT,
+        "active": FLAG,
+        "paid": FLAG,
+        "expiresAt": nullable(TEXT, "RFC 3339, or null when it does not expire."),
+    },
+    ("tier", "active", "paid"),
+)
+
+_RATES: Final = obj(
+    {"wagerFeeBps": {"type": "integer", "description": "The wager fee in basis points."}},
+    ("wagerFeeBps",),
+    "Fee rates; every *Bps is in basis points (150 = 1.5%).",
+)
+
+# The public reads: docs/gateway.md names what each one holds and guarantees none of its fields,
+# so nothing is required; each field has the type its values have, null where a gateway writes it
+# (a search made without text is echoed as "q": null).
+_PRICE: Final = obj(
+    {
+        "amount": {"type": "string", "description": "In the asset's atomic units (10000 = 0.01 USDC)."},
+        "asset": ADDRESS,
+        "network": {"type": "string", "description": "CAIP-2, e.g. eip155:137."},
+        "routes": array(TEXT, "The route ids this class prices."),
+    }
+)
+
+ANSWERS: Final[dict[str, Schema]] = {
+    "get_fees": envelope("rates", _RATES, "the fee rates"),
+    "get_gateway_status": obj(
+        {
+            "status": described(TEXT, "ok when the gateway is healthy."),
+            "version": described(TEXT, "The gateway's version."),
+            "asOf": WHEN,
+            "chains": array(
+                obj({"chainId": CHAIN_ID, "name": TEXT, "on": FLAG}),
+                "The chains the gateway knows and whether each is on.",
+            ),
+            "rails": obj({"member": FLAG, "x402": FLAG}, description="Which rails (member, x402) are on."),
+            "x402": obj(
+                {
+                    "versions": array({"type": "integer"}, "The x402 versions accepted."),
+                    "prices": {
+                        "type": "object",
+                        "additionalProperties": _PRICE,
+                        "description": "The price of each class of request (read, build).",
+                    },
+                },
+                description="The x402 versions accepted and the price of each class.",
+            ),
+        },
+        description="The gateway's public status: health, version, chains and rails that are on, x402 prices.",
+    ),
+    "get_membership": envelope("membership", _MEMBERSHIP, "the member's membership"),
+    "get_perps_pairs": obj(
+        {
+            "asOf": WHEN,
+            "pairs": array(
+                obj(
+                    {
+                        "symbol": described(TEXT, "For example BTC-USD."),
+                        "maxLeverage": {"type": "integer", "minimum": 1},
+                        "fundingRate8h": described(TEXT, "A decimal rate per 8 hours, e.g. 0.0100."),
+                        "status": described(TEXT, "For example open or paused."),
+                    }
+                ),
+                "The perpetuals pairs.",
+            ),
+        },
+        description="The perpetuals pairs the gateway offers.",
+    ),
+    "get_prediction_markets": obj(
+        {
+            "chainId": CHAIN_ID,
+            "q": nullable(TEXT, "The search text, as the gateway echoes it (null when none was given)."),
+            "markets": array(
+                obj(
+                    {
+                        "id": TEXT,
+                        "slug": TEXT,
+                        "question": described(TEXT, "What the market asks." + OTHERS),
+                        "outcomes": array(obj({"name": TEXT, "price": DECIMAL})),
+                        "volume": DECIMAL,
+                        "endDate": WHEN,
+                    }
+                ),
+                "The prediction markets that match, each with its question.",
+            ),
+        },
+        description="Prediction markets on one chain.",
+    ),
+    "get_profile": obj(
+        {
+            "account": ADDRESS,
+            "scopes": array(TEXT, "The scopes the token holds, e.g. read:wagers."),
+            "expiresAt": WHEN,
+            "tokenId": TEXT,
+        },
+        ("account", "scopes", "expiresAt"),
+        "The member's token, introspected: whose it is, what it may do and until when.",
+    ),
+    "get_token_news": obj(
+        {
+            "chainId": CHAIN_ID,
+            "asset": described(TEXT, "The token asked about."),
+            "slug": described(TEXT, "The vendor's tag for the token."),
+            "items": array(
+                obj(
+                    {
+                        "headline": described(TEXT, "The headline." + OTHERS),
+                        "source": TEXT,
+                        "publishedAt": WHEN,
+                        "url": TEXT,
+                    }
+                ),
+                "Recent news items about the token, each with its headline.",
+            ),
+        },
+        description="Recent news about one token.",
+    ),
+    "get_wagers": envelope("wagers", array(_WAGER), "the member's wagers"),
+}

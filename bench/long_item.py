@@ -5,7 +5,7 @@
 Issue 31, finding 7: the chunked reader (mcp_server.core.answers) searched for the next "}, {"
 with no end bound and never moved its start forward when nothing was found, so each item before
 a long last one rescanned the whole rest of the answer. Both answers here are one read chain of
-GATEWAY.md's envelope (so nothing follows the last wager), just under the server's 4 MiB cap:
+the envelope of docs/gateway.md (so nothing follows the last wager), just under the server's 4 MiB cap:
 ORDINARY is some 22,500 wagers of about 170 bytes; LONG is 2,000 of them, the last of which
 holds a 3.5 MB description with a "}" every 19 characters (a smiley: the search stops at each).
 
@@ -34,7 +34,7 @@ TOKEN = "fw1.bench-long-item-0000"
 
 
 def one_chain(count: int) -> Any:
-    """GATEWAY.md's envelope with one read chain of `count` wagers: no "}, {" after its last one."""
+    """the envelope of docs/gateway.md with one read chain of `count` wagers: no "}, {" after its last one."""
     value: Any = wagers(count)
     value["chains"] = value["chains"][:1]
     return value

@@ -7,7 +7,7 @@
     python3 -m bench.sizes --quick                          a smoke run in seconds
 
 The stub gateway (bench.stub_gateway, its own process) answers `get_wagers` with N wagers in
-GATEWAY.md's per-chain envelope (`chainId=N`): about 2 KB, 20 KB, 200 KB and 2 MB (under the
+the per-chain envelope of docs/gateway.md (`chainId=N`): about 2 KB, 20 KB, 200 KB and 2 MB (under the
 server's 4 MiB response cap), and the stub's two-wager answer as the base, the smallest answer.
 Every server returns the body as structuredContent and as text, over stdio and over HTTP at 8
 keep-alive clients, each with two member tokens: a random one, and one sharing a piece with

@@ -27,7 +27,7 @@ CA_FILE = CERTS / "ca.pem"
 
 BENCH_TOKEN = "fw1.bench-token-0000"
 
-# Shapes as GATEWAY.md describes them; fixed, so every run reads the same bytes.
+# Shapes as docs/gateway.md describes them; fixed, so every run reads the same bytes.
 STATUS = {
     "status": "ok",
     "version": "bench-stub",
@@ -82,7 +82,7 @@ _SAID = (
 
 
 def wagers(count: int, chain_id: int | None = None) -> dict[str, object]:
-    """GATEWAY.md's per-chain envelope with `count` wagers on one read chain, the same every time.
+    """the per-chain envelope of docs/gateway.md with `count` wagers on one read chain, the same every time.
 
     Ids count up from w-100000, as an active member's do: ordinary text a token may share pieces with.
     """

@@ -39,6 +39,7 @@ from mcp_server import __version__
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
 from mcp_server.fairwins.snapshot import NAME as SNAPSHOT
+from mcp_server.fairwins.tools import GatewayTool
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
 from mcp_server.wire.jsonrpc import Request
@@ -63,7 +64,7 @@ ENTRY_POINT: Final = "server/main.py"
 Kind = Literal["uv", "python"]
 # Every bundle built, in the order they are written: server.type → the bundle's file-name suffix,
 # how the host starts it, and what the member needs (the last line of the long description).
-# MANIFEST.md: a "uv" server is a "Python server using UV runtime"; its bundle "must include
+# MANIFEST.md (modelcontextprotocol/mcpb): a "uv" server is a "Python server using UV runtime"; its bundle "must include
 # pyproject.toml" and the host manages execution. The pinned CLI (2.1.2) requires mcp_config for
 # every type, and Desktop starts its own uv with mcp_config's args as given (its logs, quoted in
 # github.com/oogunbiyi21/stats-compass-mcp/issues/2). `uv run --directory <bundle> server/main.py`
@@ -95,10 +96,10 @@ ENV: Final = {
     "FAIRWINS_API_TOKEN": "${user_config.member_token}",
 }
 
+# The long description's opening names what the served tools read, so a new tool needs no edit here.
 LONG_DESCRIPTION: Final = """\
-FairWins for Claude: read your own FairWins membership, fee rates and wagers, public prediction \
-markets, perpetuals pairs, token news and the gateway's status, and prepare unsigned wager \
-transactions for you to review and sign in your own wallet.
+FairWins for Claude: read {member} with your own token, and {public} with none, and prepare \
+unsigned wager transactions for you to review and sign in your own wallet.
 
 The public tools work without a token. For your own data, create a token in the FairWins app \
 under **Tools ▸ Assistant ▸ API access** and paste it into this extension's settings: Claude \
@@ -108,6 +109,22 @@ FairWins gateway you configure.
 This server holds no key: it never signs, never submits and never pays. Anything a chain could \
 not be read for is reported as unknown, never as none or zero.
 """
+
+
+def _listed(labels: list[str]) -> str:
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def long_description() -> str:
+    """LONG_DESCRIPTION with what the served tools read, from their progress labels ("Reading your wagers…")."""
+    reads = [
+        (t.public, str(t.entry["progress"]).removeprefix("Reading ").rstrip("…"))
+        for t in build_catalog(Gateway(None)).tools
+        if isinstance(t, GatewayTool) and str(t.entry["progress"]).startswith("Reading ")
+    ]
+    member = sorted(what for public, what in reads if not public)
+    public = sorted(what for public, what in reads if public)
+    return LONG_DESCRIPTION.format(member=_listed(member), public=_listed(public))
 
 
 def _server_json() -> dict[str, Any]:
@@ -169,7 +186,7 @@ def manifest(kind: Kind = "uv") -> dict[str, Any]:
         "display_name": registry["title"],
         "version": __version__,
         "description": registry["description"],
-        "long_description": f"{LONG_DESCRIPTION}\n{KINDS[kind]['needs']}\n",
+        "long_description": f"{long_description()}\n{KINDS[kind]['needs']}\n",
         "author": {"name": "FairWins"},
         "icon": "icon.png",
         "server": {"type": kind, "entry_point": ENTRY_POINT, "mcp_config": _mcp_config(kind)},

@@ -1,9 +1,13 @@
-"""`python -m scripts.readme [--check]`: README.md's table of tools, resources and prompts, from what is served.
+"""`python -m scripts.readme [--check]`: every list of the tools the prose holds, from what is served.
 
-The table between the catalog markers is generated from the vendored snapshot as the shipped
-server composes it (mcp_server.setup.server.build_catalog), so the README cannot drift from what a
-client sees in tools/list, resources/list and prompts/list. `--check` changes nothing: it prints
-the difference and the command that fixes it, and exits 1 when there is one.
+Each region between `<!-- generated:NAME:start -->` and `<!-- generated:NAME:end -->` markers
+(BLOCKS: README.md's catalog of tools, resources and prompts, its tool count and its list of
+public tools; the `check` sample of docs/configuration.md; the lists of the guide the server
+serves as fairwins://guide; docs/gateway.md's tables of the routes and of the fields each answer
+carries) is generated from the vendored snapshot as the shipped server composes it
+(mcp_server.setup.server.build_catalog), so no page can drift from what a client sees in
+tools/list, and a new tool needs no prose edit. `--check` changes nothing: it prints the
+difference and the command that fixes it, and exits 1 when there is one.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import difflib
 import pathlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_server.fairwins.snapshot import load
@@ -23,8 +28,6 @@ from mcp_server.upstream.gateway import Gateway
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 README: Final = ROOT / "README.md"
-START: Final = "<!-- generated:catalog:start -->"
-END: Final = "<!-- generated:catalog:end -->"
 FIX: Final = "make readme   (python -m scripts.readme)"
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s")
 
@@ -78,35 +81,238 @@ def catalog_markdown() -> str:
     return "\n".join(lines)
 
 
-def render(readme: str) -> str:
-    """`readme` with the generated region replaced; ValueError when the markers are missing or out of order."""
-    start, end = readme.find(START), readme.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md needs {START} followed by {END}")
-    return readme[: start + len(START)] + "\n" + catalog_markdown() + "\n" + readme[end:]
+def _served() -> tuple[list[GatewayTool], list[str]]:
+    """The gateway tools the shipped server serves, and every tool name it serves, sorted by name."""
+    catalog = build_catalog(Gateway(None), load())
+    tools = sorted(catalog.tools, key=lambda t: t.name)
+    return [t for t in tools if isinstance(t, GatewayTool)], [t.name for t in tools]
+
+
+def _names(names: Sequence[str]) -> str:
+    """`a`, `b` and `c`."""
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def public_tools(_: str) -> str:
+    return _names([t.name for t in _served()[0] if t.public])
+
+
+def priced_tools(_: str) -> str:
+    return _names([t.name for t in _served()[0] if t.priced])
+
+
+def demo_tools_list(current: str) -> str:
+    """`make demo`'s sample output with its tool count as the served table makes it."""
+    count = len(_served()[1])
+    lines = [f"2. tools/list: {count} tools" if ln.startswith("2. tools/list:") else ln for ln in current.split("\n")]
+    if f"2. tools/list: {count} tools" not in lines:
+        raise ValueError("the demo sample has no `2. tools/list:` line")
+    return "\n".join(lines)
+
+
+def check_tools_line(current: str) -> str:
+    """`check`'s sample with its tools line as the served table makes it: a full token, every tool working."""
+    gateway_names = [t.name for t in _served()[0]]
+    line = f"ok    tools    all {len(gateway_names)} will work: {', '.join(gateway_names)}"
+    lines = [line if ln.startswith("ok    tools    ") else ln for ln in current.split("\n")]
+    if line not in lines:
+        raise ValueError("the check sample has no `ok    tools` line")
+    return "\n".join(lines)
+
+
+def scope_rows(_: str) -> str:
+    """The guide's table of what each scope allows: the served tools that need it."""
+    snap = load()
+    by_scope: dict[str, list[str]] = {scope: [] for scope in snap.scopes}
+    for tool in _served()[0]:
+        scope = tool.entry.get("scope")
+        if scope:
+            by_scope.setdefault(scope, []).append(f"`{tool.name}`: {_first_sentence(tool.definition()['description'])}")
+    rows = ["", "| scope | allows |", "|---|---|"]
+    for scope, tools in by_scope.items():
+        rows.append(f"| `{scope}` | {', '.join(tools) if tools else 'no tool here needs it'} |")
+    return "\n".join([*rows, ""])
+
+
+def _route_tools() -> dict[str, dict[str, Any]]:
+    """Each served gateway tool's snapshot entry (build_intent's own), by what it executes."""
+    by_target: dict[str, dict[str, Any]] = {}
+    for tool in _served()[0]:
+        execution = tool.entry["exec"]
+        by_target[execution.get("route") or execution["path"]] = tool.entry
+    return by_target
+
+
+def _query(entry: dict[str, Any] | None, path: str, method: str) -> str:
+    """The arguments a GET sends as its query: its tool's properties that fill no path segment."""
+    if entry is None or method != "GET":
+        return "—"
+    schema = entry["inputSchema"]
+    names = [n for n in schema.get("properties", {}) if f"{{{n}}}" not in path]
+    required = schema.get("required", [])
+    return ", ".join(f"`{n}`" + ("" if n in required else " (optional)") for n in names) or "—"
+
+
+def member_routes(_: str) -> str:
+    """docs/gateway.md's table of the member routes, from the snapshot's route table."""
+    snap, tools = load(), _route_tools()
+    rows = [
+        "",
+        "| route id | method | path | query | scope | can be priced (x402) | tool |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rid, route in snap.routes.items():
+        entry = tools.get(rid)
+        scope = f"`{route['scope']}`" if route["scope"] else "none (public)"
+        tool = f"`{entry['name']}`" if entry else "—"
+        query = _query(entry, route["path"], route["method"])
+        rows.append(
+            f"| `{rid}` | {route['method']} | `{route['path']}` | {query} | {scope} | "
+            f"{'yes' if route['priced'] else 'no'} | {tool} |"
+        )
+    return "\n".join([*rows, ""])
+
+
+def public_routes(_: str) -> str:
+    """docs/gateway.md's table of the public reads, from the public tools' paths and arguments."""
+    rows = ["", "| path | query | what | tool |", "|---|---|---|---|"]
+    for tool in _served()[0]:
+        if tool.public:
+            path = tool.entry["exec"]["path"]
+            properties = tool.entry["inputSchema"].get("properties", {})
+            defaults = [
+                f"`{n}` defaults to {properties[n]['default']}" for n in properties if "default" in properties[n]
+            ]
+            what = _cell(tool.entry["title"]) + (f" ({', '.join(defaults)})" if defaults else "")
+            rows.append(f"| `GET {path}` | {_query(tool.entry, path, 'GET')} | {what} | `{tool.name}` |")
+    return "\n".join([*rows, ""])
+
+
+def _type(schema: dict[str, Any]) -> str:
+    """A schema's values, in words: "string", "list of object", "integer or null", "one of a, b"."""
+    if "enum" in schema:
+        return "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        return "list of " + _type(schema.get("items", {}))
+    if isinstance(kind, str):
+        return kind
+    branches = [b for b in schema.get("anyOf", []) if "type" in b or "enum" in b]
+    return " or ".join(_type(b) for b in branches) or "any"
+
+
+def _fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    rows = []
+    required = schema.get("required", [])
+    for name, sub in schema.get("properties", {}).items():
+        description = _cell(sub.get("description", ""))
+        mark = " (always)" if name in required else ""
+        rows.append(f"| `{prefix}{name}` | {_type(sub)}{mark} | {description} |")
+        if sub.get("type") == "object":
+            rows += _fields(sub, f"{prefix}{name}.")
+            if isinstance(sub.get("additionalProperties"), dict):
+                rows += _fields(sub["additionalProperties"], f"{prefix}{name}.<key>.")
+        elif sub.get("type") == "array" and sub.get("items", {}).get("type") == "object":
+            rows += _fields(sub["items"], f"{prefix}{name}[].")
+    return rows
+
+
+def answer_fields(_: str) -> str:
+    """docs/gateway.md's fields of each 2xx answer, from the answer branch of each outputSchema."""
+    snap = load()
+    tools = _route_tools()
+    out = [""]
+    for target, schema in snap.output_schemas.items():
+        answer = schema["anyOf"][0]
+        route = snap.routes.get(target)
+        where = f"{route['method']} {route['path']}" if route else f"GET {target}"
+        tool = tools.get(target)
+        out += [f"#### `{where}`" + (f" (`{tool['name']}`)" if tool else ""), ""]
+        out += [_cell(answer.get("description", "")), "", "| field | type | what |", "|---|---|---|"]
+        out += [*_fields(answer), ""]
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One generated region: the file it is in, its marker name, and what writes it from its current text."""
+
+    path: str
+    name: str
+    write: Callable[[str], str]
+
+    @property
+    def start(self) -> str:
+        return f"<!-- generated:{self.name}:start -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- generated:{self.name}:end -->"
+
+
+BLOCKS: Final = (
+    Block("README.md", "tool-count", demo_tools_list),
+    Block("README.md", "public-tools", public_tools),
+    Block("README.md", "catalog", lambda _: "\n" + catalog_markdown() + "\n"),
+    Block("docs/configuration.md", "check-sample", check_tools_line),
+    Block("mcp_server/fairwins/guide.md", "scopes", scope_rows),
+    Block("mcp_server/fairwins/guide.md", "public-tools", public_tools),
+    Block("mcp_server/fairwins/guide.md", "priced-tools", priced_tools),
+    Block("docs/payments.md", "priced-tools", priced_tools),
+    Block("docs/gateway.md", "member-routes", member_routes),
+    Block("docs/gateway.md", "public-routes", public_routes),
+    Block("docs/gateway.md", "answer-fields", answer_fields),
+)
+FILES: Final = tuple(dict.fromkeys(block.path for block in BLOCKS))
+
+
+def render(text: str, path: str = "README.md") -> str:
+    """`text` (the file `path`) with each of its generated regions rewritten; ValueError when markers are missing."""
+    for block in BLOCKS:
+        if block.path != path:
+            continue
+        start, end = text.find(block.start), text.find(block.end)
+        if start < 0 or end < start:
+            raise ValueError(f"{path} needs {block.start} followed by {block.end}")
+        inside = text[start + len(block.start) : end]
+        text = text[: start + len(block.start)] + block.write(inside) + text[end:]
+    return text
+
+
+def lines_outside(text: str, name: str) -> int:
+    """How many lines `text` has, the generated region `name` left out."""
+    start, end = f"<!-- generated:{name}:start -->", f"<!-- generated:{name}:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    return len((head + tail).splitlines())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 and print the diff if stale")
     args = parser.parse_args(argv)
-    current = README.read_text(encoding="utf-8")
-    try:
-        wanted = render(current)
-    except ValueError as exc:
-        sys.stderr.write(f"scripts.readme: {exc}\n")
-        return 2
-    if wanted == current:
-        return 0
-    if args.check:
-        diff = difflib.unified_diff(
-            current.splitlines(keepends=True), wanted.splitlines(keepends=True), "README.md", "README.md (generated)"
-        )
-        sys.stderr.write("".join(diff))
-        sys.stderr.write(f"\nREADME.md's catalog is out of date; fix it with: {FIX}\n")
-        return 1
-    README.write_text(wanted, encoding="utf-8")
-    return 0
+    stale = 0
+    for path in FILES:
+        file = README if path == "README.md" else ROOT / path
+        current = file.read_text(encoding="utf-8")
+        try:
+            wanted = render(current, path)
+        except ValueError as exc:
+            sys.stderr.write(f"scripts.readme: {exc}\n")
+            return 2
+        if wanted == current:
+            continue
+        if args.check:
+            diff = difflib.unified_diff(
+                current.splitlines(keepends=True), wanted.splitlines(keepends=True), path, f"{path} (generated)"
+            )
+            sys.stderr.write("".join(diff))
+            sys.stderr.write(f"\n{path}'s generated lists are out of date; fix them with: {FIX}\n")
+            stale = 1
+        else:
+            file.write_text(wanted, encoding="utf-8")
+    return stale
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A fake FairWins gateway, faithful to GATEWAY.md and PAYMENTS.md: for tests, demo and benchmarks.
+"""A fake FairWins gateway, faithful to docs/gateway.md and docs/payments.md: for tests, demo and benchmarks.
 
 Deterministic sample data (chain 137 read, chain 8453 unreadable, chain 1 not configured), two
 member tokens whose data differ, a token with two scopes, an expired token, an x402 v1 offer
@@ -123,7 +123,7 @@ _WAGERS: Final[Mapping[str, tuple[Json, ...]]] = {
             "description": "Lakers beat the Celtics on Dec 1 — loser buys the café crème",
         },
         {
-            # Results carry text written by other people (GATEWAY.md): this one tries to give
+            # Results carry text written by other people (docs/gateway.md): this one tries to give
             # orders, so the server's tests can check it is reported, never obeyed.
             "id": "w-a-2",
             "stake": "10.00",
@@ -193,48 +193,7 @@ _UNREADABLE_REASONS: Final[Mapping[str, str]] = {
     "rates": "fee oracle did not answer within 5 s",
     "membership": "membership registry did not answer within 5 s",
 }
-_MARKETS: Final = (
-    {
-        "id": "pm-101",
-        "slug": "eth-above-5000-2026",
-        "question": "Will ETH close above $5,000 on 2026-12-31?",
-        "outcomes": [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}],
-        "volume": "1843200.00",
-        "endDate": "2026-12-31T23:59:59Z",
-    },
-    {
-        "id": "pm-102",
-        "slug": "fed-cut-december-2026",
-        "question": "Will the Fed cut rates in December 2026?",
-        "outcomes": [{"name": "Yes", "price": "0.63"}, {"name": "No", "price": "0.37"}],
-        "volume": "922410.50",
-        "endDate": "2026-12-17T19:00:00Z",
-    },
-    {
-        "id": "pm-103",
-        "slug": "btc-150k-before-2027",
-        "question": "Will Bitcoin trade above $150k before 2027?",
-        "outcomes": [{"name": "Yes", "price": "0.18"}, {"name": "No", "price": "0.82"}],
-        "volume": "3051990.00",
-        "endDate": "2026-12-31T23:59:59Z",
-    },
-    {
-        "id": "pm-104",
-        "slug": "lakers-2027-champions",
-        "question": "Lakers win the 2027 NBA championship?",
-        "outcomes": [{"name": "Yes", "price": "0.07"}, {"name": "No", "price": "0.93"}],
-        "volume": "150320.25",
-        "endDate": "2027-06-30T00:00:00Z",
-    },
-)
-_PAIRS: Final = (
-    {"symbol": "BTC-USD", "maxLeverage": 50, "fundingRate8h": "0.0100", "status": "open"},
-    {"symbol": "ETH-USD", "maxLeverage": 50, "fundingRate8h": "0.0080", "status": "open"},
-    {"symbol": "SOL-USD", "maxLeverage": 20, "fundingRate8h": "0.0150", "status": "open"},
-    {"symbol": "POL-USD", "maxLeverage": 10, "fundingRate8h": "0.0000", "status": "paused"},
-)
-
-# --- x402 (research/x402.md §2, §3) ------------------------------------------------------------
+# --- x402 (docs/payments.md, what the code relies on in x402) -----------------------------------
 
 OFFER_ORIGIN: Final = "https://sandbox.fairwins.invalid"
 USDC_POLYGON: Final = "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359"
@@ -406,13 +365,14 @@ def _positive_int(text: str) -> int | None:
 
 
 def _envelope(key: str, value: object, chain_ids: Sequence[int] = CHAIN_IDS) -> Json:
-    """The per-chain envelope of GATEWAY.md: each chain read, unreadable or not configured."""
+    """The per-chain envelope of docs/gateway.md: each chain read, unreadable or not configured."""
     chains: list[Json] = []
     for chain_id in chain_ids:
         if chain_id == CHAIN_READ:
             chains.append({"chainId": chain_id, "state": "read", key: value})
         elif chain_id == CHAIN_UNREADABLE:
-            chains.append({"chainId": chain_id, "state": "unreadable", "reason": _UNREADABLE_REASONS[key]})
+            reason = _UNREADABLE_REASONS.get(key, f"the {key} service did not answer within 5 s")
+            chains.append({"chainId": chain_id, "state": "unreadable", "reason": reason})
         else:
             chains.append({"chainId": chain_id, "state": "not-configured"})
     return {"asOf": AS_OF, "chains": chains}
@@ -425,6 +385,61 @@ class _Call:
     query: Mapping[str, list[str]]
     account: str  # "" on a public route
     grant: _Grant | None  # None on a public route and for a payer
+
+
+# --- the route records ----------------------------------------------------------------------
+# One record per route: its handler, and what the route table, the summaries and the OpenAPI
+# document are built from. A route is known by the contract's name for it: a ROUTES id for a
+# member route, the name of the tool that reads it for a public read.
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One query parameter of a route, as the OpenAPI document states it."""
+
+    name: str
+    schema: Json
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class _Route:
+    route_id: str
+    method: str
+    path: str  # "{name}" segments are parameters
+    scope: str | None  # None: public
+    # None: never priced. Otherwise an x402 payment is accepted instead of a token, and a request
+    # with no credential gets the offer of that version, "v1" (body) or "v2" (header), or for
+    # "pay" a plain 401: a gateway "may" price a route, and need not advertise it.
+    x402: str | None
+    handler: Callable[[_Call], _Answer]
+    summary: str  # the OpenAPI operation's summary
+    query: tuple[_Query, ...] = ()
+    envelope: bool = False  # does it answer the per-chain envelope?
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return tuple(self.path[1:].split("/"))
+
+    @property
+    def offer_version(self) -> int | None:
+        return {"v1": 1, "v2": 2}.get(self.x402 or "")
+
+
+_CHAIN_QUERY: Final[Json] = {"type": "integer", "minimum": 1}
+_PUBLIC_READS: list[_Route] = []
+
+
+def _public_read(
+    tool: str, path: str, summary: str, *query: _Query
+) -> Callable[[Callable[[_Call], _Answer]], Callable[[_Call], _Answer]]:
+    """Record the decorated handler as the public GET `path`, read by the contract's tool `tool`."""
+
+    def record(handler: Callable[[_Call], _Answer]) -> Callable[[_Call], _Answer]:
+        _PUBLIC_READS.append(_Route(tool, "GET", path, None, None, handler, summary, query))
+        return handler
+
+    return record
 
 
 # --- route handlers ----------------------------------------------------------------------------
@@ -592,6 +607,7 @@ def _openapi(call: _Call) -> _Answer:
     return _Answer(200, (("Content-Type", "application/json"),), _OPENAPI_BYTES)
 
 
+@_public_read("get_gateway_status", "/status", "Gateway health, version, chains, rails and x402 prices")
 def _status(call: _Call) -> _Answer:
     return _json(
         200,
@@ -632,6 +648,48 @@ def _chain_param(call: _Call) -> int | _Answer:
     return _bad_request(f"chainId must be a positive integer, got {text!r}") if chain_id is None else chain_id
 
 
+_MARKETS: Final = (
+    {
+        "id": "pm-101",
+        "slug": "eth-above-5000-2026",
+        "question": "Will ETH close above $5,000 on 2026-12-31?",
+        "outcomes": [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}],
+        "volume": "1843200.00",
+        "endDate": "2026-12-31T23:59:59Z",
+    },
+    {
+        "id": "pm-102",
+        "slug": "fed-cut-december-2026",
+        "question": "Will the Fed cut rates in December 2026?",
+        "outcomes": [{"name": "Yes", "price": "0.63"}, {"name": "No", "price": "0.37"}],
+        "volume": "922410.50",
+        "endDate": "2026-12-17T19:00:00Z",
+    },
+    {
+        "id": "pm-103",
+        "slug": "btc-150k-before-2027",
+        "question": "Will Bitcoin trade above $150k before 2027?",
+        "outcomes": [{"name": "Yes", "price": "0.18"}, {"name": "No", "price": "0.82"}],
+        "volume": "3051990.00",
+        "endDate": "2026-12-31T23:59:59Z",
+    },
+    {
+        "id": "pm-104",
+        "slug": "lakers-2027-champions",
+        "question": "Lakers win the 2027 NBA championship?",
+        "outcomes": [{"name": "Yes", "price": "0.07"}, {"name": "No", "price": "0.93"}],
+        "volume": "150320.25",
+        "endDate": "2027-06-30T00:00:00Z",
+    },
+)
+
+
+@_public_read(
+    "get_prediction_markets",
+    "/v1/polymarket/{chainId}/markets",
+    "Prediction markets, searched by q",
+    _Query("q", {"type": "string"}),
+)
 def _markets(call: _Call) -> _Answer:
     chain_id = _chain_param(call)
     if isinstance(chain_id, _Answer):
@@ -643,10 +701,25 @@ def _markets(call: _Call) -> _Answer:
     return _json(200, {"chainId": chain_id, "q": q, "markets": found})
 
 
+_PAIRS: Final = (
+    {"symbol": "BTC-USD", "maxLeverage": 50, "fundingRate8h": "0.0100", "status": "open"},
+    {"symbol": "ETH-USD", "maxLeverage": 50, "fundingRate8h": "0.0080", "status": "open"},
+    {"symbol": "SOL-USD", "maxLeverage": 20, "fundingRate8h": "0.0150", "status": "open"},
+    {"symbol": "POL-USD", "maxLeverage": 10, "fundingRate8h": "0.0000", "status": "paused"},
+)
+
+
+@_public_read("get_perps_pairs", "/v1/perps/pairs", "Perpetuals pairs")
 def _perps(call: _Call) -> _Answer:
     return _json(200, {"asOf": AS_OF, "pairs": list(_PAIRS)})
 
 
+@_public_read(
+    "get_token_news",
+    "/v1/news/{chainId}/{asset}",
+    "Token news for a vendor slug",
+    _Query("slug", {"type": "string"}, required=True),
+)
 def _news(call: _Call) -> _Answer:
     chain_id = _chain_param(call)
     if isinstance(chain_id, _Answer):
@@ -682,58 +755,51 @@ def _news(call: _Call) -> _Answer:
 
 # --- the route table ---------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class _Route:
-    route_id: str
-    method: str
-    path: str  # "{name}" segments are parameters
-    scope: str | None  # None: public
-    # None: never priced. Otherwise an x402 payment is accepted instead of a token, and a request
-    # with no credential gets the offer of that version, "v1" (body) or "v2" (header), or for
-    # "pay" a plain 401: a gateway "may" price a route, and need not advertise it.
-    x402: str | None
-    handler: Callable[[_Call], _Answer]
-
-    @property
-    def segments(self) -> tuple[str, ...]:
-        return tuple(self.path[1:].split("/"))
-
-    @property
-    def offer_version(self) -> int | None:
-        return {"v1": 1, "v2": 2}.get(self.x402 or "")
-
-
-# fmt: off
-_ROUTES: Final = (
-    #      route id                 method  path                                scope              x402  handler
-    _Route("member.me",             "GET",  "/v1/member/me",                    "read:profile",    None,  _me),
-    _Route("member.membership",     "GET",  "/v1/member/membership",            "read:membership", None,  _membership),
-    _Route("member.wagers",         "GET",  "/v1/member/wagers",                "read:wagers",     "v1",  _wagers),
-    _Route("member.fees",           "GET",  "/v1/member/fees",                  "read:fees",       "pay", _fees),
-    _Route("member.intents.build",  "POST", "/v1/member/intents/build",         "build:intents",   "v2",  _build),
-    _Route("member.assistant.chat", "POST", "/v1/member/assistant/chat",        "assistant:chat",  None,  _chat),
-    _Route("member.openapi",        "GET",  "/v1/member/openapi.json",          None,              None,  _openapi),
-    _Route("public.status",         "GET",  "/status",                          None,              None,  _status),
-    _Route("public.markets",        "GET",  "/v1/polymarket/{chainId}/markets", None,              None,  _markets),
-    _Route("public.perps",          "GET",  "/v1/perps/pairs",                  None,              None,  _perps),
-    _Route("public.news",           "GET",  "/v1/news/{chainId}/{asset}",       None,              None,  _news),
+_MEMBER_ROUTES: Final = (
+    _Route("member.me", "GET", "/v1/member/me", "read:profile", None, _me, "The token's account and scopes"),
+    _Route(
+        "member.membership",
+        "GET",
+        "/v1/member/membership",
+        "read:membership",
+        None,
+        _membership,
+        "Membership, per chain",
+        envelope=True,
+    ),
+    _Route(
+        "member.wagers",
+        "GET",
+        "/v1/member/wagers",
+        "read:wagers",
+        "v1",
+        _wagers,
+        "Wagers, per chain",
+        (_Query("chainId", _CHAIN_QUERY),),
+        envelope=True,
+    ),
+    _Route("member.fees", "GET", "/v1/member/fees", "read:fees", "pay", _fees, "Fee rates, per chain", envelope=True),
+    _Route(
+        "member.intents.build",
+        "POST",
+        "/v1/member/intents/build",
+        "build:intents",
+        "v2",
+        _build,
+        "EIP-712 typed data of an intent, for a human to sign elsewhere",
+    ),
+    _Route(
+        "member.assistant.chat",
+        "POST",
+        "/v1/member/assistant/chat",
+        "assistant:chat",
+        None,
+        _chat,
+        "The in-app assistant",
+    ),
+    _Route("member.openapi", "GET", "/v1/member/openapi.json", None, None, _openapi, "This document"),
 )
-# fmt: on
-_SUMMARIES: Final[Mapping[str, str]] = {
-    "member.me": "The token's account and scopes",
-    "member.membership": "Membership, per chain",
-    "member.wagers": "Wagers, per chain",
-    "member.fees": "Fee rates, per chain",
-    "member.intents.build": "EIP-712 typed data of an intent, for a human to sign elsewhere",
-    "member.assistant.chat": "The in-app assistant",
-    "member.openapi": "This document",
-    "public.status": "Gateway health, version, chains, rails and x402 prices",
-    "public.markets": "Prediction markets, searched by q",
-    "public.perps": "Perpetuals pairs",
-    "public.news": "Token news for a vendor slug",
-}
-_ENVELOPE_ROUTES: Final = frozenset({"member.membership", "member.wagers", "member.fees"})
+_ROUTES: Final = (*_MEMBER_ROUTES, *_PUBLIC_READS)
 
 
 def _openapi_spec() -> Json:
@@ -741,7 +807,7 @@ def _openapi_spec() -> Json:
     error_ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     paths: dict[str, dict[str, object]] = {}
     for route in _ROUTES:
-        schema = {"$ref": "#/components/schemas/Envelope"} if route.route_id in _ENVELOPE_ROUTES else {"type": "object"}
+        schema = {"$ref": "#/components/schemas/Envelope"} if route.envelope else {"type": "object"}
         responses: dict[str, object] = {
             "200": {"description": "OK", "content": {"application/json": {"schema": schema}}},
             "404": {"description": "No such route or object", **error_ref},
@@ -758,22 +824,13 @@ def _openapi_spec() -> Json:
             for seg in route.segments
             if seg.startswith("{")
         ]
-        if route.route_id == "member.wagers":
-            parameters.append(
-                {
-                    "name": "chainId",
-                    "in": "query",
-                    "required": False,
-                    "schema": {"type": "integer", "minimum": 1},
-                }
-            )
-        elif route.route_id == "public.markets":
-            parameters.append({"name": "q", "in": "query", "required": False, "schema": {"type": "string"}})
-        elif route.route_id == "public.news":
-            parameters.append({"name": "slug", "in": "query", "required": True, "schema": {"type": "string"}})
+        parameters += [
+            {"name": query.name, "in": "query", "required": query.required, "schema": query.schema}
+            for query in route.query
+        ]
         operation: Json = {
             "operationId": route.route_id,
-            "summary": _SUMMARIES[route.route_id],
+            "summary": route.summary,
             "responses": responses,
         }
         if parameters:
@@ -935,7 +992,7 @@ def _answer_for(request: SeenRequest) -> _Answer:
     if len(payments) > 1:
         return _bad_request("send one payment header, not " + ", ".join(name for name, _ in payments))
     if payments and authorizations:
-        # PAYMENTS.md: a payment replaces the bearer; both at once asks two questions.
+        # docs/payments.md: a payment replaces the bearer; both at once asks two questions.
         return _bad_request("send either Authorization or a payment header, not both")
     if payments:
         header, value = payments[0]
@@ -945,7 +1002,7 @@ def _answer_for(request: SeenRequest) -> _Answer:
         if isinstance(payment, str):
             return _offer_answer(_PAYMENT_HEADERS[header.lower()], request.path, payment)
         served = route.handler(_Call(request, params, query, PAYER_ACCOUNT, None))
-        # The reference middleware settles only when the handler succeeded (research/x402.md §3).
+        # The reference middleware settles only when the handler succeeded (docs/payments.md).
         return served.with_header(*_receipt(payment)) if 200 <= served.status < 300 else served
     if not authorizations:
         if route.offer_version is not None:
@@ -1208,7 +1265,7 @@ def _fault_answer(fault: _Fault, request: SeenRequest) -> _Answer:
     if kind == "echo":
         return _echo_answer(fault, request)
     if kind == "approval_412":
-        # research/x402.md §1.4: the TS core answers 412 when a Permit2 approval is missing.
+        # docs/payments.md, statuses: the TS core answers 412 when a Permit2 approval is missing.
         offer = v2_offer(request.path, "permit2_allowance_required", transfer_method="permit2")
         return _json(412, {}, (("PAYMENT-REQUIRED", _b64json(offer)),))
     raise AssertionError(f"fault {kind} is not a single answer")

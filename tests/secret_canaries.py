@@ -60,7 +60,7 @@ def canary_payment(version: int) -> dict[str, Any]:
 
 
 def header_value(payload: dict[str, Any]) -> str:
-    """What goes upstream: standard base64 of compact UTF-8 JSON (PAYMENTS.md)."""
+    """What goes upstream: standard base64 of compact UTF-8 JSON (docs/payments.md)."""
     return base64.b64encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()).decode()
 
 

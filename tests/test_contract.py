@@ -1,4 +1,4 @@
-"""The contract package: its tables agree with each other and with GATEWAY.md."""
+"""The contract package: its tables agree with each other and with docs/gateway.md."""
 
 from __future__ import annotations
 
@@ -31,19 +31,10 @@ from tests.outputs import keywords
 TOOLS = {t["name"]: t for t in TOOL_DEFS}
 
 
-def test_the_table_has_exactly_the_nine_tools() -> None:
-    assert sorted(TOOLS) == [
-        "find_in_app",
-        "get_fees",
-        "get_gateway_status",
-        "get_membership",
-        "get_perps_pairs",
-        "get_prediction_markets",
-        "get_profile",
-        "get_token_news",
-        "get_wagers",
-    ]
+def test_tool_names_are_unique_and_each_gateway_tool_has_its_answer() -> None:
     assert len(TOOL_DEFS) == len(TOOLS), "tool names must be unique"
+    gateway_tools = {name for name, tool in TOOLS.items() if tool["exec"]["kind"] != "local"}
+    assert set(answers.ANSWERS) == gateway_tools, "ANSWERS is keyed by the name of each tool that reads the gateway"
 
 
 def test_names_fit_the_mcp_pattern() -> None:
@@ -51,28 +42,21 @@ def test_names_fit_the_mcp_pattern() -> None:
         assert re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name), name
 
 
-def test_route_table_matches_gateway_md() -> None:
-    assert set(ROUTES) == {
-        "member.me",
-        "member.membership",
-        "member.wagers",
-        "member.fees",
-        "member.intents.build",
-        "member.assistant.chat",
-        "member.openapi",
-    }
-    priced = {rid for rid, r in ROUTES.items() if r["priced"]}
-    assert priced == {"member.wagers", "member.fees", "member.intents.build"}
-    assert ROUTES["member.openapi"]["scope"] is None
+def test_the_route_table_is_well_formed_and_its_scopes_are_all_scopes() -> None:
+    for route_id, route in ROUTES.items():
+        assert route_id.startswith("member.") and route["path"].startswith("/v1/member/"), route_id
+        assert route["method"] in ("GET", "POST"), route_id
+        if route["scope"] is None:
+            assert route_id == "member.openapi" and not route["priced"], "only the API's own document is public"
+        else:
+            assert route["scope"] in ALL_SCOPES, route_id
+    # A paying caller has no token, and no membership or profile to ask about.
+    assert not ROUTES["member.me"]["priced"] and not ROUTES["member.membership"]["priced"]
     used = {r["scope"] for r in ROUTES.values() if r["scope"]}
-    assert used == set(ALL_SCOPES)
-    assert len(ALL_SCOPES) == 6
-    assert PUBLIC_PATHS == (
-        "/status",
-        "/v1/polymarket/{chainId}/markets",
-        "/v1/perps/pairs",
-        "/v1/news/{chainId}/{asset}",
-    )
+    assert used == set(ALL_SCOPES) and list(ALL_SCOPES) == sorted(set(ALL_SCOPES))
+    # A public read is written once, in its tool; PUBLIC_PATHS is derived from the table.
+    public = [t["exec"]["path"] for t in TOOL_DEFS if t["exec"]["kind"] == "public"]
+    assert PUBLIC_PATHS == tuple(public) and len(set(public)) == len(public)
 
 
 @pytest.mark.parametrize("tool", TOOL_DEFS, ids=lambda t: t["name"])
@@ -318,7 +302,7 @@ def test_an_output_schema_is_an_object_of_the_answer_a_price_where_priced_and_th
 
 def test_the_envelope_schemas_name_the_three_states() -> None:
     for target, key in (("member.wagers", "wagers"), ("member.fees", "rates"), ("member.membership", "membership")):
-        chain = answers.ANSWERS[target]["properties"]["chains"]["items"]  # type: ignore[index]
+        chain = answers.ANSWERS_BY_TARGET[target]["properties"]["chains"]["items"]  # type: ignore[index]
         assert chain["properties"]["state"]["enum"] == ["read", "not-configured", "unreadable"]
         assert chain["required"] == ["chainId", "state"] and key in chain["properties"]
 

@@ -1,4 +1,4 @@
-"""The credential definition as properties (STYLE.md habit 12): generated spellings, prefilter and scrub held to it.
+"""The credential definition as properties (docs/style.md, habit 12): spellings, prefilter and scrub held to it.
 
 Hypothesis builds the hostile inputs: a run of the bearer (or all of it) with every character
 written plain, in either case, as `%XX` or `\\uXXXX` (either case of hex), `/` as `\\/`; the

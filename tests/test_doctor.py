@@ -13,6 +13,7 @@ import pytest
 from mcp_server.setup import doctor
 from mcp_server.setup.config import Config, parse_args
 from mcp_server.upstream.gateway import Gateway
+from tests import catalog
 from tests.conftest import ROOT, WAIT, server_env
 from tests.sandbox_gateway import (
     ACCOUNT_A,
@@ -23,8 +24,11 @@ from tests.sandbox_gateway import (
 )
 
 NOW = dt.datetime(2026, 11, 29, 20, 0, tzinfo=dt.UTC)
-PUBLIC = ["get_gateway_status", "get_perps_pairs", "get_prediction_markets", "get_token_news"]
-MEMBER = ["build_intent", "get_fees", "get_membership", "get_profile", "get_wagers"]
+PUBLIC = list(catalog.PUBLIC)
+MEMBER = list(catalog.MEMBER)
+# The narrow sample token holds read:profile (and assistant:chat, which no tool needs).
+NARROW_WORKS = sorted([*PUBLIC, *(t for t in MEMBER if catalog.SCOPE[t] == "read:profile")])
+NARROW_LACKS = [f"{t} ({catalog.SCOPE[t]})" for t in MEMBER if catalog.SCOPE[t] != "read:profile"]
 
 
 def check(url: str | None, token: str | None = None, now: dt.datetime = NOW) -> tuple[int, list[str]]:
@@ -54,9 +58,9 @@ def test_a_full_token_on_a_live_gateway_passes_and_names_account_expiry_and_scop
     assert sandbox.url in line(lines, "ok", "gateway") and "2026.11.3-sandbox" in line(lines, "ok", "gateway")
     token = line(lines, "ok", "token")
     assert "fw1.…7f3k" in token and ACCOUNT_A in token and "2027-02-28T00:00:00Z (in 90 days)" in token
-    assert line(lines, "ok", "scopes").endswith("read:fees, read:membership, read:profile, read:wagers")
+    assert line(lines, "ok", "scopes").endswith(", ".join(sorted(catalog.SCOPE.values())))
     assert line(lines, "ok", "tools").endswith(", ".join(sorted(PUBLIC + MEMBER)))
-    assert "all 9 will work" in line(lines, "ok", "tools")
+    assert f"all {len(PUBLIC + MEMBER)} will work" in line(lines, "ok", "tools")
     assert not any(ln.startswith(("FAIL", "warn")) for ln in lines)
     assert lines[-1] == "Everything a member needs works."
 
@@ -82,13 +86,8 @@ def test_a_narrow_token_fails_and_names_each_tool_it_cannot_serve_with_the_scope
     code, lines = check(sandbox.url, TOKEN_PROFILE_ONLY)
     assert code == 1
     assert line(lines, "ok", "scopes").endswith("assistant:chat, read:profile")
-    assert line(lines, "ok", "tools").endswith(
-        "get_gateway_status, get_perps_pairs, get_prediction_markets, get_profile, get_token_news"
-    )
-    assert line(lines, "FAIL", "tools").endswith(
-        "the token lacks their scope: build_intent (build:intents), get_fees (read:fees),"
-        " get_membership (read:membership), get_wagers (read:wagers)"
-    )
+    assert line(lines, "ok", "tools").endswith(", ".join(NARROW_WORKS))
+    assert line(lines, "FAIL", "tools").endswith("the token lacks their scope: " + ", ".join(NARROW_LACKS))
 
 
 def test_a_refused_token_fails_and_says_where_a_new_one_comes_from(sandbox: SandboxGateway) -> None:
@@ -104,9 +103,9 @@ def test_no_token_fails_keeps_the_public_tools_and_mentions_paying_per_call(sand
     code, lines = check(sandbox.url, None)
     assert code == 1
     assert "FAIRWINS_API_TOKEN is not set" in line(lines, "FAIL", "token")
-    assert line(lines, "ok", "tools") == f"ok    tools    4 will work: {', '.join(PUBLIC)}"
+    assert line(lines, "ok", "tools") == f"ok    tools    {len(PUBLIC)} will work: {', '.join(PUBLIC)}"
     assert line(lines, "FAIL", "tools").endswith("they need a member token: " + ", ".join(MEMBER))
-    assert "build_intent, get_fees, get_wagers can instead be paid per call (x402)" in line(lines, "note", "tools")
+    assert f"{', '.join(catalog.PRICED)} can instead be paid per call (x402)" in line(lines, "note", "tools")
     assert [r.path for r in sandbox.seen] == ["/status"]  # nothing member-only was tried
 
 
@@ -165,7 +164,7 @@ def test_a_token_without_read_profile_cannot_have_its_scopes_listed_and_says_so(
     assert "accepted but lacks read:profile" in line(lines, "warn", "token")
     assert line(lines, "FAIL", "tools").endswith("the token lacks their scope: get_profile (read:profile)")
     assert line(lines, "warn", "tools").endswith(
-        "cannot be judged without the token's scopes: build_intent, get_fees, get_membership, get_wagers"
+        "cannot be judged without the token's scopes: " + ", ".join(t for t in MEMBER if t != "get_profile")
     )
 
 

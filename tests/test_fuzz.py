@@ -38,6 +38,7 @@ from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import Batch, Encoded, Request, Verbatim, dumps, parse
 from mcp_server.wire.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
+from tests import catalog
 from tests.conftest import ROOT, SIGNAL_STOP, server_env
 from tests.samples import VALID_ARGUMENTS
 
@@ -164,10 +165,8 @@ METHODS = (
     "notifications/progress", "notifications/roots/list_changed", "rpc.discover", "", "tools/list/",
     "TOOLS/LIST", "\u2028", "x" * 300,
 )  # fmt: skip
-TOOLS = (
-    "get_fees", "get_gateway_status", "get_membership", "get_perps_pairs", "get_prediction_markets",
-    "get_profile", "get_token_news", "get_wagers", "build_intent", "find_in_app", "no_such_tool", "",
-)  # fmt: skip
+# Every tool served, the contract's tool this server does not serve, and names of none.
+TOOLS = (*catalog.SERVED, "find_in_app", "no_such_tool", "")
 URIS = ("fairwins://openapi", "fairwins://status", "fairwins://guide", "fairwins://", "file:///etc/passwd", "")
 ODD_STRINGS = (
     "", " ", "\u2028", "\u2029", "a\u2028b\u2029c", "\x00", "\n", "\r\n", '"', "\\", "é", "💸", "\ud800",
@@ -407,13 +406,7 @@ def wrong_type_messages() -> Iterator[bytes]:
                 yield json.dumps(
                     {"jsonrpc": "2.0", "id": n, "method": method, "params": {**params, name: value}}
                 ).encode()
-    arguments: dict[str, dict[str, Any]] = {
-        "build_intent": {"intent": "create_wager", "chainId": 137, "params": {}},
-        "get_prediction_markets": {"chainId": 137, "q": "eth"},
-        "get_token_news": {"chainId": 137, "asset": "ETH", "slug": "ethereum"},
-        "get_wagers": {"chainId": 137},
-    }
-    for tool, args in arguments.items():
+    for tool, args in VALID_ARGUMENTS.items():
         for name in args:
             for value in wrong:
                 n += 1

@@ -29,6 +29,7 @@ from demo.demo import connect_lines
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
+from tests import catalog
 from tests.conftest import NODE_TOOLS
 from tests.inspector import LAUNCHER, NODE, NPX, VERSION
 from tests.mcp_http import serving
@@ -38,7 +39,7 @@ from tests.test_readme import TEXT, commands_starting
 pytestmark = NODE_TOOLS
 
 TIMEOUT: Final = 90.0  # one Inspector run on a loaded machine: Node start, server start, a round trip
-TOOLS: Final = 9
+TOOLS: Final = len(catalog.SERVED)
 BINDIR: Final = pathlib.Path(sys.executable).parent  # this checkout's environment, as `make` builds it
 SERVER_URL: Final = "http://127.0.0.1:8790/mcp"
 README_LINES: Final = commands_starting(NPX, TEXT)
@@ -125,6 +126,64 @@ def test_every_command_line_form_answers(
         assert len(answer["tools"]) == TOOLS and all("outputSchema" in t for t in answer["tools"])
     else:
         assert answer["isError"] is False and answer["structuredContent"]["status"] == "ok"
+
+
+# ---- the Inspector's schema warnings ----------------------------------------------------------------
+# On tools/list the Inspector lints every tool's inputSchema and outputSchema (a field with no
+# validation keyword "accepts any value", a `type` list is "less portable", ...). Without --strict
+# it prints one "Schema portability: …" line to stderr; with --strict and --format json the
+# findings come back in the answer's `schemaFindings`. A member sees either as a warning.
+
+# A stdio MCP server of one tool whose output field says nothing: what the lint must catch.
+_UNTYPED_SERVER: Final = """
+import json, sys
+TOOL = {"name": "loose", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"anything": {"description": "no type"}}}}
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "loose", "version": "1"}}
+    else:
+        result = {"tools": [TOOL]} if message["method"] == "tools/list" else {}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def schema_findings(server: list[str], home: pathlib.Path) -> tuple[list[dict[str, Any]], str]:
+    """What the Inspector's lint finds in `server`'s tools, strictly (its findings) and plainly (its stderr)."""
+    assert LAUNCHER.exists() and NODE.exists(), f"the MCP Inspector {VERSION} is not installed: run `make test`"
+    base = [str(NODE), str(LAUNCHER), "--cli", *server, "--method", "tools/list"]
+    strict = run_cli([*base, "--strict", "--format", "json"], home)
+    assert strict.returncode == 0, f"{strict.stdout}\n{strict.stderr}"
+    plain = run_cli(base, home)
+    assert plain.returncode == 0, f"{plain.stdout}\n{plain.stderr}"
+    findings: list[dict[str, Any]] = json.loads(strict.stdout).get("schemaFindings", [])
+    return findings, plain.stderr
+
+
+def test_the_inspector_shows_no_schema_warning_for_any_tool(
+    targets: tuple[SandboxGateway, str], tmp_path: pathlib.Path
+) -> None:
+    gateway, url = targets
+    stdio = [f"{BINDIR}/python", "-m", "mcp_server", "--", "-e", f"FAIRWINS_API_URL={gateway.url}"]
+    http = [url, "--transport", "http"]
+    for server in (stdio, http):
+        findings, stderr = schema_findings(server, tmp_path)
+        assert findings == [], json.dumps(findings, indent=1)
+        assert "Schema portability" not in stderr, stderr
+
+
+def test_the_inspector_lint_does_report_a_field_that_accepts_any_value(tmp_path: pathlib.Path) -> None:
+    script = tmp_path / "loose_server.py"
+    script.write_text(_UNTYPED_SERVER, encoding="utf-8")
+    findings, stderr = schema_findings([sys.executable, str(script)], tmp_path)
+    assert [(f["toolName"], [(g["rule"], g["schema"], g["path"]) for g in f["findings"]]) for f in findings] == [
+        ("loose", [("untyped-schema", "outputSchema", "properties.anything")])
+    ]
+    assert "Schema portability: 0 errors, 1 warning across 1 tool" in stderr, stderr
 
 
 def test_options_before_the_command_and_dash_dash_after_it_fail_as_the_readme_says(

@@ -68,7 +68,7 @@ def print_calls(path: pathlib.Path) -> list[int]:
 
 
 def test_mcp_server_never_calls_print() -> None:
-    # stdout is the wire in stdio mode (STYLE.md habit 7).
+    # stdout is the wire in stdio mode (docs/style.md, habit 7).
     for path in modules("mcp_server"):
         assert not print_calls(path), f"{path.relative_to(ROOT)} calls print() on lines {print_calls(path)}"
 

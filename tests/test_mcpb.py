@@ -164,7 +164,9 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
         "server/mcp_server/fairwins/guide.md",
         "server/mcp_server/toolDefs.snapshot.json",
         *modules,
-        *(["pyproject.toml"] if kind == "uv" else []),  # the uv bundle's project: MANIFEST.md requires it
+        *(
+            ["pyproject.toml"] if kind == "uv" else []
+        ),  # the uv bundle's project: modelcontextprotocol/mcpb's MANIFEST.md requires it
     }
     assert set(files) == expected
     for name, data in modules.items():

@@ -1,6 +1,6 @@
 """MCP 2026-07-28 (the stateless era) beside the handshake era: on the dispatcher, on stdio and over real HTTP.
 
-PROTOCOL.md "Modern rules" and "Choosing the era"; HTTP statuses from research/mcp-spec.md §3c.
+docs/protocol.md, "Modern rules", "Choosing the era" and "HTTP statuses".
 The catalog is the conformance fixture catalog (no gateway needed); the shipped catalog's
 sessions are in test_client_sessions.py.
 """

@@ -1,7 +1,7 @@
-"""Each answer is held to what GATEWAY.md documents and no tighter (issue 31, point 6).
+"""Each answer is held to what docs/gateway.md documents and no tighter (issue 31, point 6).
 
 A real gateway echoes the search text of a markets search made without one as `"q": null`;
-GATEWAY.md documents no such field, so the contract leaves its type open, null included.
+docs/gateway.md guarantees no field of a public read, and says `q` may be null.
 """
 
 from __future__ import annotations

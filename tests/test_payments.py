@@ -1,4 +1,4 @@
-"""x402 payments (PAYMENTS.md): prices shown verbatim, payments carried once, receipts restated, secrets kept.
+"""x402 payments (docs/payments.md): prices shown verbatim, payments carried once, receipts restated, secrets kept.
 
 Pure functions first, then the real dispatcher over the sandbox gateway on a real socket, then the
 stdio server as a subprocess. Every payment here carries CANARY, which must never come back.
@@ -22,8 +22,10 @@ from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.wire import x402
 from mcp_server.wire.jsonrpc import INVALID_PARAMS, JSONObject, McpError
 from mcp_server.wire.x402 import Payment
+from tests import catalog
 from tests.conftest import WAIT, McpClient, StdioProcess, client_for
 from tests.outputs import failure_facts
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import (
     PAY_TO,
     PAYER_ACCOUNT,
@@ -551,14 +553,7 @@ def test_two_different_payments_on_one_call_are_refused_and_nothing_is_forwarded
 
 @pytest.mark.parametrize(
     ("tool", "arguments"),
-    [
-        ("get_profile", {}),
-        ("get_membership", {}),
-        ("get_gateway_status", {}),
-        ("get_perps_pairs", {}),
-        ("get_prediction_markets", {"chainId": 137}),
-        ("get_token_news", {"chainId": 137, "asset": "ETH", "slug": "ethereum"}),
-    ],
+    [(tool, VALID_ARGUMENTS.get(tool, {})) for tool in catalog.SERVED if tool not in catalog.PRICED],
 )
 @pytest.mark.parametrize("carried", ["meta", "header"])
 def test_a_payment_for_a_call_that_is_never_priced_is_refused_and_sent_nowhere(

@@ -370,8 +370,10 @@ def test_every_inspector_line_uses_flags_that_exist_and_starts_the_real_server()
 # --- the tables ---------------------------------------------------------------------------------
 
 
-def test_the_catalog_table_is_what_the_server_serves() -> None:
-    assert generator.render(README_TEXT) == README_TEXT, "README.md's catalog is stale: run make readme"
+@pytest.mark.parametrize("path", generator.FILES)
+def test_every_generated_list_is_what_the_server_serves(path: str) -> None:
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert generator.render(text, path) == text, f"{path}'s generated lists are stale: run make readme"
 
 
 def test_the_generator_check_fails_on_a_stale_table_and_names_the_fix(
@@ -387,7 +389,7 @@ def test_the_generator_check_fails_on_a_stale_table_and_names_the_fix(
 
 
 def test_the_generator_refuses_a_readme_without_its_markers() -> None:
-    with pytest.raises(ValueError, match="generated:catalog:start"):
+    with pytest.raises(ValueError, match=r"generated:[a-z-]+:start"):
         generator.render("# no markers here\n")
 
 
@@ -413,8 +415,10 @@ def test_the_configuration_table_lists_every_variable_and_flag_and_nothing_else(
 # --- the pages and the links between them ------------------------------------------------------
 
 
-def test_the_readme_is_a_front_page_of_at_most_300_lines() -> None:
-    lines = len(README_TEXT.splitlines())
+def test_the_readme_is_a_front_page_of_at_most_300_lines_its_generated_catalog_left_out() -> None:
+    # The catalog grows by a row with each tool; the prose around it is what must stay short.
+    lines = generator.lines_outside(README_TEXT, "catalog")
+    assert lines < len(README_TEXT.splitlines()), "README.md has no generated catalog"
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move a section to a page under docs/"
 
 

@@ -152,14 +152,20 @@ def gateway() -> Iterator[SandboxGateway]:
 
 
 def test_routes_agree_with_the_contract() -> None:
-    """The fake stays honest: the same member routes, public paths and scopes as GATEWAY.md's."""
-    member = {r.route_id: r for r in _ROUTES if r.route_id.startswith("member.")}
+    """The fake stays honest: the same member routes, public reads and scopes as the contract's (docs/gateway.md)."""
+    member = {r.route_id: r for r in _ROUTES if r.route_id in contract.ROUTES}
     assert set(member) == set(contract.ROUTES)
     for route_id, want in contract.ROUTES.items():
         route = member[route_id]
         assert (route.method, route.path, route.scope) == (want["method"], want["path"], want["scope"])
         assert (route.x402 is not None) == want["priced"]
-    assert tuple(r.path for r in _ROUTES if r.route_id.startswith("public.")) == contract.PUBLIC_PATHS
+    # Every other route is a public read, known by the tool that reads it.
+    public = {r.route_id: (r.method, r.path, r.scope, r.x402) for r in _ROUTES if r.route_id not in contract.ROUTES}
+    reads = {
+        t["name"]: ("GET", t["exec"]["path"], None, None) for t in contract.TOOL_DEFS if t["exec"]["kind"] == "public"
+    }
+    assert public == reads
+    assert len(_ROUTES) == len({r.route_id for r in _ROUTES}) == len(contract.ROUTES) + len(contract.PUBLIC_PATHS)
     assert contract.ALL_SCOPES == ALL_SCOPES
 
 

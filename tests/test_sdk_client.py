@@ -17,7 +17,9 @@ from typing import Any, Final
 import pytest
 
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
+from tests import catalog
 from tests.conftest import ROOT, server_env, venv_python
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 SDK_PYTHON: Final = venv_python(ROOT / ".venv-sdk")
@@ -27,17 +29,17 @@ INTENT: Final = {"intent": "create_wager", "chainId": 137, "params": {"stake": "
 NEWS: Final = {"chainId": 137, "asset": "USDC", "slug": "usd-coin"}
 FAILING_NEWS: Final = {"chainId": 137, "asset": "DOWN", "slug": "down"}
 
-MEMBER_CALLS: Final = [
-    ("get_profile", {}),
-    ("get_membership", {}),
+# Every served tool once with arguments it accepts (tests/samples.py), then a few more answers.
+ANSWERED: Final = [
+    *((name, VALID_ARGUMENTS.get(name, {})) for name in catalog.SERVED),
     ("get_wagers", {}),
     ("get_wagers", {"chainId": 8453}),
-    ("get_fees", {}),
     ("build_intent", INTENT),
-    ("get_gateway_status", {}),
     ("get_prediction_markets", {"q": "ETH"}),
-    ("get_perps_pairs", {}),
     ("get_token_news", NEWS),
+]
+MEMBER_CALLS: Final = [
+    *ANSWERED,
     ("get_token_news", FAILING_NEWS),  # the gateway answers 503 unavailable
     ("get_wagers", {"chainId": 0}),  # invalid arguments
 ]
@@ -89,7 +91,9 @@ def tokenless(mode: str) -> dict[str, Any]:
 
 def test_every_tool_the_sdk_lists_has_an_output_schema_valid_in_draft_7_and_2020_12(member: dict[str, Any]) -> None:
     schemas = member["schemas"]
-    assert len(schemas) == 9 and all(s is not None and s["type"] == "object" for s in schemas.values())
+    assert sorted(schemas) == list(catalog.SERVED) and all(
+        s is not None and s["type"] == "object" for s in schemas.values()
+    )
 
 
 def test_the_sdk_accepts_every_answer_and_every_failure_of_a_member_session(member: dict[str, Any]) -> None:
@@ -97,7 +101,7 @@ def test_the_sdk_accepts_every_answer_and_every_failure_of_a_member_session(memb
     assert [c["name"] for c in calls] == [name for name, _ in MEMBER_CALLS]
     assert not [c for c in calls if "raised" in c], "the SDK client refused a result"
     assert all(c["jsonschema"] == [] for c in calls), [c for c in calls if c["jsonschema"]]
-    answers, failures = calls[:10], calls[10:]
+    answers, failures = calls[: len(ANSWERED)], calls[len(ANSWERED) :]
     assert all(c["isError"] is False and c["structuredContent"] for c in answers)
     assert failures[0]["isError"] and failures[0]["structuredContent"] == {
         "kind": "unavailable",
@@ -123,7 +127,7 @@ def test_the_sdk_accepts_prices_and_refusals_without_a_token(tokenless: dict[str
 
 
 def test_the_sdk_client_receives_progress_with_a_real_total(member: dict[str, Any]) -> None:
-    wagers = member["calls"][2]
+    wagers = next(c for c in member["calls"] if c["name"] == "get_wagers")
     assert wagers["progress"] == [[0, 1, "Reading your wagers…"], [1, 1, "The gateway answered."]]
 
 

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from mcp_server.fairwins.snapshot import load
+from tests import catalog
 from tests.conftest import McpClient, client_for
 from tests.outputs import failure_facts
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import (
     TOKEN_EXPIRED,
     TOKEN_MEMBER_A,
@@ -27,22 +29,37 @@ SNAPSHOT = load()
 UNKNOWN = SNAPSHOT.wording["unknown"]
 TOKEN_PLACE = "Tools > Assistant > API access"
 SERVED = {t["name"]: t for t in SNAPSHOT.tools if t["exec"]["kind"] != "local"}
+
 BUILD_ARGS = {"intent": "create_wager", "chainId": 137, "params": {"stake": "5", "description": "test"}}
 
-# tool → (arguments, method, path the gateway must see)
-MEMBER_CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
-    "get_fees": ({}, "GET", "/v1/member/fees"),
-    "get_membership": ({}, "GET", "/v1/member/membership"),
-    "get_profile": ({}, "GET", "/v1/member/me"),
-    "get_wagers": ({}, "GET", "/v1/member/wagers"),
-    "build_intent": (BUILD_ARGS, "POST", "/v1/member/intents/build"),
-}
-PUBLIC_CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
-    "get_gateway_status": ({}, "GET", "/status"),
-    "get_perps_pairs": ({}, "GET", "/v1/perps/pairs"),
-    "get_prediction_markets": ({}, "GET", "/v1/polymarket/137/markets"),
-    "get_token_news": ({"chainId": 137, "asset": "USDC", "slug": "usd-coin"}, "GET", "/v1/news/137/USDC"),
-}
+
+def _gateway_call(name: str) -> tuple[dict[str, Any], str, str]:
+    """A tool's sample arguments (tests/samples.py), and the method and target the gateway must see for them.
+
+    A member tool calls its route; a public tool its path, each `{name}` segment filled from the
+    arguments (or the schema's default), the other arguments as the query.
+    """
+    arguments = VALID_ARGUMENTS.get(name, {})
+    execution = SERVED[name]["exec"] if name in SERVED else {"kind": "route", "route": "member.intents.build"}
+    if execution["kind"] == "route":
+        route = SNAPSHOT.routes[execution["route"]]
+        query = {} if route["method"] == "POST" else arguments
+        return arguments, route["method"], route["path"] + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    properties = SERVED[name]["inputSchema"]["properties"]
+    given = {k: properties[k]["default"] for k in properties if "default" in properties[k]} | arguments
+    segments = re.findall(r"{(\w+)}", execution["path"])
+    path = re.sub(r"{(\w+)}", lambda m: urllib.parse.quote(str(given[m[1]]), safe=""), execution["path"])
+    query = {k: v for k, v in given.items() if k not in segments}
+    return arguments, "GET", path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+
+
+# tool → (arguments, method, target the gateway must see), for every tool served
+MEMBER_CALLS: dict[str, tuple[dict[str, Any], str, str]] = {name: _gateway_call(name) for name in catalog.MEMBER}
+PUBLIC_CALLS: dict[str, tuple[dict[str, Any], str, str]] = {name: _gateway_call(name) for name in catalog.PUBLIC}
+
+
+def _path(target: str) -> str:
+    return target.partition("?")[0]
 
 
 def direct(sandbox: SandboxGateway, method: str, path: str, token: str | None = None, body: bytes | None = None) -> Any:
@@ -218,10 +235,10 @@ def test_build_intent_posts_its_arguments_as_json_and_says_nothing_was_signed(
 
 @pytest.mark.parametrize("name", sorted(MEMBER_CALLS))
 def test_a_member_tool_sends_the_member_token_as_a_bearer(mcp: McpClient, sandbox: SandboxGateway, name: str) -> None:
-    arguments, method, path = MEMBER_CALLS[name]
+    arguments, method, target = MEMBER_CALLS[name]
     result = mcp.call_tool(name, arguments, bearer=TOKEN_MEMBER_B)
     assert result["isError"] is False, result
-    assert [(s.method, s.path) for s in sandbox.seen] == [(method, path)]
+    assert [(s.method, s.path) for s in sandbox.seen] == [(method, _path(target))]
     assert sandbox.seen[0].header_values("Authorization") == [f"Bearer {TOKEN_MEMBER_B}"]
 
 
@@ -229,10 +246,10 @@ def test_a_member_tool_sends_the_member_token_as_a_bearer(mcp: McpClient, sandbo
 def test_a_public_tool_sends_no_token_even_when_one_is_held_and_says_so(
     mcp: McpClient, sandbox: SandboxGateway, name: str
 ) -> None:
-    arguments, method, path = PUBLIC_CALLS[name]
+    arguments, method, target = PUBLIC_CALLS[name]
     result = mcp.call_tool(name, arguments, bearer=TOKEN_MEMBER_A)
     assert result["isError"] is False, result
-    assert [(s.method, s.path) for s in sandbox.seen] == [(method, path)]
+    assert [(s.method, s.path) for s in sandbox.seen] == [(method, _path(target))]
     assert sandbox.seen[0].header("Authorization") is None
     assert "This public read needed no token." in texts(result)[-1]
 
@@ -277,7 +294,7 @@ def test_a_public_result_is_the_gateway_json_verbatim_as_structured_content_and_
 ) -> None:
     arguments, method, path = PUBLIC_CALLS[name]
     result = mcp.call_tool(name, arguments)
-    expected = direct(sandbox, method, path + ("?slug=usd-coin" if name == "get_token_news" else ""))
+    expected = direct(sandbox, method, path)
     assert result["structuredContent"] == expected
     assert json.loads(texts(result)[0]) == expected
 

@@ -2,7 +2,7 @@
 
 It knows nothing of sockets or pipes. A transport hands it a parsed message, the legacy session
 it belongs to and a fresh RequestContext; it returns the reply and the HTTP status that reply
-earns. Both eras are served (PROTOCOL.md): the handshake revisions and the stateless 2026-07-28.
+earns. Both eras are served (docs/protocol.md): the handshake revisions and the stateless 2026-07-28.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ log = logging.getLogger("fairwins_mcp.protocol")
 SERVER_NAME: Final = "fairwins-mcp"
 MODERN_META_PREFIX: Final = "io.modelcontextprotocol/"
 
-# JSON-RPC error code → HTTP status, for modern requests (research/mcp-spec.md §3c). Legacy
+# JSON-RPC error code → HTTP status, for modern requests (docs/protocol.md, "HTTP statuses"). Legacy
 # requests keep errors in-band (200) except for messages that could not be read at all.
 MODERN_HTTP_STATUS: Final[dict[int, int]] = {
     PARSE_ERROR: 400,

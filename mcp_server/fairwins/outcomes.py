@@ -23,7 +23,7 @@ MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sen
 
 
 # A credential the gateway (or a proxy before it) writes back into its own text is never quoted
-# on: a member token (GATEWAY.md: `fw1.<opaque>`) keeps only its redacted form, and base64 JSON
+# on: a member token (docs/gateway.md: `fw1.<opaque>`) keeps only its redacted form, and base64 JSON
 # (an x402 payment header, a JWT) is left out whole.
 _TOKEN_TEXT = re.compile(r"fw1\.[A-Za-z0-9._~+/=-]{5,}")
 _BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")

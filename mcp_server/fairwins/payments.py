@@ -1,7 +1,7 @@
 """x402 payments, carried and never made: where a payment comes from, how a price and a receipt read.
 
 This server holds no key. It shows the gateway's price exactly as offered, forwards a payment
-somebody else signed (PAYMENTS.md), and restates the gateway's receipt. A payment is a bearer
+somebody else signed (docs/payments.md), and restates the gateway's receipt. A payment is a bearer
 instrument until it expires, so its value appears in no sentence, log line or result built here.
 """
 
@@ -122,7 +122,7 @@ def _option(entry: object) -> str:
     if amount is None:
         cost = "an amount the offer does not state"
     else:
-        # "upto" settles at most this much (research/x402.md §5.4); "exact" settles exactly it.
+        # "upto" settles at most this much (docs/payments.md, x402's offers); "exact" settles exactly it.
         cost = f"{'up to ' if scheme == 'upto' else ''}{amount} atomic units"
     return (
         f"{cost} of asset {asset or '(not stated)'} on network {network or '(not stated)'}, "
@@ -250,9 +250,9 @@ def paid_result(
     if raw_present:
         return _with_receipt(error_result(failure(outcome)), receipt, raw_present)
     # Sent, and neither a receipt nor a fresh offer says what became of it. A bare 402 or a 5xx
-    # may follow a settlement; x402 gateways settle only after a successful answer (research/x402.md
-    # §3), but a 4xx is the gateway's word, not a receipt, and the payment stays signed until it
-    # expires: the caller must not pay twice on a guess.
+    # may follow a settlement; x402 gateways settle only after a successful answer (docs/payments.md,
+    # what the code relies on in x402), but a 4xx is the gateway's word, not a receipt, and the
+    # payment stays signed until it expires: the caller must not pay twice on a guess.
     return error_result(f"{failure(outcome)} {UNKNOWN_OUTCOME}")
 
 

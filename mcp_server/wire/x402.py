@@ -1,6 +1,6 @@
 """x402 payments as they arrive: from an HTTP header or `params._meta`, checked, compared, carried untouched.
 
-A payment is somebody else's signed instrument (PAYMENTS.md). Every layer that carries one uses
+A payment is somebody else's signed instrument (docs/payments.md). Every layer that carries one uses
 these values: the transports read it from a header, the dispatcher from `_meta`, the gateway seam
 forwards it byte for byte, redaction keeps it out of what is written. Nothing here makes one.
 """
@@ -18,7 +18,7 @@ from typing import Any, Final
 from mcp_server.wire.jsonrpc import INVALID_PARAMS, McpError, loads, lone_surrogate
 
 PAYMENT_META_KEY: Final = "x402/payment"
-# x402 picks the payment header by the payload's x402Version (research/x402.md §1.1).
+# x402 picks the payment header by the payload's x402Version (docs/payments.md, headers by version).
 HEADER_BY_VERSION: Final[Mapping[int, str]] = {1: "X-PAYMENT", 2: "PAYMENT-SIGNATURE"}
 # Inbound header (lower-cased, as transports hand them over) → the name it is forwarded under.
 INBOUND_HEADERS: Final[Mapping[str, str]] = {"x-payment": "X-PAYMENT", "payment-signature": "PAYMENT-SIGNATURE"}
@@ -38,7 +38,7 @@ _BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 @dataclass(frozen=True, slots=True)
 class Payment:
-    """An x402 payment somebody else made, carried upstream untouched (PAYMENTS.md).
+    """An x402 payment somebody else made, carried upstream untouched (docs/payments.md).
 
     `header` is the upstream header name, `value` its exact bytes as text. repr hides the value:
     a payment is a bearer instrument until it expires.
@@ -101,7 +101,8 @@ def from_meta(value: object) -> Payment:
     inside = lone_surrogate(value, ("_meta", PAYMENT_META_KEY))
     if inside is not None:
         raise McpError(INVALID_PARAMS, f"Invalid params: {inside} holds a lone UTF-16 surrogate, which is not text")
-    # research/x402.md §5.2: compact JSON, every key kept; signatures cover typed data, not bytes.
+    # Compact JSON, every key kept; signatures cover typed data, not bytes (docs/payments.md,
+    # translating _meta to a header).
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a number like 1e999 parses to inf, which JSON cannot carry back out
@@ -136,7 +137,7 @@ def merge(carried: Payment | None, supplied: Payment) -> tuple[Payment | None, s
     if carried is None:
         return supplied, None
     if same_payment(carried, supplied):
-        # Some clients send both (research/x402.md §4.3). The header's bytes are the payer's own.
+        # Some clients send both (docs/payments.md, carrying a payment in MCP). The header's bytes are the payer's own.
         return (carried if carried.source == "header" else supplied), None
     return (
         None,

@@ -1,0 +1,23 @@
+"""What the shipped server serves, from the snapshot as the server composes it (build_catalog).
+
+Every count and list of tools a test needs comes from here, so a new tool in the contract needs
+no edit to a test: its arguments go in tests/samples.py, and every test that walks the tools
+walks it too.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mcp_server.fairwins.tools import GatewayTool
+from mcp_server.setup.server import build_catalog
+from mcp_server.upstream.gateway import Gateway
+
+_TOOLS: Final = sorted(build_catalog(Gateway(None)).tools, key=lambda t: t.name)
+_GATEWAY: Final = [t for t in _TOOLS if isinstance(t, GatewayTool)]
+
+SERVED: Final[tuple[str, ...]] = tuple(t.name for t in _TOOLS)  # every tool tools/list names, sorted
+PUBLIC: Final[tuple[str, ...]] = tuple(t.name for t in _GATEWAY if t.public)  # need no credential
+MEMBER: Final[tuple[str, ...]] = tuple(t.name for t in _GATEWAY if not t.public)  # need a scoped token
+PRICED: Final[tuple[str, ...]] = tuple(t.name for t in _GATEWAY if t.priced)  # the gateway may price them
+SCOPE: Final[dict[str, str]] = {t.name: str(t.entry["scope"]) for t in _GATEWAY if not t.public}

@@ -18,6 +18,7 @@
                  dist/SHA256SUMS are written again for the bundles' new bytes, and
                  build/release-notes.markdown holds CHANGELOG.md's entry and whether the bundles are signed.
     image-tags   the image's tags on GHCR, as a `tags=` line for the workflow's outputs.
+    tag TAG      refuses a git tag that is not `v` followed by the version.
 
 Reproducible: SOURCE_DATE_EPOCH is the last commit's time, every file of the copy carries it with
 the mode git records (0644 or 0755), the wheels are built by pip offline without build isolation
@@ -538,9 +539,9 @@ def check_tag(tag: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.release", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["build", "check", "server-json", "sign", "image-tags"])
+    parser.add_argument("command", choices=["build", "check", "server-json", "sign", "image-tags", "tag"])
+    parser.add_argument("tag", nargs="?", help="tag: the git tag being released, which must be v<version>")
     parser.add_argument("--out", type=pathlib.Path, default=DIST, help="the directory of the artifacts (dist/)")
-    parser.add_argument("--tag", help="check: the git tag being released, which must be v<version>")
     parser.add_argument("--self-signed", action="store_true", help="sign: rehearse with a throwaway certificate")
     args = parser.parse_args(argv)
     try:
@@ -548,8 +549,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             case "build":
                 build(args.out)
             case "check":
-                if args.tag is not None:
-                    check_tag(args.tag)
                 check(args.out)
             case "server-json":
                 path = write_server_json(args.out)
@@ -559,6 +558,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 after_signing(args.out, args.self_signed)
             case "image-tags":
                 sys.stdout.write(image_tags() + "\n")
+            case "tag":
+                if args.tag is None:
+                    parser.error("tag needs the git tag being released")
+                check_tag(args.tag)
     except (ReleaseError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         sys.stderr.write(f"scripts.release: {exc}\n")
         return 1

@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
+.PHONY: test test-tools apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,8 +53,23 @@ $(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
 	bash tests/tools/npm_tool.sh inspector >/dev/null
 	touch $@
 
+# The MCP Apps test host (tests/test_apps_host.py): the official app-bridge and playwright-core,
+# pinned in tests/tools/npm_tool.sh, into .tools/apps-host; the browser is Debian's chromium.
+APPS_HOST := .tools/apps-host/node_modules/@modelcontextprotocol/ext-apps/package.json
+$(APPS_HOST): tests/tools/npm_tool.sh tests/tools/node22.sh
+	bash tests/tools/npm_tool.sh apps-host >/dev/null
+	touch $@
+
+apps-host: $(APPS_HOST)
+	bash tests/tools/apt.sh chromium chromium
+
+# docs/images/view-*.png again (each view in the test host, light and dark, from the real server)
+# and docs/images/inspector-*.png (each in the MCP Inspector's Apps tab).
+screenshots: $(VPY) apps-host
+	FAIRWINS_SCREENSHOTS=docs/images $(VPY) -m pytest -q -p no:cacheprovider tests/test_apps_host.py tests/test_apps_inspector.py -k screenshots
+
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
-test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) test-tools
+test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) apps-host test-tools
 	$(VPY) -m pytest
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that

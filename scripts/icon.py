@@ -20,6 +20,11 @@ from typing import Final
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 ICON: Final = ROOT / "mcpb" / "icon.png"
+# The server's own copies (package data): the same 512 px icon for its implementation info, and
+# the same drawing at 64 px for each tool, whose list would otherwise carry ten 11 KB icons.
+PACKAGE_ICON: Final = ROOT / "mcp_server" / "fairwins" / "ui" / "icon.png"
+TOOL_ICON: Final = ROOT / "mcp_server" / "fairwins" / "ui" / "icon-64.png"
+TOOL_SIZE: Final = 64
 FIX: Final = "make icon   (python -m scripts.icon)"
 SIZE: Final = 512
 
@@ -62,21 +67,23 @@ def _blend(under: tuple[float, ...], colour: tuple[int, int, int], amount: float
     return tuple(u + (c - u) * amount for u, c in zip(under, colour, strict=True))
 
 
-def pixels() -> bytes:
-    """Raw RGBA scanlines, each preceded by PNG filter type 0."""
+def pixels(size: int = SIZE) -> bytes:
+    """Raw RGBA scanlines, each preceded by PNG filter type 0; the drawing scaled to `size` pixels."""
+    scale = SIZE / size  # drawing units per pixel: distances are divided by it, so edges stay one pixel soft
     rows = bytearray()
-    for py in range(SIZE):
+    for py in range(size):
         rows.append(0)
-        y = py + 0.5
-        for px in range(SIZE):
-            x = px + 0.5
-            alpha = _coverage(_rounded_square(x, y))
+        y = (py + 0.5) * scale
+        for px in range(size):
+            x = (px + 0.5) * scale
+            alpha = _coverage(_rounded_square(x, y) / scale)
             if alpha == 0.0:
                 rows += b"\x00\x00\x00\x00"
                 continue
             colour: tuple[float, ...] = BACKGROUND
-            colour = _blend(colour, STROKE, _coverage(_w(x, y)))
-            colour = _blend(colour, COIN, _coverage(math.hypot(x - COIN_CENTRE[0], y - COIN_CENTRE[1]) - COIN_RADIUS))
+            colour = _blend(colour, STROKE, _coverage(_w(x, y) / scale))
+            coin = math.hypot(x - COIN_CENTRE[0], y - COIN_CENTRE[1]) - COIN_RADIUS
+            colour = _blend(colour, COIN, _coverage(coin / scale))
             rows += bytes(round(c) for c in colour) + bytes((round(alpha * 255),))
     return bytes(rows)
 
@@ -85,12 +92,12 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def png() -> bytes:
-    header = struct.pack(">IIBBBBB", SIZE, SIZE, 8, 6, 0, 0, 0)  # 8-bit RGBA, no interlace
+def png(size: int = SIZE) -> bytes:
+    header = struct.pack(">IIBBBBB", size, size, 8, 6, 0, 0, 0)  # 8-bit RGBA, no interlace
     return (
         b"\x89PNG\r\n\x1a\n"
         + _chunk(b"IHDR", header)
-        + _chunk(b"IDAT", zlib.compress(pixels(), 9))
+        + _chunk(b"IDAT", zlib.compress(pixels(size), 9))
         + _chunk(b"IEND", b"")
     )
 
@@ -99,15 +106,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.icon", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if mcpb/icon.png is not current")
     args = parser.parse_args(argv)
-    wanted = png()
-    current = ICON.read_bytes() if ICON.exists() else b""
-    if wanted == current:
+    large = png()
+    wanted = {ICON: large, PACKAGE_ICON: large, TOOL_ICON: png(TOOL_SIZE)}
+    stale = [path for path, data in wanted.items() if not path.exists() or path.read_bytes() != data]
+    if not stale:
         return 0
     if args.check:
-        sys.stderr.write(f"mcpb/icon.png is not what scripts/icon.py draws; fix it with: {FIX}\n")
+        for path in stale:
+            sys.stderr.write(f"{path.relative_to(ROOT)} is not what scripts/icon.py draws; fix it with: {FIX}\n")
         return 1
-    ICON.parent.mkdir(exist_ok=True)
-    ICON.write_bytes(wanted)
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(wanted[path])
     return 0
 
 

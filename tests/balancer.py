@@ -220,8 +220,8 @@ def judge(status: int, body: bytes, rid: int) -> str | None:
     """None when `body` is the successful answer to request `rid`; otherwise the kind of failure."""
     if status != 200:
         try:
-            code = json.loads(body).get("error", "")
-        except (ValueError, AttributeError):
+            code = json.loads(body)["error"]["data"]["error"]  # a refusal: a JSON-RPC error naming its code
+        except (ValueError, TypeError, KeyError):
             code = ""
         return f"http {status} {code}".strip() if isinstance(code, str) else f"http {status}"
     try:

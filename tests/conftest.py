@@ -43,6 +43,9 @@ PROMETHEUS = pytest.mark.linux_tier("drives promtool or a Prometheus server, ins
 NODE_TOOLS = pytest.mark.linux_tier(
     "drives a Node CLI (mcpb, Claude Code, the Inspector) that tests/tools/ installs for linux-x64 only"
 )
+BROWSER = pytest.mark.linux_tier(
+    "drives headless Chromium (Debian's package) and the MCP Apps host page on Node 22, installed on Linux only"
+)
 PROCFS = pytest.mark.linux_tier("reads Linux's /proc (a process's children, descriptors or sockets)")
 SIGNAL_STOP = pytest.mark.posix(
     "stops a child with SIGTERM or SIGINT and checks how it drains: Windows can send a child neither "

@@ -135,6 +135,20 @@ class Answer:
         return [m for m in self.messages if "method" in m and "id" not in m]
 
 
+# The JSON-RPC codes a refusal may carry (transports/http/response.py, docs/security.md).
+REFUSAL_RPC_CODES: Final = frozenset({-32600, -32000, -32001, -32010, -32011})
+
+
+def refusal(body: bytes, request_id: Any = None) -> tuple[str, str]:
+    """(the refusal's code, its sentence) from an HTTP refusal's body, held to its JSON-RPC error shape."""
+    message = json.loads(body)
+    assert set(message) == {"jsonrpc", "id", "error"} and message["jsonrpc"] == "2.0", message
+    assert message["id"] == request_id, message
+    error = message["error"]
+    assert error["code"] in REFUSAL_RPC_CODES and isinstance(error["message"], str), message
+    return error["data"]["error"], error["message"]
+
+
 def parse_sse(body: bytes) -> list[Json]:
     """The JSON messages of an SSE body: one per event, from its `data:` lines."""
     messages: list[Json] = []

@@ -5,7 +5,9 @@ and canary x402 payments (a v1 and a v2 payload, as `params._meta` carries them 
 header value the gateway receives). None may appear in any log record, captured process output,
 error or result of the run, except a token's redacted form (`fw1.…abcd`, which holds none of the
 secret part searched for). tests/test_secrets.py drives every path with them; this module's
-hooks, imported by conftest.py, record the whole session and fail it if anything leaked.
+hooks, imported by conftest.py, record the whole session and fail it if anything leaked. The
+MCP Apps views are watched too: every report of the browser test host (what each view's DOM held
+and the results it was handed) is recorded as an output (tests/apps_host.py).
 """
 
 from __future__ import annotations

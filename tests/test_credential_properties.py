@@ -30,19 +30,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.core.context import RequestContext
-from mcp_server.core.redaction import MIN_RUN, Redactor
-from mcp_server.fairwins import tools
+from mcp_server.core.redaction import MIN_RUN, Redactor, decoded, escape_in
+from mcp_server.fairwins import outcomes, tools
 from mcp_server.ops.logs import request_bound
+from mcp_server.setup.config import Config, token_refusal
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.upstream.gateway import GatewayResponse
 from mcp_server.wire.jsonrpc import dumps
 from tests.conftest import McpClient, client_for
+from tests.mcp_http import post, refusal, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_answers import envelope
-from tests.test_credential_spellings import client_reads, reference_holds
+from tests.test_credential_spellings import _decode_once, client_reads, reference_decoded, reference_holds
 
 WAGERS: Final = "/v1/member/wagers"
 LARGE_WAGERS: Final = 480  # about 80 KB of answer
 MARK_AT: Final = 64 * 1024
+MAX_QUOTED_READ: Final = (outcomes.MAX_QUOTED + 64) * 6  # what outcomes.clean reads of a gateway text
 
 
 def profile(examples: int) -> Callable[[Any], Any]:
@@ -60,9 +65,39 @@ def profile(examples: int) -> Callable[[Any], Any]:
 PRINTABLE: Final = "".join(chr(c) for c in range(0x21, 0x7F))
 TOKEN_CHARS: Final = string.ascii_letters + string.digits + "-_./+=:~"
 
+# A `%` or `\\` that starts no escape: such a bearer is taken, and held to the definition like any other.
+NOT_ESCAPES: Final = ["%", "%z", "%4", "%G1", "%%", "\\", "\\q", "\\u00", "\\u12G4", "\\x41", "\\U0041"]
+loose_bearers = st.builds(
+    lambda head, odd, tail: head + odd + tail,
+    st.text(TOKEN_CHARS, min_size=4, max_size=16),
+    st.sampled_from(NOT_ESCAPES),
+    st.text(TOKEN_CHARS, min_size=4, max_size=16),
+)
+# Every bearer the door takes (issue 34: one the definition would decode is refused, below).
 bearers = st.one_of(
     st.builds(lambda tail: "fw1." + tail, st.text(TOKEN_CHARS, min_size=MIN_RUN, max_size=36)),
     st.text(PRINTABLE, min_size=MIN_RUN, max_size=40),
+    loose_bearers,
+).filter(lambda bearer: escape_in(bearer) is None)
+
+
+@st.composite
+def _escape(draw: st.DrawFn) -> str:
+    """One escape the definition decodes: `%XX`, `\\uXXXX` (hex in either case), or JSON's two-character ones."""
+    form = draw(st.sampled_from(["pct", "u", "one"]))
+    if form == "pct":
+        return "%" + _hex(draw(st.integers(0, 0xFF)), 2, draw(st.booleans()))
+    if form == "u":
+        return "\\u" + _hex(draw(st.integers(0, 0xFFFF)), 4, draw(st.booleans()))
+    return "\\" + draw(st.sampled_from('"\\/bfnrt'))
+
+
+# Bearers holding escapes (issue 34, finding 1): URL-encoded on the way, or copied out of a JSON string.
+escaped_bearers = st.builds(
+    lambda head, escapes, tail: head + "".join(escapes) + tail,
+    st.text(TOKEN_CHARS, min_size=4, max_size=20),
+    st.lists(_escape(), min_size=1, max_size=3),
+    st.text(TOKEN_CHARS, max_size=20),
 )
 
 
@@ -242,3 +277,99 @@ def test_a_scrubbed_text_never_spells_the_bearer(data: st.DataObject) -> None:
     assert redactor.scrub_exact(text) == scrubbed
     if not reference_holds(text, bearer) and "\\" not in text:
         assert scrubbed is text  # nothing there: nothing changed
+
+
+@profile(200)
+@given(bearer=bearers, data=st.data())
+def test_a_sentence_quoting_gateway_text_never_spells_the_bearer_wherever_the_cuts_fall(
+    bearer: str, data: st.DataObject
+) -> None:
+    # outcomes.clean cuts what it reads at (200 + 64) * 6 characters, scrubs, then cuts at 200: a
+    # spelling across either cut must leave nothing behind (the note left open in issue 31).
+    spelled = data.draw(spellings(bearer))
+    at = data.draw(st.one_of(st.integers(150, 260), st.integers(MAX_QUOTED_READ - 120, MAX_QUOTED_READ + 8)))
+    text = "x" * at + spelled + " and more" * 4
+    with request_bound(RequestContext(bearer=bearer, bearer_source="header")):
+        quoted = outcomes.clean(text)
+    assert len(quoted) <= outcomes.MAX_QUOTED
+    assert not reference_holds(quoted, bearer), (text[at - 10 : at + len(spelled) + 10], quoted[-60:])
+
+
+# ---- (d) a bearer holding escapes is refused where it enters (issue 34, finding 1) ------------------------
+
+
+@profile(400)
+@given(st.one_of(escaped_bearers, bearers, st.text(PRINTABLE, min_size=1, max_size=40)))
+def test_the_door_refuses_exactly_the_bearers_the_definition_would_decode(bearer: str) -> None:
+    # The reference decoder's first pass changes a text exactly when its fixpoint differs from it.
+    decodes = _decode_once(bearer.encode()) != bearer.encode()
+    assert (escape_in(bearer) is not None) == decodes, bearer
+    refusal = token_refusal(bearer, "FAIRWINS_API_TOKEN")
+    assert (refusal is not None and "holds an escape" in refusal) == decodes, (bearer, refusal)
+    if decodes:
+        escape = escape_in(bearer)
+        assert escape is not None and escape in bearer and f"({escape})" in (refusal or "")
+        assert len(escape) < MIN_RUN  # the sentence names a piece too short to be a credential
+
+
+@pytest.fixture(scope="module")
+def door(gateway: SandboxGateway) -> Iterator[McpHTTPServer]:
+    with serving(build_dispatcher(Config(api_url=gateway.url, timeout=5.0))) as server:
+        yield server
+
+
+@profile(40)
+@given(bearer=escaped_bearers)
+def test_over_http_every_bearer_holding_an_escape_is_400_and_nothing_is_sent(
+    gateway: SandboxGateway, door: McpHTTPServer, bearer: str
+) -> None:
+    before = len(gateway.seen)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_profile"}}
+    answer = post(f"http://127.0.0.1:{door.server_address[1]}/mcp", call, {"Authorization": f"Bearer {bearer}"})
+    assert answer.status == 400 and refusal(answer.body, 3)[0] == "escaped_bearer", answer.body[:300]
+    assert len(gateway.seen) == before
+    # Nothing of it comes back either: its escape alone is named, shorter than any credential piece.
+    forms = [bearer]
+    try:
+        forms.append(reference_decoded(bearer).decode("utf-8"))
+    except UnicodeDecodeError:
+        pass  # `%80` alone: its decoded form is no text to look for
+    texts = [answer.body.decode(), *client_reads(answer.response)]
+    assert not [t for t in texts for form in forms if reference_holds(t, form)]
+
+
+# ---- (e) case: what the definition folds, and what it declares out of reach (docs/security.md) -----------
+
+NON_ASCII: Final = [chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+
+
+def test_the_kelvin_sign_is_the_one_character_outside_ascii_whose_lower_case_is_in_it_and_it_is_folded() -> None:
+    assert [c for c in NON_ASCII if c.lower().isascii()] == ["\u212a"]
+    assert decoded("fw1.\u212aey".encode()) == [b"fw1.key"]
+    assert Redactor("fw1.keyboard42", None).holds("\u212aEYBOARD42 echoed")
+
+
+def test_dotted_capital_i_is_not_folded_str_lower_makes_it_i_and_a_combining_dot() -> None:
+    assert "\u0130".lower() == "i\u0307"  # two characters: the dot stays in the run
+    assert decoded("\u0130".encode()) == ["\u0130".encode()]
+    assert not Redactor("fw1.ninja1234", None).holds("fw1.n\u0130nja1234")  # out of reach, as documented
+
+
+@pytest.mark.parametrize(("char", "folded"), [("\u017f", "s"), ("\ufb01", "fi"), ("\ufb02", "fl"), ("\u0131", None)])
+def test_casefold_and_upper_case_look_alikes_are_not_folded(char: str, folded: str | None) -> None:
+    # ſ and the ligatures casefold into ASCII; ı (dotless i) upper-cases to I. None of them is read so.
+    if folded is not None:
+        assert char.casefold() == folded
+    else:
+        assert char.upper() == "I"
+    assert decoded(char.encode()) == [char.encode()]
+    ascii_form = folded or "i"
+    bearer = "fw1.x" + ascii_form + "mple99z"
+    assert not Redactor(bearer, None).holds(bearer.replace(ascii_form, char))
+
+
+@profile(200)
+@given(bearer=bearers, change=st.sampled_from([str.lower, str.upper, str.casefold, str.swapcase, str.title]))
+def test_any_python_case_mapping_of_an_ascii_bearer_is_folded_back(bearer: str, change: Callable[[str], str]) -> None:
+    # Every case mapping keeps ASCII in ASCII, so whatever case a writer gives the bearer is read as it.
+    assert Redactor(bearer, None).holds(change(bearer))

@@ -193,6 +193,34 @@ def test_a_stdio_process_never_writes_back_the_bearer_in_any_spelling(sandbox: S
     assert not reference_holds(proc.stderr.decode(), BEARER)
 
 
+def test_what_a_view_reads_holds_no_spelling_of_the_bearer(sandbox: SandboxGateway) -> None:
+    """A client declaring MCP Apps: each ui:// view it reads, and each result a view is handed, as a client reads it."""
+    from mcp_server.core.apps import UI_EXTENSION, UI_MIME_TYPE
+    from mcp_server.fairwins.views import VIEWS
+
+    caps = {"extensions": {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}}
+    init = {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "t", "version": "0"}}
+    lines: list[dict[str, Any]] = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}]
+    reads = [
+        {"jsonrpc": "2.0", "id": f"view-{v.name}", "method": "resources/read", "params": {"uri": v.uri}} for v in VIEWS
+    ]
+    lines += reads
+    for n, (name, kind) in enumerate(CASES):
+        _fault(sandbox, name, kind)
+        lines.append(
+            {"jsonrpc": "2.0", "id": n + 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
+        )
+    proc = run_stdio(lines, FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=BEARER)
+    assert proc.returncode == 0, proc.stderr.decode()
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert answers[0]["result"]["capabilities"]["extensions"] == {UI_EXTENSION: {}}
+    for read in reads:
+        (contents,) = answers[read["id"]]["result"]["contents"]
+        assert contents["mimeType"] == UI_MIME_TYPE and not leaks(answers[read["id"]])
+    found = {f"{name} {kind}": leaks(answers[n + 1]) for n, (name, kind) in enumerate(CASES)}
+    assert not sorted(case for case, texts in found.items() if texts), found
+
+
 def test_an_http_server_never_writes_back_the_bearer_in_any_spelling(sandbox: SandboxGateway) -> None:
     found: dict[str, list[str]] = {}
     with serving(build_dispatcher(Config(api_url=sandbox.url, timeout=5.0))) as server:

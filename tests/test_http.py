@@ -26,7 +26,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
 from tests.conftest import SIGNAL_STOP
-from tests.mcp_http import serving
+from tests.mcp_http import refusal, serving
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
 
@@ -205,7 +205,7 @@ def test_foreign_origin_and_rebinding_host_are_refused(sandbox: SandboxGateway) 
         rebound = post(
             connect(server), {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"Host": "evil.example:80"}
         )
-    assert foreign[0] == 403 and json.loads(foreign[2])["error"] == "origin_not_allowed"
+    assert foreign[0] == 403 and refusal(foreign[2])[0] == "origin_not_allowed"
     assert rebound[0] == 403 and b"get_wagers" not in rebound[2]
 
 
@@ -230,7 +230,7 @@ def test_a_request_header_token_wins_over_the_env_token_per_request(sandbox: San
 def test_a_non_bearer_authorization_is_refused_not_ignored(sandbox: SandboxGateway) -> None:
     with running(sandbox.url, env_bearer=TOKEN_MEMBER_B) as server:
         status, _, body = post(connect(server), call("get_profile"), {"Authorization": "Basic dXNlcjpwdw=="})
-    assert status == 400 and json.loads(body)["error"] == "bad_authorization"
+    assert status == 400 and refusal(body, 1)[0] == "bad_authorization"
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
 
 
@@ -239,7 +239,7 @@ def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandb
         for token in ("fw1.caf\u00e9-1234", "fw1.tab\there"):
             headers = {"Authorization": "Bearer " + token}
             status, _, body = post(connect(server), call("get_profile"), headers)
-            assert status == 400 and json.loads(body)["error"] == "bad_authorization", token
+            assert status == 400 and refusal(body, 1)[0] == "bad_authorization", token
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
 
 

@@ -21,7 +21,7 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import McpHTTPServer
-from tests.mcp_http import Raw, Response
+from tests.mcp_http import Raw, Response, refusal
 from tests.sandbox_gateway import SandboxGateway
 
 READ_TIMEOUT = 1.0  # the server's budget for one whole request (line, headers, body)
@@ -122,7 +122,7 @@ def test_an_invalid_request_line_is_answered_and_the_connection_closed(
     server: McpHTTPServer, line: bytes, status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     answer = refused_and_closed(server, line)
-    assert answer.status == status and json.loads(answer.body)["error"]
+    assert answer.status == status and refusal(answer.body)[0]
     assert_serving(server)
     assert not [r for r in caplog.records if r.levelname == "ERROR"], "an abuse is not a server error"
 

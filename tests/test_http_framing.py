@@ -20,7 +20,7 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import McpHTTPServer
-from tests.mcp_http import Raw, Response, serving
+from tests.mcp_http import Raw, Response, refusal, serving
 
 PING = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
 MIB = 1024 * 1024
@@ -79,7 +79,7 @@ def refused_and_closed(server: McpHTTPServer, data: bytes, status: int) -> Respo
         assert answer is not None, "the server dropped the connection without an answer"
         assert answer.status == status, (answer.status, answer.body)
         assert answer.headers.get("connection") == "close", answer
-        assert json.loads(answer.body)["error"], answer.body
+        assert refusal(answer.body)[0], answer.body
         assert client.closed()
         return answer
     finally:
@@ -191,7 +191,7 @@ def test_an_origin_the_url_parser_rejects_is_403_with_an_answer(server: McpHTTPS
     )
     (answer,) = exchange(server, data)
     assert answer is not None and answer.status == 403
-    assert json.loads(answer.body)["error"] == "origin_not_allowed"
+    assert refusal(answer.body)[0] == "origin_not_allowed"
 
 
 @pytest.mark.parametrize("version", [b"HTTP/1.10", b"HTTP/01.1", b"HTTP/1.1.1", b"HTTP/1", b"http/1.1", b"HTTP/1.1 "])
@@ -336,4 +336,4 @@ def test_a_request_pipelined_after_trailers_is_answered_in_step(server: McpHTTPS
 )
 def test_trailers_off_the_grammar_or_over_64_kib_are_400_and_closed(server: McpHTTPServer, trailers: bytes) -> None:
     answer = refused_and_closed(server, chunked_ping_with_trailers(trailers, 9) + ping(10), 400)
-    assert json.loads(answer.body)["error"] == "bad_framing"
+    assert refusal(answer.body)[0] == "bad_framing"

@@ -19,7 +19,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
-from tests.mcp_http import Raw, Response, serving
+from tests.mcp_http import Raw, Response, refusal, serving
 from tests.sandbox_gateway import SandboxGateway
 
 PING = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
@@ -161,5 +161,5 @@ def test_a_peer_over_its_connection_cap_is_told_429_and_others_are_not(peer_conn
         assert all(held)
         over = ask(server, HEALTH, source="127.0.0.2")
         assert over is not None and over.status == 429 and over.headers.get("connection") == "close", over
-        assert json.loads(over.body)["error"] == "too_many_connections"
+        assert refusal(over.body)[0] == "too_many_connections"
         served(server)

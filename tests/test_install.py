@@ -171,9 +171,9 @@ def test_a_different_entry_of_the_same_name_is_refused_without_force_and_named_w
         ("[1, 2]", "does not hold a JSON object"),
         ('{"mcpServers": []}', 'c holds an "mcpServers" that is not an object'),
         (
-            '{"mcpServers": {}, "mcpServers": null}',
-            'c holds an "mcpServers" that is not an object',
-        ),  # JSON.parse keeps the last
+            '{"mcpServers": {},\n "mcpServers": null}',
+            'c has "mcpServers" 2 times (at line 1 and line 2); Claude Desktop reads only the last',
+        ),  # never merged into one copy (issue 34): the member decides which
     ],
 )
 def test_a_config_that_cannot_be_merged_is_refused_without_quoting_it(text: str, why: str) -> None:
@@ -289,7 +289,8 @@ STYLES: Final = {
     "one line": '{"mcpServers":{"github":{"command":"/opt/gh-mcp"}},"a":[1,2]}',
     "one line, no servers": '{"windowZoom":1.2}',
     "overflowing, huge": '{\n  "windowZoom": 1e999,\n  "id": 123456789012345678901234567890,\n  "f": 1.10\n}',
-    "duplicate keys": '{"mcpServers": {"a": {}}, "x": 1, "mcpServers": {"github": {}, "github": {"args": []}}}',
+    # Repeated names off the path written are the member's, kept as they are (JSON.parse reads the last).
+    "duplicate keys": '{"x": 1, "mcpServers": {"github": {}, "github": {"args": []}}, "x": 2}',
     "escaped key": '{\n  "mcp\\u0053ervers": {\n    "git\\u0068ub": {"env": {"T": "\\u00e9\\ud83d\\ude00"}}\n  }\n}',
     "empty object": "{}",
     "empty servers": '{\n  "mcpServers": {}\n}\n',
@@ -330,14 +331,17 @@ def test_force_replaces_the_entry_json_parse_reads_and_nothing_else(old: str) ->
     assert after == json.dumps(with_entry(before, "fairwins", ENTRY), separators=(",", ":"), ensure_ascii=False)
 
 
-@NODE_TOOLS
-def test_of_duplicate_names_the_one_json_parse_keeps_is_replaced() -> None:
-    old = '{"mcpServers": {"fairwins": {"command": "/first"}, "github": {}, "fairwins": {"command": "/last"}}}'
-    result = merge(old, "fairwins", ENTRY, force=True, where="c")
-    assert result.others == ("github",) and result.differences[0] == "args"
-    assert result.text.startswith('{"mcpServers": {"fairwins": {"command": "/first"}, "github": {}, "fairwins": {"co')
-    (after,) = json_parse([result.text])
-    assert after is not None and json.loads(after)["mcpServers"]["fairwins"] == ENTRY
+def test_our_name_repeated_in_mcp_servers_is_refused_naming_the_lines_even_with_force() -> None:
+    # Until issue 34 the last copy (the one JSON.parse reads) was replaced and the first left
+    # behind; either copy may be the one the member meant, so neither is chosen for them.
+    old = '{"mcpServers": {\n  "fairwins": {"command": "/first"},\n  "github": {},\n  "fair\\u0077ins": {}\n}}'
+    for force in (False, True):
+        with pytest.raises(InstallError) as refused:
+            merge(old, "fairwins", ENTRY, force=force, where="c")
+        assert str(refused.value).startswith(
+            'c has the server "fairwins" in "mcpServers" 2 times (at line 2 and line 4)'
+        )
+    assert merge(old, "other", ENTRY, force=False, where="c").outcome == "added"  # another name: not on the path
 
 
 @NODE_TOOLS
@@ -583,6 +587,7 @@ def snapshot(directory: pathlib.Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
+@NODE_TOOLS
 def test_a_config_json_parse_reads_keeps_every_byte_and_gains_only_the_entry(home: pathlib.Path) -> None:
     # Claude Desktop writes `windowZoom` itself; 1e999 is JSON, and JSON.parse reads it (as Infinity).
     old = (
@@ -912,3 +917,69 @@ def test_a_config_path_that_cannot_be_written_is_reported_not_raised(home: pathl
     done = install(home, "claude-desktop", "--no-token", "--config", str(blocker / "claude_desktop_config.json"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("fairwins-mcp install: ") and "nothing was changed" in done.stderr
+
+
+# --- two installs at once, and files with repeated keys (issue 34, point 5) -------------------------
+
+
+def installs_at_once(home: pathlib.Path, names: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """`fairwins-mcp install claude-desktop --name N` for each name, all started before any is waited for."""
+    command = pathlib.Path(sys.executable).parent / "fairwins-mcp"
+    running = [
+        subprocess.Popen(
+            [str(command), "install", "claude-desktop", "--no-token", "--name", name],
+            cwd=home,
+            env=scratch_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    done = []
+    for name, process in zip(names, running, strict=True):
+        out, err = process.communicate(timeout=RUN_TIMEOUT)
+        record_output(f"fairwins-mcp install claude-desktop --name {name}", out + err)
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    return done
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["beside-others", "no-file-yet"])
+def test_installs_run_at_once_with_different_names_leave_every_entry(home: pathlib.Path, existing: bool) -> None:
+    path = desktop_file(home)
+    if existing:
+        path.parent.mkdir(parents=True)
+        path.write_text(EXISTING, encoding="utf-8")
+    names = [f"fairwins-{n}" for n in range(6)]
+    done = installs_at_once(home, names)
+    assert [d.returncode for d in done] == [0] * len(names), [d.stderr for d in done]
+    servers = json.loads(path.read_text(encoding="utf-8"))["mcpServers"]
+    assert sorted(servers) == sorted(names + (["github"] if existing else []))
+    assert not list(path.parent.glob("*.lock")) and not list(path.parent.glob("*.tmp")), "nothing left behind"
+
+
+def test_a_config_with_mcp_servers_twice_is_refused_by_the_command_naming_the_lines(home: pathlib.Path) -> None:
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    text = '{\n  "mcpServers": {"github": {"command": "/opt/gh-mcp"}},\n  "theme": "dark",\n  "mcpServers": {}\n}\n'
+    path.write_text(text, encoding="utf-8")
+    before = snapshot(path.parent)
+    done = install(home, "claude-desktop", "--no-token", "--force")
+    assert done.returncode == 1, done.stdout
+    assert f'{path} has "mcpServers" 2 times (at line 2 and line 4); Claude Desktop reads only the last' in done.stderr
+    assert "nothing was changed" in done.stderr and "gh-mcp" not in done.stderr
+    assert snapshot(path.parent) == before, "no entry, no backup, no lock left"
+
+
+def test_a_lock_left_by_a_killed_install_is_named_after_the_wait_and_nothing_is_written(home: pathlib.Path) -> None:
+    path = desktop_file(home)
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING, encoding="utf-8")
+    lock = path.with_name(f".{path.name}.lock")
+    lock.write_text("12345\n", encoding="utf-8")
+    done = install(home, "claude-desktop", "--no-token")
+    assert done.returncode == 1
+    assert f"{lock} says another fairwins-mcp install is writing" in done.stderr
+    assert f"If no install is running, delete {lock}" in done.stderr
+    assert path.read_text(encoding="utf-8") == EXISTING and lock.exists()  # never taken from its owner

@@ -146,6 +146,9 @@ def test_the_same_sources_give_the_same_bytes(built: dict[str, Built], tmp_path:
     assert not [i for i in infos if i.is_dir()], "mcpb unpack writes every entry as a file"
 
 
+VIEW_FILES = tuple(f"server/mcp_server/fairwins/ui/{name}" for name in ("app.html", "icon.png", "icon-64.png"))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_nothing_else(
     built: dict[str, Built], kind: str
@@ -162,6 +165,7 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
         "icon.png",
         "server/main.py",
         "server/mcp_server/fairwins/guide.md",
+        *VIEW_FILES,  # the MCP Apps page and the icons the server serves (fairwins/views.py)
         "server/mcp_server/toolDefs.snapshot.json",
         *modules,
         *(
@@ -174,6 +178,8 @@ def test_the_bundle_holds_the_server_the_snapshot_the_launcher_and_the_icon_and_
     # The one snapshot at the root, copied in beside the package's modules, as the wheel carries it.
     assert files["server/mcp_server/toolDefs.snapshot.json"] == (ROOT / "toolDefs.snapshot.json").read_bytes()
     assert files["server/main.py"] == (ROOT / "mcpb" / "main.py").read_bytes()
+    for name in VIEW_FILES:
+        assert files[name] == (ROOT / name.removeprefix("server/")).read_bytes(), name
     assert files["icon.png"] == (ROOT / "mcpb" / "icon.png").read_bytes()
     assert not [n for n in files if "__pycache__" in n or n.endswith((".pyc", ".pyo")) or "tests/" in n]
 

@@ -8,7 +8,6 @@ whole wiring with real server processes.
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import os
 import pathlib
@@ -46,7 +45,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import METRICS_CONNECTIONS, McpHTTPServer, announce_metrics, metrics_server
 from mcp_server.wire.jsonrpc import Invalid, Notification, Request, error_object
 from tests.conftest import NGINX, PROMETHEUS, ROOT, SIGNAL_STOP, WAIT, server_env
-from tests.mcp_http import Raw, running
+from tests.mcp_http import Raw, refusal, running
 from tests.nginx import Nginx
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_http_workers import Server, answered
@@ -541,14 +540,14 @@ def test_the_metrics_listener_has_a_small_connection_bound_of_its_own() -> None:
         over = Raw(port)
         over.send(SCRAPE)
         answer = over.response()
-        assert answer is not None and (answer.status, json.loads(answer.body)["error"]) == (429, "too_many_connections")
+        assert answer is not None and (answer.status, refusal(answer.body)[0]) == (429, "too_many_connections")
         over.close()
         for n in range(METRICS_CONNECTIONS - share):
             held.callback(Raw(port, source=f"127.0.0.{2 + n}").close)
         full = Raw(port, source="127.0.0.200")
         full.send(SCRAPE)
         answer = full.response()
-        assert answer is not None and (answer.status, json.loads(answer.body)["error"]) == (503, "busy")
+        assert answer is not None and (answer.status, refusal(answer.body)[0]) == (503, "busy")
         full.close()
         held.close()
         assert server.wait_idle(WAIT)

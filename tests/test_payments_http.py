@@ -26,7 +26,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire import x402
 from tests.conftest import ROOT, WAIT, server_env
-from tests.mcp_http import Raw, serving
+from tests.mcp_http import Raw, refusal, serving
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway
 from tests.test_payments import (
     BUILD,
@@ -240,7 +240,7 @@ def test_a_payment_header_sent_twice_is_refused_and_nothing_is_forwarded(
 ) -> None:
     other = b64(v1_payment() | {"network": "base"})
     answer = post(server, tools_call("get_wagers"), [("X-PAYMENT", b64(v1_payment())), ("X-PAYMENT", other)])
-    assert answer.status == 400 and json.loads(answer.body)["error"] == "duplicate_header"
+    assert answer.status == 400 and refusal(answer.body)[0] == "duplicate_header"
     assert payment_headers_seen(sandbox) == []
 
 
@@ -264,8 +264,8 @@ def test_a_payment_header_sent_twice_is_refused_at_the_head_on_the_wire(
         )
         answer = client.response()
         assert answer is not None and answer.status == 400
-        refusal = json.loads(answer.body)
-        assert refusal["error"] == "duplicate_header" and first.lower() in refusal["message"]
+        code, sentence = refusal(answer.body)
+        assert code == "duplicate_header" and first.lower() in sentence
         assert client.response() is None, "a refused head must close the connection"
     finally:
         client.close()
@@ -361,9 +361,9 @@ def test_a_payment_header_over_16_kib_is_a_400_naming_the_limit_and_nothing_is_f
     assert 16 * 1024 < len(value) < 64 * 1024
     answer = post(server, tools_call("build_intent", INTENT), [("PAYMENT-SIGNATURE", value)])
     assert answer.status == 400
-    body = json.loads(answer.body)
-    assert body["error"] == "payment_too_large"
-    assert body["message"] == (
+    code, sentence = refusal(answer.body, 1)  # its body was read: the refusal answers its id
+    assert code == "payment_too_large"
+    assert sentence == (
         f"The PAYMENT-SIGNATURE header is {len(value):,} bytes, over the 16 KiB any x402 payment takes; "
         "nothing was sent to the gateway"
     )
@@ -380,7 +380,7 @@ def test_a_payment_header_over_64_kib_is_refused_with_the_head_limit_and_nothing
     assert answer.status == 431  # Request Header Fields Too Large: the head's own limit comes first
     assert sandbox.seen == []
     assert CANARY not in answer.body.decode()
-    assert "64 KiB" in json.loads(answer.body)["message"]
+    assert "64 KiB" in refusal(answer.body)[1]
 
 
 def test_an_offer_of_nearly_64_kib_of_headers_reaches_the_caller_whole(

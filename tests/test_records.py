@@ -410,7 +410,7 @@ def test_a_batch_logs_each_message_then_the_request(sandbox: SandboxGateway) -> 
     assert records[3]["batch"] == 3 and records[3]["httpRequest"]["status"] == 200 and "method" not in records[3]
 
 
-def test_refusals_are_logged_and_counted_busy_gate_size_and_timeout(sandbox: SandboxGateway) -> None:
+def test_refusals_are_logged_with_their_code_and_counted_busy_gate_size_and_timeout(sandbox: SandboxGateway) -> None:
     # Over the bound, a request waits SLOT_WAIT for a slot before it is refused: the call holding
     # the one slot must outlast that wait.
     sandbox.fault("/status", "delay", seconds=SLOT_WAIT + 3, times=1)
@@ -431,8 +431,19 @@ def test_refusals_are_logged_and_counted_busy_gate_size_and_timeout(sandbox: San
         stalled.close()
         records = collected.wait(6)
         metrics = get(server, "/metrics")[2]
-    statuses = sorted(r["httpRequest"]["status"] for r in records if "method" not in r)
-    assert statuses == [403, 408, 413, 415, 503]
+    refused = sorted((r["httpRequest"]["status"], r["refusal"]) for r in records if "method" not in r)
+    assert refused == [
+        (403, "origin_not_allowed"),
+        (408, "request_timeout"),
+        (413, "body_too_large"),
+        (415, "unsupported_media_type"),
+        (503, "busy"),
+    ]
+    # The text form names it too, right after the status (the body is now a JSON-RPC error).
+    assert all(
+        f" {r['httpRequest']['status']} refused={r['refusal']} " in r["message"] for r in records if "refusal" in r
+    )
+    assert all("refusal" not in r for r in records if "method" in r)  # an MCP message's own errors are its code
     for reason, count in (("gate", 2), ("size", 1), ("busy", 1), ("timeout", 1), ("malformed", 0)):
         assert f'fairwins_mcp_http_refusals_total{{reason="{reason}"}} {count}\n' in metrics, reason
 

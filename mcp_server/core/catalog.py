@@ -50,6 +50,29 @@ class ResourceTemplate(Protocol):
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
 
 
+class View(Protocol):
+    """An MCP Apps view (`ui://`): served only to a client that declared the UI extension (core/apps.py)."""
+
+    # Read-only, so a frozen dataclass is one.
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The tools whose results it renders."""
+        ...
+
+    @property
+    def ttl_ms(self) -> int: ...
+
+    @property
+    def cache_scope(self) -> str: ...
+
+    def definition(self) -> JSONObject: ...
+
+    def read(self, ctx: RequestContext) -> list[JSONObject]: ...
+
+
 class Prompt(Protocol):
     name: str
 
@@ -86,6 +109,9 @@ class Catalog:
     list_ttl_ms: int = 300_000  # lists never vary per caller here, so clients may cache them
     extra: dict[str, object] = field(default_factory=dict)
     payments: Payments | None = None  # None: a catalogue that takes no payment refuses every one
+    views: Sequence[View] = ()  # MCP Apps views, offered only to clients that declare the extension
+    icons: Sequence[JSONObject] = ()  # 2025-11-25 Icon objects for the server and for each tool (tool_icons)
+    tool_icons: Sequence[JSONObject] = ()
 
 
 # ---- content blocks and resource contents (spec: ContentBlock, TextResourceContents, BlobResourceContents) ----

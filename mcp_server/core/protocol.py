@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server import __version__
-from mcp_server.core import batches
+from mcp_server.core import apps, batches
 from mcp_server.core.batches import DEFAULT_BATCH_LIMITS, BatchLimits
-from mcp_server.core.catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool
+from mcp_server.core.catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool, View
 from mcp_server.core.context import LOG_LEVELS, PaymentAllowance, RequestContext
 from mcp_server.ops import logs, records
 from mcp_server.wire import x402
@@ -150,6 +150,12 @@ class Dispatcher:
         self.catalog = catalog
         self.batch_limits = batch_limits
         self.server_info: JSONObject = {"name": SERVER_NAME, "title": title, "version": version}
+        # The icon rides where a client learns who the server is (initialize, server/discover),
+        # not on the serverInfo stamped on every modern result.
+        self._server_info_icons = apps.with_icons(self.server_info, list(catalog.icons))
+        self._views: dict[str, View] = {v.uri: v for v in catalog.views}
+        self._view_of: dict[str, str] = {name: v.uri for v in catalog.views for name in v.tools}
+        self._tool_lists: dict[tuple[bool, bool, bool], list[JSONObject]] = {}
         self._tools: dict[str, Tool] = {t.name: t for t in catalog.tools}
         self._resources: dict[str, Resource] = {r.uri: r for r in catalog.resources}
         self._prompts: dict[str, Prompt] = {p.name: p for p in catalog.prompts}
@@ -331,7 +337,8 @@ class Dispatcher:
             result.setdefault("ttlMs", self.catalog.list_ttl_ms)
             result.setdefault("cacheScope", "public")
         result_meta = result.get("_meta")
-        result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: self.server_info}
+        info = self._server_info_for(ctx.version) if req.method == "server/discover" else self.server_info
+        result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: info}
         return result
 
     def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
@@ -381,6 +388,32 @@ class Dispatcher:
 
     # ---- methods --------------------------------------------------------------------------
 
+    def _with_apps(self, capabilities: JSONObject, client: object) -> JSONObject:
+        return apps.with_extension(capabilities) if self._views and apps.wants_ui(client) else capabilities
+
+    def _server_info_for(self, version: str) -> JSONObject:
+        return self._server_info_icons if version in apps.ICON_VERSIONS else self.server_info
+
+    def _tools_for(self, ctx: RequestContext) -> list[JSONObject]:
+        """tools/list for this request: outputSchema from 2025-06-18, icons from 2025-11-25, views if negotiated."""
+        key = (
+            ctx.version in STRUCTURED_OUTPUT_VERSIONS,
+            ctx.version in apps.ICON_VERSIONS,
+            bool(self._views) and apps.wants_ui(ctx.client_capabilities),
+        )
+        listed = self._tool_lists.get(key)
+        if listed is None:
+            structured, icons, ui = key
+            listed = self._tool_list if structured else self._tool_list_unstructured
+            if icons:
+                listed = [apps.with_icons(t, list(self.catalog.tool_icons)) for t in listed]
+            if ui:
+                listed = [
+                    apps.with_view(t, self._view_of[t["name"]]) if t["name"] in self._view_of else t for t in listed
+                ]
+            self._tool_lists[key] = listed
+        return listed
+
     def _initialize(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         requested = params.get("protocolVersion")
         # "If the server supports the requested protocol version, it MUST respond with the same
@@ -397,15 +430,18 @@ class Dispatcher:
             session.client_capabilities = caps if isinstance(caps, dict) else {}
         result: JSONObject = {
             "protocolVersion": version,
-            "capabilities": self.capabilities,
-            "serverInfo": self.server_info,
+            # Stateless HTTP cannot carry this handshake to the POSTs after it, so views are
+            # offered there only per request (2026-07-28); advertising them here would be untrue.
+            "capabilities": self._with_apps(self.capabilities, None if session.http else params.get("capabilities")),
+            "serverInfo": self._server_info_for(version),
         }
         if self.catalog.instructions:
             result["instructions"] = self.catalog.instructions
         return result
 
     def _discover(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        result: JSONObject = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": self.capabilities}
+        capabilities = self._with_apps(self.capabilities, ctx.client_capabilities)
+        result: JSONObject = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
         if self.catalog.instructions:
             result["instructions"] = self.catalog.instructions
         return result
@@ -419,9 +455,7 @@ class Dispatcher:
 
     def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
-        if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
-            return {"tools": list(self._tool_list)}
-        return {"tools": list(self._tool_list_unstructured)}
+        return {"tools": list(self._tools_for(ctx))}
 
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         name = params.get("name")
@@ -468,6 +502,8 @@ class Dispatcher:
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
+        if self._views and apps.wants_ui(ctx.client_capabilities):
+            return {"resources": [*self._resource_list, *(v.definition() for v in self._views.values())]}
         return {"resources": list(self._resource_list)}
 
     def _templates_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
@@ -482,6 +518,10 @@ class Dispatcher:
         if resource is not None:
             ctx.record.target("resource", uri)
             return _read_result(resource.read(ctx), resource.ttl_ms, resource.cache_scope, ctx)
+        view = self._views.get(uri)
+        if view is not None and apps.wants_ui(ctx.client_capabilities):
+            ctx.record.target("resource", uri)
+            return _read_result(view.read(ctx), view.ttl_ms, view.cache_scope, ctx)
         for template in self.catalog.templates:
             contents = template.read(uri, ctx)
             if contents is not None:

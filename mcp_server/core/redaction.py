@@ -9,9 +9,13 @@ change that look. This module matches the values themselves, by one definition (
   text: `%XX` becomes its byte, `\\uXXXX` its character, `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`,
   `\\r`, `\\t` theirs; rounds repeat until nothing changes, so an escape spelled by escapes
   (`\\u0025` for `%`, `%5C` for `\\`, `\\u0033` for a hex digit, `\\\\/` doubled) is decoded through.
-  Folding lowers ASCII letters and reads the Kelvin sign as `k`. A text is also read with one
-  round of JSON's escapes first (the view of a client that parses it as JSON), and a text still
-  changing after MAX_ROUNDS rounds counts as spelling it.
+  Folding lowers ASCII letters and reads the Kelvin sign as `k` (the one character outside ASCII
+  whose str.lower is ASCII); nothing else (U+0130, `ſ`, ligatures, `ı`) is folded. A text is also
+  read with one round of JSON's escapes first (the view of a client that parses it as JSON), and a
+  text still changing after MAX_ROUNDS rounds counts as spelling it.
+
+The bearer is searched for as written, so it must have no other reading: a bearer holding an
+escape the decoding would decode is refused where it enters (`escape_in`), never sent.
 
 Out of reach: pieces shorter than MIN_RUN; other encodings (base64 of the bearer, HTML entities,
 look-alike characters, a hash).
@@ -111,6 +115,19 @@ def _settle(data: bytes) -> bytes | None:
             return data
         data = decoded
     return None
+
+
+def escape_in(token: str) -> str | None:
+    """The first escape the definition would decode in `token` (`%2F`, `\\u002f`, `\\/`), or None.
+
+    The definition reads a text decoded and looks there for the bearer as written: a bearer that
+    itself holds an escape has a decoded reading too, and an echo of it (the gateway's, a proxy's,
+    a log's) reads as that, so no search finds it. Such a bearer is refused where it enters, never
+    sent (RFC 6750's b64token holds no `%` and no `\\`); a `%` or `\\` that starts no escape is
+    taken, and every reading of it is the bearer as written.
+    """
+    found = _ESCAPE.search(token.encode("utf-8", "surrogatepass"))
+    return None if found is None else found.group().decode("utf-8", "surrogatepass")
 
 
 def _fold(data: bytes) -> bytes:

@@ -151,6 +151,7 @@ class HttpFacts:
     user_agent: str | None = None
     protocol: str = "HTTP/1.1"
     batch: int | None = None  # the number of messages when the body was a JSON-RPC batch
+    refusal: str | None = None  # a refusal's code (its body's error.data.error): why it never reached MCP
 
 
 class Record:
@@ -322,6 +323,8 @@ class Record:
         http = self.http
         if http is not None:
             parts.append(f"{clip(http.method) or '-'} {clip(http.path) or '-'} {http.status}")
+            if http.refusal is not None:
+                parts.append(f"refused={http.refusal}")
             if http.batch is not None:
                 parts.append(f"batch={http.batch}")
         method = self.method
@@ -425,6 +428,8 @@ class Record:
             out["httpRequest"] = request
             if http.batch is not None:
                 out["batch"] = http.batch
+            if http.refusal is not None:
+                out["refusal"] = http.refusal
         return out
 
 

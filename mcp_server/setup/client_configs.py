@@ -236,6 +236,21 @@ def _last(members: Sequence[Member], key: str) -> Member | None:
     return next((m for m in reversed(members) if m.key == key), None)
 
 
+def _once(text: str, members: Sequence[Member], key: str, what: str, where: str) -> None:
+    """InstallError naming the lines when `key` is a member more than once: a merge would hide one copy.
+
+    JSON.parse keeps the last of repeated names, so whichever copy this wrote into, the other
+    would be lost to Claude Desktop or come back on the next edit by hand; the member decides.
+    """
+    found = [m for m in members if m.key == key]
+    if len(found) > 1:
+        lines = " and ".join(f"line {text.count(chr(10), 0, m.key_start) + 1}" for m in found)
+        raise InstallError(
+            f"{where} has {what} {len(found)} times (at {lines}); Claude Desktop reads only the last, so merging "
+            f"would hide or drop the others; {FIX_IT}"
+        )
+
+
 def _gap(text: str, key_start: int) -> str:
     """The whitespace before a member's name: how this file separates members."""
     start = key_start
@@ -315,7 +330,8 @@ def _decoded(text: str) -> Any:
 def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool, where: str) -> Merge:
     """The config with `entry` as mcpServers[name], every byte outside that entry kept; InstallError if it must not.
 
-    Of duplicate keys the last is the one used, as JSON.parse keeps only the last.
+    A name repeated on the path written ("mcpServers", or `name` inside it) is refused, naming its
+    lines: JSON.parse keeps only the last, and a merge into one copy would hide the other.
     """
     original = existing or ""
     text = original.removeprefix(BOM)
@@ -335,6 +351,7 @@ def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool
         raise InstallError(f"{where} does not hold a JSON object; {FIX_IT}")
     unit = _unit(text, root)
     spread = "\n" in text[root.start : root.end] or not root.members  # `{}` opens onto lines
+    _once(text, root.members, "mcpServers", '"mcpServers"', where)
     servers = _last(root.members, "mcpServers")
     if servers is None:
         return Merge(
@@ -342,6 +359,7 @@ def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool
         )
     if servers.value.kind != "object":
         raise InstallError(f'{where} holds an "mcpServers" that is not an object; {FIX_IT}')
+    _once(text, servers.value.members, name, f'the server "{name}" in "mcpServers"', where)
     others = tuple(dict.fromkeys(m.key for m in servers.value.members if m.key != name))
     mine = _last(servers.value.members, name)
     if mine is None:

@@ -96,6 +96,32 @@ def _setting(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
+def token_refusal(token: str, where: str) -> str | None:
+    """Why a member token (`where` names where it came from) cannot be used as it is; None when it can.
+
+    Every way a token enters (FAIRWINS_API_TOKEN, so a bundle's user_config too; `install`'s stdin
+    or prompt) is held to this; an HTTP caller's bearer to the same two rules (transports/http/routes.py).
+    """
+    if not all("!" <= ch <= "~" for ch in token):
+        # It goes upstream in an HTTP header: a space, a control character or anything outside
+        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
+        return (
+            f"{where} must be printable ASCII without whitespace, and it holds whitespace, a "
+            "control character or a non-ASCII character; paste the token alone"
+        )
+    if "%" not in token and "\\" not in token:
+        return None
+    from mcp_server.core.redaction import escape_in  # the definition's own decoding, loaded only when it may apply
+
+    escape = escape_in(token)
+    if escape is not None:
+        return (
+            f"{where} holds an escape ({escape}), which no bearer token holds (RFC 6750): it was URL-encoded "
+            "or copied out of a JSON string on the way; paste the token exactly as FairWins issued it"
+        )
+    return None
+
+
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
     idle_timeout = _number(env, "FAIRWINS_MCP_IDLE_TIMEOUT", 30.0, 1.0, 3600.0)
     drain_idle = _number(env, "FAIRWINS_MCP_DRAIN_IDLE", min(10.0, idle_timeout), 0.0, 3600.0)
@@ -104,13 +130,9 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
             f"FAIRWINS_MCP_DRAIN_IDLE ({drain_idle:g}) must not exceed FAIRWINS_MCP_IDLE_TIMEOUT ({idle_timeout:g})"
         )
     token = _setting(env, "FAIRWINS_API_TOKEN")
-    if token is not None and not all("!" <= ch <= "~" for ch in token):
-        # It goes upstream in an HTTP header: a space, a control character or anything outside
-        # ASCII (bytes that are not UTF-8 arrive as lone surrogates) cannot be sent as it is.
-        raise ConfigError(
-            "FAIRWINS_API_TOKEN must be printable ASCII without whitespace, and it holds whitespace, a "
-            "control character or a non-ASCII character; paste the token alone"
-        )
+    refusal = None if token is None else token_refusal(token, "FAIRWINS_API_TOKEN")
+    if refusal is not None:
+        raise ConfigError(refusal)
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")

@@ -26,7 +26,9 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
@@ -39,12 +41,13 @@ from mcp_server.setup.client_configs import (
     TOKEN_VARIABLE,
     URL_VARIABLE,
     InstallError,
+    Merge,
     claude_code_argv,
     desktop_config_path,
     merge,
     server_entry,
 )
-from mcp_server.setup.config import ConfigError, from_env
+from mcp_server.setup.config import ConfigError, from_env, token_refusal
 from mcp_server.upstream.gateway import parse_base_url
 
 PUBLIC_RELAY: Final = "https://relay.fairwins.app"
@@ -54,6 +57,9 @@ CLAUDE_TIMEOUT: Final = 120.0
 # What the printed `claude mcp add` line holds instead of the token: the shell reads it from the
 # member's own environment when they paste the line.
 TOKEN_REFERENCE: Final = "${" + TOKEN_VARIABLE + "}"
+LOCK_WAIT: Final = 10.0  # seconds to wait for another install's lock on the same file (each holds it for milliseconds)
+LOCK_POLL: Final = 0.02
+WRITE_ATTEMPTS: Final = 3  # merges tried on a file Claude Desktop keeps saving under us
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,6 +143,11 @@ def _settings(
     except ValueError as exc:
         raise InstallError(str(exc)) from None
     token, source = _token(args, env, stdin) if ask_token else (None, "not asked")
+    if token is not None:
+        # Refused in the words of where it came from (the server would name its variable).
+        refusal = token_refusal(token, TOKEN_VARIABLE if source == TOKEN_VARIABLE else f"the token from {source}")
+        if refusal is not None:
+            raise InstallError(refusal + "; nothing was changed")
     try:
         # The server's own reading of these settings, so anything it would refuse is refused here.
         from_env({URL_VARIABLE: url, **({TOKEN_VARIABLE: token} if token else {})})
@@ -193,6 +204,10 @@ else:
     _NONBLOCK: Final = os.O_NONBLOCK
 
 
+class ChangedMeanwhile(InstallError):
+    """The file changed between being read and being replaced (Claude Desktop saved it): nothing was written."""
+
+
 def _read(path: pathlib.Path) -> _Existing:
     """The file at `path`, followed through symlinks, or a refusal when it is not one this can safely replace."""
     # Written through the link: replacing a symlink by a regular file would cut it from the file it
@@ -242,7 +257,7 @@ def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> path
             os.fsync(fh.fileno())
         now = _read(path)
         if (now.target, now.data) != (target, found.data):
-            raise InstallError(f"{target} changed while this ran; nothing was changed, run this again")
+            raise ChangedMeanwhile(f"{target} changed while this ran; nothing was changed, run this again")
         if found.data is not None:
             backup = _backup(path, found.data, found.status)
         os.replace(temporary, target)
@@ -296,6 +311,51 @@ def _sync_directory(directory: pathlib.Path) -> None:
         os.close(fd)
 
 
+def _merged(path: pathlib.Path, name: str, entry: dict[str, Any], force: bool) -> tuple[_Existing, Merge]:
+    """The file as it is now, and the merge of `entry` into it (InstallError when it must not be merged)."""
+    found = _read(path)
+    existing = None
+    if found.data is not None:
+        try:
+            existing = found.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InstallError(
+                f"{path} is not UTF-8 text (byte offset {exc.start}), as Claude Desktop reads it; {FIX_IT}"
+            ) from None
+    return found, merge(existing, name, entry, force=force, where=str(path))
+
+
+@contextmanager
+def _locked(target: pathlib.Path) -> Iterator[None]:
+    """Hold a lock file beside `target` (`.<name>.lock`) for the block: one install at a time writes it.
+
+    Made with O_CREAT | O_EXCL, which creates a file only when none is there, atomically, on every
+    platform (POSIX, and CREATE_NEW on Windows): no fcntl, no msvcrt. It holds this process's id, for
+    whoever finds one left behind by an install that was killed.
+    """
+    lock = target.with_name(f".{target.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o600)
+            break
+        except FileExistsError:
+            if time.monotonic() >= deadline:
+                raise InstallError(
+                    f"{lock} says another fairwins-mcp install is writing {target.name}, and it still did after "
+                    f"{LOCK_WAIT:g} s; nothing was changed. If no install is running, delete {lock} and run this "
+                    "again"
+                ) from None
+            time.sleep(LOCK_POLL)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
 def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
     url, token, source = _settings(args, os.environ, sys.stdin)
     path = args.config or pathlib.Path(str(desktop_config_path(sys.platform, os.environ, pathlib.Path.home())))
@@ -308,28 +368,32 @@ def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
             + (f"; {TOKEN_VARIABLE} is shown redacted: the real entry holds the whole token)\n" if token else ")\n")
         )
         return 0
-    found = _read(path)
-    if found.data is not None:
-        try:
-            existing = found.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InstallError(
-                f"{path} is not UTF-8 text (byte offset {exc.start}), as Claude Desktop reads it; {FIX_IT}"
-            ) from None
-    else:
-        existing = None
-    result = merge(existing, args.name, entry, force=args.force, where=str(path))
+    # Another install (of another name, say) holds the lock while it reads, merges and replaces the
+    # file, so neither replaces the other's entry; Claude Desktop, which takes no lock, saving in
+    # between is seen (_write) and the merge done again on what it saved.
+    with _locked(pathlib.Path(os.path.realpath(path))):
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            found, result = _merged(path, args.name, entry, args.force)
+            if result.outcome == "unchanged":
+                break
+            try:
+                data = result.text.encode("utf-8")
+            except UnicodeEncodeError:  # only our own entry can hold what UTF-8 cannot: a path in another encoding
+                raise InstallError(
+                    f"{command} cannot be written in UTF-8, as Claude Desktop reads its config"
+                ) from None
+            mode = _mode(found, bool(token))
+            try:
+                backup = _write(path, found, data, mode)
+                break
+            except ChangedMeanwhile:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
     linked = f" (a symlink to {found.target}, written through it)" if path.is_symlink() else ""
     out.line("config", str(path) + ("" if found.data is not None else " (new file)") + linked)
     if result.outcome == "unchanged":
         out.line("server", f'"{args.name}" is already installed exactly so: nothing changed')
         return 0
-    try:
-        data = result.text.encode("utf-8")
-    except UnicodeEncodeError:  # only our own entry can hold what UTF-8 cannot: a path in another encoding
-        raise InstallError(f"{command} cannot be written in UTF-8, as Claude Desktop reads its config") from None
-    mode = _mode(found, bool(token))
-    backup = _write(path, found, data, mode)
     what = "replaced (--force; it differed in " + ", ".join(result.differences) + ")"
     out.line(
         "server",

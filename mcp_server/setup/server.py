@@ -7,7 +7,7 @@ from typing import Final
 from mcp_server.core.batches import BatchLimits
 from mcp_server.core.catalog import Catalog
 from mcp_server.core.protocol import Dispatcher
-from mcp_server.fairwins import payments
+from mcp_server.fairwins import payments, views
 from mcp_server.fairwins.outcomes import Wording
 from mcp_server.fairwins.prompts import PortfolioBriefing, WagerReview
 from mcp_server.fairwins.resources import build_resources
@@ -34,6 +34,9 @@ def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
         prompts=[WagerReview(gateway, wording), PortfolioBriefing()],
         instructions=INSTRUCTIONS,
         payments=payments,
+        views=views.VIEWS,
+        icons=views.server_icons(),
+        tool_icons=views.tool_icons(),
     )
 
 

@@ -32,7 +32,7 @@ class Exchange:
     user_agent: str | None = None
     protocol: str = "HTTP/1.1"
     batch: int | None = None
-    error: str | None = None  # a refusal's error code (its JSON body's "error")
+    error: str | None = None  # a refusal's code (its JSON-RPC error's data.error)
 
     def log(self, metrics: ServerMetrics | None = None) -> None:
         """The request's one record (method, path, status, duration, its MCP message; never a credential)."""
@@ -49,6 +49,7 @@ class Exchange:
             self.user_agent,
             self.protocol,
             self.batch,
+            None if record.outcome else self.error,
         )
         if metrics is not None and not record.outcome:
             reason = refusal_reason(self.status, self.error)

@@ -1,4 +1,4 @@
-"""What goes back: a status line and headers (always with Content-Length or chunked), and the JSON error body."""
+"""What goes back: a status line and headers (always Content-Length or chunked), and a refusal's JSON-RPC error body."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from http import HTTPStatus
 from typing import Final
 
 from mcp_server import __version__
+from mcp_server.wire.jsonrpc import (
+    INVALID_REQUEST,
+    REQUEST_TIMEOUT,
+    SERVER_ERROR,
+    Id,
+    dumps,
+    error_object,
+    error_response,
+)
 
 SERVER_HEADER: Final = f"fairwins-mcp/{__version__}"
 REASONS: Final[dict[int, str]] = {status.value: status.phrase for status in HTTPStatus}
@@ -52,15 +61,39 @@ def head(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def error_body(code: str, message: str) -> bytes:
-    return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode("utf-8")
+# A refusal's body is a JSON-RPC error response, as the Streamable HTTP transport allows for the
+# answer to a POST ("the HTTP response body MAY comprise a JSON-RPC error response"), so an MCP
+# client shows the member its sentence. Its JSON-RPC code, by the refusal's own code (kept in
+# `error.data.error`): the request as sent cannot be taken (-32600) unless it is one of these.
+UNAUTHORIZED: Final = -32010  # the bearer cannot be used as sent (400 escaped_bearer)
+FORBIDDEN: Final = -32011  # the Host or Origin is not one this server answers (403)
+REFUSAL_CODES: Final[dict[str, int]] = {
+    "busy": SERVER_ERROR,  # a bound of this server reached (503; 429 for one address): retry later
+    "too_many_connections": SERVER_ERROR,
+    "too_many_unfinished_requests": SERVER_ERROR,
+    "request_timeout": REQUEST_TIMEOUT,  # the request did not arrive within the read timeout (408)
+    "escaped_bearer": UNAUTHORIZED,
+    "host_not_allowed": FORBIDDEN,
+    "origin_not_allowed": FORBIDDEN,
+}
+
+
+def error_body(code: str, message: str, request_id: Id | None = None) -> bytes:
+    """A refusal as a JSON-RPC error response: `message` the sentence, `data.error` the refusal's code.
+
+    `request_id` is the request's id when its body was read before it was refused; else null.
+    """
+    error = error_object(REFUSAL_CODES.get(code, INVALID_REQUEST), message, {"error": code})
+    return dumps(error_response(request_id, error))
 
 
 def error_code(body: bytes) -> str | None:
-    """The `error` of a body error_body made; None for any other body (a JSON-RPC error, say)."""
+    """The refusal's code of a body error_body made; None for any other body (a dispatcher's JSON-RPC error, say)."""
     try:
         value = json.loads(body)
     except ValueError:
         return None
-    code = value.get("error") if isinstance(value, dict) else None
+    error = value.get("error") if isinstance(value, dict) else None
+    data = error.get("data") if isinstance(error, dict) else None
+    code = data.get("error") if isinstance(data, dict) else None
     return code if isinstance(code, str) else None

@@ -22,7 +22,7 @@ from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
 from mcp_server.wire.cancellation import Cancellation
-from mcp_server.wire.jsonrpc import Batch, Request, dumps, encode, error_object, error_response, parse
+from mcp_server.wire.jsonrpc import Batch, Id, Request, dumps, encode, error_object, error_response, parse
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
 CORS_ALLOW_HEADERS: Final = (
@@ -127,6 +127,35 @@ def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, 
     return token, "header"
 
 
+_ESCAPED: Final = (
+    "The bearer token holds an escape ({escape}), which no bearer token holds (RFC 6750): it was URL-encoded "
+    "or copied out of a JSON string on the way; send it exactly as FairWins issued it. Nothing was sent to the "
+    "gateway"
+)
+# RFC 6750 §3.1: a malformed request is invalid_request, with 400 (its description allows no quote or
+# backslash). Not 401: MCP clients answer a 401 with their OAuth flow (the Inspector says only
+# "auth_required"), and the member would never read why; this server offers no OAuth to find.
+_MALFORMED_BEARER: Final = (
+    'Bearer error="invalid_request", error_description="the token holds an escape; send it as issued"'
+)
+
+
+def _escape(credential: tuple[str | None, str]) -> str | None:
+    """The escape in a caller's own bearer (redaction.escape_in), refused; the environment's was checked at start."""
+    token, source = credential
+    if source != "header" or token is None or ("%" not in token and "\\" not in token):
+        return None
+    from mcp_server.core.redaction import escape_in
+
+    return escape_in(token)
+
+
+def _request_id(body: bytes) -> Id | None:
+    """The id of the request in `body`, for a refusal that read it; None for a batch, a notification or no request."""
+    message = parse(body)
+    return message.id if isinstance(message, Request) else None
+
+
 def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     extra = cors(decision.cors)
     server = conn.server
@@ -141,7 +170,13 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
         return
     credential = _credential(conn, head.headers)
     if credential is None:
-        conn.respond(400, error_body("bad_authorization", "Authorization must be 'Bearer <token>'"), extra=extra)
+        refused = error_body("bad_authorization", "Authorization must be 'Bearer <token>'", _request_id(body))
+        conn.respond(400, refused, extra=extra)
+        return
+    escape = _escape(credential)
+    if escape is not None:
+        refused = error_body("escaped_bearer", _ESCAPED.format(escape=escape), _request_id(body))
+        conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
         return
     if "x-payment" in head.headers or "payment-signature" in head.headers:
         from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code
@@ -150,10 +185,10 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
             why = oversized(sent, len(head.headers.get(name, "")))
             if why is not None:
                 message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
-                conn.respond(400, error_body("payment_too_large", message), extra=extra)
+                conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
                 return
     if not server.slots.acquire(timeout=SLOT_WAIT):
-        busy = error_body("busy", "Too many requests in flight; retry shortly")
+        busy = error_body("busy", "Too many requests in flight; retry shortly", _request_id(body))
         conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
         return
     try:

@@ -1,0 +1,46 @@
+"""The MCP Apps extension (`io.modelcontextprotocol/ui`, stable 2026-01-26), as negotiated: pure values, no I/O.
+
+"MCP Apps is optional and must be explicitly negotiated between clients and servers through the
+extension capabilities mechanism." A client declares it in `capabilities.extensions` (the
+2025-11-25 `initialize`) or in the request's client capabilities (`_meta`, 2026-07-28); one that
+does not is served exactly what it was served before the views existed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mcp_server.wire.jsonrpc import JSONObject
+
+UI_EXTENSION: Final = "io.modelcontextprotocol/ui"
+UI_MIME_TYPE: Final = "text/html;profile=mcp-app"
+# 2025-11-25 added `icons` to Implementation and Tool; the modern revision keeps them.
+ICON_VERSIONS: Final = frozenset({"2025-11-25", "2026-07-28"})
+
+
+def wants_ui(capabilities: object) -> bool:
+    """Whether client capabilities declare the UI extension with the HTML profile ("mimeTypes: REQUIRED")."""
+    if not isinstance(capabilities, dict):
+        return False
+    extensions = capabilities.get("extensions")
+    ui = extensions.get(UI_EXTENSION) if isinstance(extensions, dict) else None
+    mime_types = ui.get("mimeTypes") if isinstance(ui, dict) else None
+    return isinstance(mime_types, list) and UI_MIME_TYPE in mime_types
+
+
+def with_extension(capabilities: JSONObject) -> JSONObject:
+    """Server capabilities that advertise the extension (SEP-1724: `extensions`, keyed by its identifier)."""
+    extensions = dict(capabilities.get("extensions") or {})
+    extensions[UI_EXTENSION] = {}
+    return {**capabilities, "extensions": extensions}
+
+
+def with_view(definition: JSONObject, uri: str) -> JSONObject:
+    """A tool definition naming its view: `_meta.ui.resourceUri` (the flat `ui/resourceUri` is deprecated)."""
+    meta = dict(definition.get("_meta") or {})
+    meta["ui"] = {"resourceUri": uri}
+    return {**definition, "_meta": meta}
+
+
+def with_icons(definition: JSONObject, icons: list[JSONObject]) -> JSONObject:
+    return {**definition, "icons": icons} if icons else definition

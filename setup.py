@@ -21,6 +21,8 @@ REPOSITORY = "https://github.com/fairwins/fairwins-mcp"
 # A Markdown link or image: `[text](target)` / `![alt](target)`, the target without spaces.
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 ABSOLUTE = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
+# An HTML image or link written into the Markdown: `<img src="docs/…">`, `<a href="docs/…">`.
+ATTRIBUTE = re.compile(r"""(<(img|a)\b[^>]*?\s(src|href)=")([^"]+)(")""", re.I)
 
 
 class BuildPyWithSnapshot(build_py):
@@ -40,7 +42,8 @@ def version() -> str:
 
 
 def absolute_links(text: str, tag: str) -> str:
-    """`text` with every relative link to a file pointing at it on GitHub at `tag` (images at the raw file)."""
+    """`text` with every relative link to a file, Markdown or HTML, pointing at it on GitHub at `tag` (images at
+    the raw file)."""
 
     def absolute(match: re.Match[str]) -> str:
         image, label, target = match[1], match[2], match[3]
@@ -51,7 +54,14 @@ def absolute_links(text: str, tag: str) -> str:
         url = f"{REPOSITORY}/{view}/{tag}/{path}" + (f"#{anchor}" if anchor else "")
         return f"{image}[{label}]({url})"
 
-    return LINK.sub(absolute, text)
+    def absolute_attribute(match: re.Match[str]) -> str:
+        target = match[4]
+        if ABSOLUTE.match(target) or target.startswith("#"):
+            return match[0]
+        view = "raw" if match[2].lower() == "img" else "blob"
+        return f"{match[1]}{REPOSITORY}/{view}/{tag}/{target}{match[5]}"
+
+    return ATTRIBUTE.sub(absolute_attribute, LINK.sub(absolute, text))
 
 
 setup(

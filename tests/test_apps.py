@@ -238,7 +238,7 @@ def test_each_view_is_small_self_contained_and_names_itself(view: views.View) ->
 
 
 def test_the_page_builds_no_markup_from_strings_and_fetches_nothing() -> None:
-    """STYLE.md habit 13, read from the source; the browser test proves the same with hostile data."""
+    """docs/style.md habit 13, read from the source; the browser test proves the same with hostile data."""
     page = views.View("ui://x", "wagers", "", "", ()).html()
     for forbidden in (
         "innerHTML",

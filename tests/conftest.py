@@ -16,9 +16,10 @@ import pytest
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.core.steps import Steps
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
-from mcp_server.wire.jsonrpc import Notification, Request, dumps
+from mcp_server.wire.jsonrpc import JSONObject, Notification, Request, dumps
 from tests import outputs
 from tests.sandbox_gateway import SandboxGateway
 
@@ -111,8 +112,8 @@ _MISFITS: list[str] = []
 def _watch_every_tool_result() -> Iterator[None]:
     original = Dispatcher._tools_call
 
-    def watched(self: Dispatcher, params: dict[str, Any], ctx: RequestContext, session: Session) -> dict[str, Any]:
-        result = original(self, params, ctx, session)
+    def watched(self: Dispatcher, params: dict[str, Any], ctx: RequestContext, session: Session) -> Steps[JSONObject]:
+        result = yield from original(self, params, ctx, session)  # tools/call is steps (core/steps.py)
         tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
         schema = tool.definition().get("outputSchema") if tool is not None else None
         problem = outputs.problem(schema, result)

@@ -143,31 +143,59 @@ def test_a_modern_client_negotiates_per_request_and_server_discover_says_so(sand
         assert modern(dispatcher, "resources/read", {"uri": uri})["error"]["code"] == -32602
 
 
-def test_legacy_http_cannot_carry_the_handshake_so_views_are_neither_advertised_nor_listed(
-    sandbox: SandboxGateway,
-) -> None:
-    """Stateless HTTP keeps no session: a capability declared in one POST's initialize is not known to the next."""
-    from mcp_server.core.context import RequestContext
+def _legacy_http(url: str, capabilities: dict[str, Any], session_id: str | None = None) -> tuple[Any, Any, Any]:
+    """initialize, then tools/list and resources/read of a view as later POSTs, as a 2025-11-25 client sends them."""
+    from tests.mcp_http import CLIENT_INFO, post
 
-    dispatcher = client_for(sandbox.url).dispatcher
-    init = dispatcher.handle(
-        Request(
-            1,
-            "initialize",
-            {"protocolVersion": "2025-11-25", "capabilities": UI_CAPS, "clientInfo": {"name": "t", "version": "0"}},
-        ),
-        Session(http=True),
-        RequestContext(),
-    ).message
-    assert (
-        isinstance(init, dict) and "extensions" not in init["result"]["capabilities"]
-    )  # not offered: it could not be kept
-    later = dispatcher.handle(
-        Request(2, "tools/list", {}),
-        Session(http=True),
-        RequestContext(http_headers={"mcp-protocol-version": "2025-11-25"}),
-    ).message
-    assert isinstance(later, dict) and all("_meta" not in t for t in later["result"]["tools"])
+    init = post(
+        url,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": CLIENT_INFO},
+        },
+        {},
+    )
+    sent = init.headers.get("mcp-session-id") if session_id is None else session_id
+    later = {"MCP-Protocol-Version": "2025-11-25", **({"Mcp-Session-Id": sent} if sent else {})}
+    listed = post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, later)
+    uri = sorted(VIEW_URIS)[0]
+    read = post(url, {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}}, later)
+    return init, listed, read
+
+
+def test_legacy_http_carries_the_declaration_in_the_session_id_it_issues(sandbox: SandboxGateway) -> None:
+    """Stateless HTTP keeps nothing: the declaration travels in the Mcp-Session-Id that initialize's answer issues."""
+    from tests.mcp_http import serving
+
+    with serving(client_for(sandbox.url).dispatcher) as server:
+        init, listed, read = _legacy_http(server.url, UI_CAPS)
+        session_id = init.headers["mcp-session-id"]
+        assert re.fullmatch(r"fw-ui-[0-9a-f]{32}", session_id)
+        assert init.result["capabilities"]["extensions"] == {UI_EXTENSION: {}}
+        linked = {t["name"]: t["_meta"]["ui"]["resourceUri"] for t in listed.result["tools"] if "_meta" in t}
+        assert linked == TOOLS_WITH_VIEWS
+        assert read.result["contents"][0]["mimeType"] == UI_MIME_TYPE
+        again, _, _ = _legacy_http(server.url, UI_CAPS)
+        assert again.headers["mcp-session-id"] != session_id  # one per handshake, never reused
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    [None, "fw-ui-" + "0" * 31, "fw-ui-" + "G" * 32, "another-server-session", "fw-ui-" + "0" * 32 + "x"],
+)
+def test_legacy_http_without_the_declaration_or_its_session_id_is_served_as_before(
+    sandbox: SandboxGateway, session_id: str | None
+) -> None:
+    """No declaration: no session id and no views; an id of any other form vouches for nothing."""
+    from tests.mcp_http import serving
+
+    with serving(client_for(sandbox.url).dispatcher) as server:
+        init, listed, read = _legacy_http(server.url, {}, session_id)
+        assert "mcp-session-id" not in init.headers and "extensions" not in init.result["capabilities"]
+        assert all("_meta" not in t for t in listed.result["tools"])
+        assert read.error["code"] == -32002  # not found, as before the views existed
 
 
 # ---- icons -----------------------------------------------------------------------------------

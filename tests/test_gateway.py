@@ -18,7 +18,10 @@ from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest,
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.x402 import Payment
+from tests.gateway_drivers import gateway_driver  # noqa: F401
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+
+pytestmark = pytest.mark.usefixtures("gateway_driver")
 
 WAIT = 10.0
 

@@ -261,3 +261,86 @@ def test_closing_twice_never_closes_a_descriptor_reused_since() -> None:
     finally:
         for fd in (read_fd, again_r, again_w):
             os.close(fd)
+
+
+def test_a_line_sent_ahead_is_written_before_a_long_backlog_of_message_records() -> None:
+    backlog = 12 * logs.FORMAT_SLICE  # ~300 KiB of access lines: the pipe (64 KiB) fills long before the end
+    with pipe_handler() as (handler, fd):
+        for _ in range(backlog):
+            log_record = logging.LogRecord("fairwins_mcp.access", logging.INFO, "", 0, a_record(), (), None)
+            log_record.mcp_record = log_record.msg
+            handler.handle(log_record)
+        ahead = line(logging.INFO, "stopping: no new connections")
+        ahead.__dict__.update(logs.AHEAD)
+        handler.handle(ahead)
+        data = bytearray()
+        while data.count(b"\n") < backlog + 1:
+            data += read_within(fd, WAIT)
+    rows = bytes(data).splitlines()
+    assert len(rows) == backlog + 1 and all(b"tools/call" in row for row in rows if b"stopping" not in row)
+    at = next(n for n, row in enumerate(rows) if row.endswith(b"INFO fairwins_mcp.x: stopping: no new connections"))
+    # Written at the first slice boundary after it was logged, not behind the whole backlog.
+    assert at < backlog - logs.FORMAT_SLICE, f"the line sent ahead came {at}th of {backlog + 1}"
+
+
+def test_written_in_place_a_stderr_gone_leaves_the_logging_thread_free() -> None:
+    # The --workers supervisor writes in place: a closed stderr must not hang the loop that logs.
+    read_fd, write_fd = os.pipe()
+    handler = logs.StderrHandler(write_fd)
+    handler.setFormatter(logs.TextFormatter())
+    handler.write_in_place()
+    os.close(read_fd)  # nobody will ever read: a write fails with EPIPE
+    done = threading.Event()
+
+    def log_twice() -> None:
+        handler.handle(line(logging.WARNING, "worker 0 (pid 1) exited with code 1"))
+        handler.handle(line(logging.WARNING, "and again"))
+        done.set()
+
+    threading.Thread(target=log_twice, daemon=True).start()
+    finished = done.wait(WAIT)
+    if finished:  # else the handler's lock is held for good: closing it would hang this test too
+        handler.close()
+    assert finished, "logging in place to a closed stderr hung the thread that logged"
+
+
+def ahead(text: str) -> logging.LogRecord:
+    record = line(logging.INFO, text)
+    record.__dict__.update(logs.AHEAD)
+    return record
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows has no poll(): a line sent ahead goes to the writer")
+def test_a_line_sent_ahead_is_written_by_the_thread_that_logs_it_when_stderr_takes_it_at_once() -> None:
+    with pipe_handler() as (handler, fd):
+        before = threading.active_count()
+        handler.handle(ahead("stopping: no new connections"))
+        assert threading.active_count() == before  # no writer thread was needed
+        ready, _, _ = select.select([fd], [], [], 0)  # already there: no waiting at all
+        assert ready and os.read(fd, 65536).endswith(b"INFO fairwins_mcp.x: stopping: no new connections\n")
+
+
+def test_a_line_sent_ahead_never_waits_on_a_full_stderr() -> None:
+    with pipe_handler() as (handler, fd):
+        os.set_blocking(handler.fd, False)
+        filled = 0
+        try:
+            while True:  # fill the pipe to the brim, as a client that never reads stderr would
+                filled += os.write(handler.fd, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(handler.fd, True)
+        done = threading.Event()
+
+        def log_it() -> None:
+            handler.handle(ahead("stopping: no new connections"))
+            done.set()
+
+        threading.Thread(target=log_it, daemon=True).start()
+        assert done.wait(WAIT), "a line sent ahead waited for a stderr nobody reads"
+        data = bytearray()
+        while not data.endswith(b"stopping: no new connections\n"):
+            data += read_within(fd, WAIT)  # once read, the writer thread delivers it
+    rest = bytes(data[filled:])
+    assert bytes(data[:filled]) == b"x" * filled  # the line whole, after what filled the pipe
+    assert rest.count(b"\n") == 1 and rest.endswith(b"INFO fairwins_mcp.x: stopping: no new connections\n")

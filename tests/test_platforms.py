@@ -239,8 +239,8 @@ def test_an_http_session_serves(
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_a_client_leaving_mid_call_over_http_cancels_it(platform: str, processes: list[StdioProcess]) -> None:
-    """The disconnect watcher as each platform runs it (a selector; on Windows, select() and a peek
-    without MSG_DONTWAIT): the call is cancelled, not left waiting for the gateway, and the server serves on."""
+    """A client's leaving as each platform's event loop reports it (the loop's selector: poll here for
+    macOS, select() for Windows): the call is cancelled, not left waiting for the gateway, and the server serves on."""
     with SandboxGateway(delay=60) as slow:
         env = clean_env(FAIRWINS_API_URL=slow.url, FAIRWINS_LOG_LEVEL="info")
         process = start(processes, shaped(platform, "-m", "mcp_server", "--http", "0"), env)
@@ -261,6 +261,69 @@ def test_a_client_leaving_mid_call_over_http_cancels_it(platform: str, processes
         wait_for(process, lambda: "outcome=cancelled" in process.stderr)
         assert LegacyClient(url).initialize().result["serverInfo"]["name"] == "fairwins-mcp"
         no_traceback(process.stderr)
+
+
+ACCEPT_FAULTS_SCRIPT: Final = """
+import errno, socket, sys, threading
+from mcp_server.core.catalog import Catalog
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.ops import listener as listening
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
+from tests.accept_faults import FaultyListener
+
+listener = FaultyListener(listening.listen("127.0.0.1", 0))
+server = McpHTTPServer(("127.0.0.1", 0), Dispatcher(Catalog()), gate.Policy(loopback_bind=True), listener=listener)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+port = server.server_address[1]
+
+def health():
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n")
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+        return answer.split(b" ", 2)[1].decode()
+
+for kind, value in (("fault", "nodelay"), ("fault", "setblocking"), ("fault", "getpeername"),
+                    ("accept", errno.ENOBUFS), ("accept", errno.ECONNABORTED)):
+    if kind == "fault":
+        listener.fault = value
+    else:
+        listener.accept_error = value
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as struck:
+            struck.sendall(b"GET /healthz HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n")
+            struck.recv(4096)
+    except OSError:
+        pass
+    print(value, health(), flush=True)
+print(sys.platform, "fatal" if server.fatal else "serving", flush=True)
+"""
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_fault_accepting_one_connection_costs_that_connection_only_on_each_shape(
+    platform: str, tmp_path: pathlib.Path
+) -> None:
+    """Issue 34: EINVAL from TCP_NODELAY on a reset socket (as macOS raises it), OSError from setblocking and
+    getpeername, ENOBUFS and ECONNABORTED from accept: each costs its connection, and /healthz is answered after."""
+    script = tmp_path / "accept_faults.py"
+    script.write_text(ACCEPT_FAULTS_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        shaped(platform, str(script)),
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 3,
+        check=False,
+        cwd=ROOT,
+        env=clean_env(PYTHONPATH=str(ROOT)),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == f"{platform} serving", done.stdout + done.stderr
+    assert [line.split()[1] for line in lines[:-1]] == ["200"] * 5, done.stdout
+    no_traceback(done.stderr)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

@@ -34,7 +34,7 @@ from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire.jsonrpc import Request
 from mcp_server.wire.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
-from tests.conftest import PROMETHEUS, McpClient, StdioProcess, client_for, server_env
+from tests.conftest import PROMETHEUS, SIGNAL_STOP, McpClient, StdioProcess, client_for, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway, SeenRequest
 from tests.secret_canaries import CANARY_TOKEN, canary_payment, header_value, record_output
@@ -500,6 +500,7 @@ def test_a_paid_call_is_counted_never_its_payment(sandbox: SandboxGateway) -> No
 # ---- the command line ------------------------------------------------------------------------------
 
 
+@SIGNAL_STOP
 def test_an_http_process_with_metrics_and_json_logs(sandbox: SandboxGateway) -> None:
     proc = run_cli(["--http", "0", "--metrics-on-mcp-port", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []

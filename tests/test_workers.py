@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -264,3 +265,53 @@ def test_the_supervisor_refuses_to_fork_from_a_threaded_process() -> None:
         blocker.set()
     finally:
         listener.close()
+
+
+def test_a_worker_that_exits_1_at_its_start_is_replaced_after_its_backoff_and_counted() -> None:
+    with fixture("--workers", "1", "--crash-first", "3") as fx:
+        # Three crash loops' worth of starts, then a worker that serves: the port answers.
+        status, pid = eventually(lambda: _answer(fx), "a worker that serves after three crashes")
+        assert status == 200
+        crashes = re.findall(
+            r"exited with code 1 after [\d.]+ s; a replacement starts in ([\d.]+) s \((\d+) replaced", fx.stderr
+        )
+        expected, backoff = [], 0.0
+        for count in (1, 2, 3):
+            backoff = workers.next_backoff(backoff, lived=0.0)
+            expected.append((f"{backoff:.1f}", str(count)))
+        assert crashes == expected, fx.stderr
+        assert fx.stderr.count("crashes at its start") == 3
+        assert fx.workers(1) == [int(pid)]
+
+
+def _answer(fx: Fixture) -> tuple[int, str] | None:
+    try:
+        status, body = fx.get("/pid", timeout=1.0)
+    except (OSError, http.client.HTTPException):
+        return None
+    return status, body.strip()
+
+
+def test_a_reap_that_raises_is_logged_with_its_traceback_and_the_loop_goes_on() -> None:
+    with fixture("--workers", "2", "--reap-fails", "1") as fx:
+        first = fx.workers(2)
+        log = eventually(lambda: "injected waitpid failure 1" in fx.stderr and fx.stderr, "the failure logged")
+        assert "the worker supervisor's loop failed (1 in a row); it goes on in 0.1 s" in log
+        assert "Traceback (most recent call last)" in log and "InjectedReapFailure: injected waitpid failure 1" in log
+        # Still listening to its workers: one that dies is replaced...
+        os.kill(first[0], signal.SIGKILL)
+        fx.workers(2, without=first[0])
+        # ...and to its signals: the drain ends with 0.
+        os.kill(fx.proc.pid, signal.SIGTERM)
+        assert fx.wait() == 0, fx.stderr
+        assert fx.stderr.count("drained and exited") == 2
+
+
+def test_a_supervisor_loop_that_cannot_go_on_stops_its_workers_and_exits_non_zero() -> None:
+    with fixture("--workers", "2", "--reap-fails", "-1") as fx:
+        pids = fx.workers(2)
+        assert fx.wait() == 1, fx.stderr
+        assert f"loop failed {workers.FAILED_TURNS} times in a row and cannot go on" in fx.stderr
+        # Its workers were told the instance stops (end of file on their lifeline): they drain and leave.
+        eventually(lambda: not any(alive(pid) for pid in pids), "the workers to exit")
+        eventually(lambda: fx.stderr.count("stops: instance") == 2, "both workers' drains")

@@ -7,6 +7,10 @@ prints `port N` on stdout once listening. Each worker answers `GET /pid` with it
 worker stops accepting, finishes what it is serving, and returns 0 (or the code given by
 `--drain-exit`, to test a worker that fails its drain). It says on stderr why it stopped: `instance`
 (the supervisor stopped or died) or `alone` (SIGTERM to that worker only).
+
+Faults, injected through the supervisor's own seams: `--crash-first N` makes the first N workers
+started exit 1 at once (a worker whose accept loop could not go on); `--reap-fails N` makes the
+supervisor's first N calls to waitpid raise (-1: every call).
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from mcp_server.ops import listener as listening
@@ -79,21 +85,61 @@ def _run(listener: socket.socket, lifeline: workers.Lifeline, drain_exit: int) -
     return drain_exit
 
 
+def _crashes_first(count: int, marks: str) -> bool:
+    """True for the first `count` workers to ask (one directory made per crash: atomic across the forks)."""
+    for n in range(count):
+        try:
+            os.mkdir(os.path.join(marks, str(n)))
+        except FileExistsError:
+            continue
+        return True
+    return False
+
+
+class InjectedReapFailure(OSError):
+    """What the fixture's waitpid raises."""
+
+
+def _failing_waitpid(failures: int) -> Callable[[int, int], tuple[int, int]]:
+    calls = [0]
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        calls[0] += 1
+        if failures < 0 or calls[0] <= failures:
+            raise InjectedReapFailure(f"injected waitpid failure {calls[0]}")
+        return os.waitpid(pid, options)
+
+    return waitpid
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.worker_fixture")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--drain-exit", type=int, default=0)
     parser.add_argument("--stop-timeout", type=float, default=10.0)
+    parser.add_argument("--crash-first", type=int, default=0)
+    parser.add_argument("--reap-fails", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s: %(message)s")
     sock = listening.listen("127.0.0.1", 0)
     print(f"port {sock.getsockname()[1]}", flush=True)
-    return workers.supervise(
-        sock,
-        args.workers,
-        lambda inherited, lifeline: _run(inherited, lifeline, args.drain_exit),
-        stop_timeout=args.stop_timeout,
-    )
+    marks = tempfile.mkdtemp(prefix="worker-fixture-")
+    supervisor_pid = os.getpid()
+
+    def run(inherited: socket.socket, lifeline: workers.Lifeline) -> int:
+        if _crashes_first(args.crash_first, marks):
+            sys.stderr.write(f"worker {os.getpid()} crashes at its start\n")
+            return 1
+        return _run(inherited, lifeline, args.drain_exit)
+
+    supervisor = workers.Supervisor(sock, args.workers, run, args.stop_timeout)
+    if args.reap_fails:
+        supervisor.waitpid = _failing_waitpid(args.reap_fails)
+    try:
+        return supervisor.serve()
+    finally:
+        if os.getpid() == supervisor_pid:
+            shutil.rmtree(marks, ignore_errors=True)
 
 
 if __name__ == "__main__":

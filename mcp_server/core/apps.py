@@ -8,12 +8,20 @@ does not is served exactly what it was served before the views existed.
 
 from __future__ import annotations
 
+import re
+import secrets
 from typing import Final
 
 from mcp_server.wire.jsonrpc import JSONObject
 
 UI_EXTENSION: Final = "io.modelcontextprotocol/ui"
 UI_MIME_TYPE: Final = "text/html;profile=mcp-app"
+# Stateless HTTP cannot carry a 2025-11-25 handshake to the POSTs after it, so the one fact views
+# need from it (the client declared them) travels in the session id the server issues at that
+# `initialize`, which the client MUST send on every later request. Nothing is stored: any worker
+# or instance reads it, and an id of any other form is a request without a session.
+VIEWS_SESSION_PREFIX: Final = "fw-ui-"
+_VIEWS_SESSION: Final = re.compile(r"fw-ui-[0-9a-f]{32}")
 # 2025-11-25 added `icons` to Implementation and Tool; the modern revision keeps them.
 ICON_VERSIONS: Final = frozenset({"2025-11-25", "2026-07-28"})
 
@@ -44,3 +52,15 @@ def with_view(definition: JSONObject, uri: str) -> JSONObject:
 
 def with_icons(definition: JSONObject, icons: list[JSONObject]) -> JSONObject:
     return {**definition, "icons": icons} if icons else definition
+
+
+def views_session_id() -> str:
+    """A session id that says its client declared the views ("globally unique and cryptographically secure")."""
+    return VIEWS_SESSION_PREFIX + secrets.token_hex(16)
+
+
+def session_capabilities(session_id: str | None) -> JSONObject:
+    """The client capabilities a session id vouches for: the views' declaration, or nothing."""
+    if session_id is None or _VIEWS_SESSION.fullmatch(session_id.strip()) is None:
+        return {}
+    return {"extensions": {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}}

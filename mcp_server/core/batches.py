@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from mcp_server.core import steps
 from mcp_server.core.context import PaymentAllowance, RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
@@ -133,6 +135,17 @@ def run(
     make_ctx: Callable[[], RequestContext],
     answer: Callable[[Message, RequestContext], JSONObject | None],
 ) -> Encoded | None:
+    """`run_steps` with an `answer` that waits on this thread."""
+    return steps.run(run_steps(items, limits, cancellation, make_ctx, lambda item, ctx: steps.done(answer(item, ctx))))
+
+
+def run_steps(
+    items: Sequence[Message],
+    limits: BatchLimits,
+    cancellation: Cancellation,
+    make_ctx: Callable[[], RequestContext],
+    answer: Callable[[Message, RequestContext], Steps[JSONObject | None]],
+) -> Steps[Encoded | None]:
     """Every item answered in order (None: nothing to send, or the client has gone).
 
     `items` are ones `over_limits` let through: the room every later answer may need is always held back.
@@ -181,7 +194,7 @@ def run(
             with lock:
                 running.append(ctx)
             try:
-                message = answer(item, ctx)
+                message = yield from answer(item, ctx)
             finally:
                 unlink()
                 with lock:

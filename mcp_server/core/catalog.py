@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.wire.jsonrpc import JSONObject
 
 
@@ -97,6 +98,10 @@ class Payments(Protocol):
     def refused_unpriced(self, tool: str) -> JSONObject: ...
 
     def guarded(self, call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject: ...
+
+    def guarded_steps(self, call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObject]:
+        """`guarded` for a call made of steps (core/steps.py)."""
+        ...
 
 
 @dataclass(frozen=True)

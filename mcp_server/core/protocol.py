@@ -12,13 +12,15 @@ import binascii
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from types import GeneratorType
+from typing import Any, Final, TypeVar
 
 from mcp_server import __version__
-from mcp_server.core import apps, batches
+from mcp_server.core import apps, batches, steps
 from mcp_server.core.batches import DEFAULT_BATCH_LIMITS, BatchLimits
 from mcp_server.core.catalog import Catalog, Prompt, Resource, ResourceTemplate, Tool, View
 from mcp_server.core.context import LOG_LEVELS, PaymentAllowance, RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.ops import logs, records
 from mcp_server.wire import x402
 from mcp_server.wire.cancellation import Cancellation
@@ -90,9 +92,11 @@ CACHEABLE: Final = frozenset(
 )
 # `Mcp-Name` must repeat this parameter of these methods (2026-07-28 Streamable HTTP).
 NAME_PARAM: Final[dict[str, str]] = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
-# Methods that may wait on the gateway; transports run them off the reading thread.
+# Methods that may wait on the gateway: their steps reach it (core/steps.py), and a transport
+# watches their client for leaving, which cancels them.
 BLOCKING_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
 MAX_COMPLETIONS: Final = 100
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -104,6 +108,7 @@ class Session:
     version: str = ""
     log_level: str | None = None
     client_capabilities: JSONObject = field(default_factory=dict)
+    views_declared: bool = False  # an HTTP `initialize` declared the views: the answer issues their session id
 
     def legacy_log_level(self) -> str:
         # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
@@ -122,7 +127,7 @@ class Reply:
     status: int = 200
 
 
-Handler = Callable[[JSONObject, RequestContext, Session], JSONObject]
+Handler = Callable[[JSONObject, RequestContext, Session], "JSONObject | Steps[JSONObject]"]
 
 
 def decode_header_value(value: str) -> str | None:
@@ -204,23 +209,28 @@ class Dispatcher:
     # ---- entry points -------------------------------------------------------------------
 
     def is_blocking(self, message: Message | Batch) -> bool:
-        """Whether handling may wait on the network (so a transport runs it off its reading thread)."""
+        """Whether handling may wait on the network (so a transport cancels it when its client leaves)."""
         if isinstance(message, Batch):
             return any(self.is_blocking(item) for item in message.items)
         return isinstance(message, Request) and message.method in BLOCKING_METHODS
 
     def handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
-        """One message → its reply. Never raises: this is the exception-to-wire boundary.
+        """One message → its reply, each step waited for on this thread. Never raises: this is the
+        exception-to-wire boundary.
 
         The message's record (ctx.record) is filled in on the way: what was asked, and how it ended.
         """
+        return steps.run(self.handle_steps(message, session, ctx))
+
+    def handle_steps(self, message: Message, session: Session, ctx: RequestContext) -> Steps[Reply]:
+        """`handle` as steps (core/steps.py): what it waits for is yielded, for any driver to wait on."""
         ctx.record.begin(message)
-        reply = self._handle(message, session, ctx)
+        reply = yield from self._handle(message, session, ctx)
         if isinstance(message, Request):
             ctx.record.reply(reply.message, cancelled=ctx.cancellation.is_set)
         return reply
 
-    def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
+    def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Steps[Reply]:
         if isinstance(message, Invalid):
             return Reply(error_response(message.id, message.error), 400)
         if isinstance(message, ClientResponse):
@@ -229,7 +239,7 @@ class Dispatcher:
             if message.method == "notifications/initialized":
                 pass  # accepted; requests are served whether or not it arrived
             return Reply(None, 202)
-        return self._request(message, session, ctx)
+        return (yield from self._request(message, session, ctx))
 
     def handle_batch(
         self,
@@ -238,6 +248,16 @@ class Dispatcher:
         make_ctx: Callable[[], RequestContext],
         cancellation: Cancellation | None = None,
     ) -> Reply:
+        """A JSON array, each step waited for on this thread (see `handle_batch_steps`)."""
+        return steps.run(self.handle_batch_steps(batch, session, make_ctx, cancellation))
+
+    def handle_batch_steps(
+        self,
+        batch: Batch,
+        session: Session,
+        make_ctx: Callable[[], RequestContext],
+        cancellation: Cancellation | None = None,
+    ) -> Steps[Reply]:
         """A JSON array: an array of answers under 2025-03-26, within `batch_limits`; refused under any other revision.
 
         `cancellation` is the batch's: thrown (the client left), it stops the item in flight and
@@ -257,36 +277,38 @@ class Dispatcher:
         if refusal is not None:
             return Reply(error_response(None, error_object(INVALID_REQUEST, refusal)), 400)
 
-        def answer(item: Message, ctx: RequestContext) -> JSONObject | None:
+        def answer(item: Message, ctx: RequestContext) -> Steps[JSONObject | None]:
             if isinstance(item, Request) and item.method == "initialize":
                 err = error_object(INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch")
                 return error_response(item.id, err)
-            message = self.handle(item, session, ctx).message
+            message = (yield from self.handle_steps(item, session, ctx)).message
             return message if isinstance(message, dict) else None
 
-        encoded = batches.run(batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer)
+        encoded = yield from batches.run_steps(
+            batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer
+        )
         return Reply(None, 202) if encoded is None else Reply(encoded, 200)
 
     # ---- request routing ----------------------------------------------------------------
 
-    def _request(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+    def _request(self, req: Request, session: Session, ctx: RequestContext) -> Steps[Reply]:
         # The log filter and the sentences quoting gateway text find this request's credentials here.
         token = logs.bind_request(ctx)
         try:
-            return self._serve(req, session, ctx)
+            return (yield from self._serve(req, session, ctx))
         finally:
             logs.unbind_request(token)
 
-    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Reply:
+    def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Steps[Reply]:
         ctx.request_id = req.id
         modern = self._is_modern(req, session, ctx)
         ctx.era = "modern" if modern else "legacy"
         try:
             _require_text(req.params)
             if modern:
-                result = self._modern(req, ctx, session)
+                result = yield from self._modern(req, ctx, session)
             else:
-                result = self._legacy(req, ctx, session)
+                result = yield from self._legacy(req, ctx, session)
         except McpError as exc:
             table = MODERN_HTTP_STATUS if modern else LEGACY_HTTP_STATUS
             return Reply(error_response(req.id, exc.to_error()), table.get(exc.code, 200))
@@ -302,7 +324,7 @@ class Dispatcher:
             return False
         return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
 
-    def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
+    def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         ctx.version = ctx.record.version = session.legacy_version()
         ctx.record.era = "legacy"
         ctx.client_capabilities = session.client_capabilities
@@ -311,9 +333,9 @@ class Dispatcher:
         handler = self._legacy_only.get(req.method) or self._methods.get(req.method)
         if handler is None:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        return handler(req.params, ctx, session)
+        return (yield from _called(handler(req.params, ctx, session)))
 
-    def _modern(self, req: Request, ctx: RequestContext, session: Session) -> JSONObject:
+    def _modern(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         meta = self._ladder(req, ctx)
         ctx.version = ctx.record.version = meta[META_VERSION]
         ctx.record.era = "modern"
@@ -331,7 +353,7 @@ class Dispatcher:
         handler = self._modern_only.get(req.method) or self._methods.get(req.method)
         if handler is None:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        result = handler(req.params, ctx, session)
+        result = yield from _called(handler(req.params, ctx, session))
         result["resultType"] = "complete"
         if req.method in CACHEABLE:
             result.setdefault("ttlMs", self.catalog.list_ttl_ms)
@@ -423,16 +445,18 @@ class Dispatcher:
         client = params.get("clientInfo")
         if isinstance(client, dict):
             ctx.record.client = client
+        caps = params.get("capabilities")
         if not session.http:
             session.pinned_legacy = True
             session.version = version
-            caps = params.get("capabilities")
             session.client_capabilities = caps if isinstance(caps, dict) else {}
+        elif self._views and apps.wants_ui(caps):
+            # Over stateless HTTP the declaration reaches later POSTs only in the session id the
+            # transport issues with this answer (apps.views_session_id).
+            session.views_declared = True
         result: JSONObject = {
             "protocolVersion": version,
-            # Stateless HTTP cannot carry this handshake to the POSTs after it, so views are
-            # offered there only per request (2026-07-28); advertising them here would be untrue.
-            "capabilities": self._with_apps(self.capabilities, None if session.http else params.get("capabilities")),
+            "capabilities": self._with_apps(self.capabilities, caps),
             "serverInfo": self._server_info_for(version),
         }
         if self.catalog.instructions:
@@ -457,7 +481,7 @@ class Dispatcher:
         _one_page(params, ctx)
         return {"tools": list(self._tools_for(ctx))}
 
-    def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+    def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
         if not isinstance(name, str):
             raise McpError(INVALID_PARAMS, "Invalid params: name must be a string")
@@ -476,7 +500,7 @@ class Dispatcher:
             if ctx.payment_conflict is None:
                 ctx.payment, ctx.payment_conflict = x402.merge(ctx.payment, supplied)
         if ctx.payment is None and ctx.payment_conflict is None:
-            return tool.call(arguments, ctx)
+            return (yield from _tool_call(tool, arguments, ctx))
         # A paid call is answered as one JSON body, so its receipt can ride in that answer's
         # headers: no progress or log notification may turn it into a stream.
         ctx.progress_token = None
@@ -498,7 +522,7 @@ class Dispatcher:
         refusal = ctx.payment_allowance.claim()  # at most once per inbound message, whatever carries it
         if refusal is not None:
             return _refusal(payments.refused(refusal), ctx)
-        return payments.guarded(lambda: tool.call(arguments, ctx), ctx)
+        return (yield from payments.guarded_steps(_tool_call(tool, arguments, ctx), ctx))
 
     def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         _one_page(params, ctx)
@@ -510,24 +534,25 @@ class Dispatcher:
         _one_page(params, ctx)
         return {"resourceTemplates": list(self._template_list)}
 
-    def _resources_read(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+    def _resources_read(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise McpError(INVALID_PARAMS, "Invalid params: uri must be a string")
         resource = self._resources.get(uri)
         if resource is not None:
             ctx.record.target("resource", uri)
-            return _read_result(resource.read(ctx), resource.ttl_ms, resource.cache_scope, ctx)
+            contents = yield from _waits(resource, "read_steps", resource.read, ctx)
+            return _read_result(contents, resource.ttl_ms, resource.cache_scope, ctx)
         view = self._views.get(uri)
         if view is not None and apps.wants_ui(ctx.client_capabilities):
             ctx.record.target("resource", uri)
             return _read_result(view.read(ctx), view.ttl_ms, view.cache_scope, ctx)
         for template in self.catalog.templates:
-            contents = template.read(uri, ctx)
-            if contents is not None:
+            found: list[JSONObject] | None = yield from _waits(template, "read_steps", template.read, uri, ctx)
+            if found is not None:
                 # The template, not the URI: what fills it in is the client's.
                 ctx.record.target("resource", str(template.definition().get("uriTemplate")))
-                return _read_result(contents, template.ttl_ms, template.cache_scope, ctx)
+                return _read_result(found, template.ttl_ms, template.cache_scope, ctx)
         ctx.record.target("resource", None)
         # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
         code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
@@ -537,7 +562,7 @@ class Dispatcher:
         _one_page(params, ctx)
         return {"prompts": list(self._prompt_list)}
 
-    def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+    def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
         prompt = self._prompts.get(name) if isinstance(name, str) else None
         ctx.record.target("prompt", prompt.name if prompt is not None else None)
@@ -546,9 +571,9 @@ class Dispatcher:
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
             raise McpError(INVALID_PARAMS, "Invalid params: prompt arguments must be an object of strings")
-        return prompt.get(arguments, ctx)
+        return (yield from _waits(prompt, "get_steps", prompt.get, arguments, ctx))
 
-    def _complete(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+    def _complete(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         ref = params.get("ref")
         argument = params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -564,7 +589,7 @@ class Dispatcher:
             target = next((t for t in self.catalog.templates if t.definition().get("uriTemplate") == ref_uri), None)
         if target is None:
             raise McpError(INVALID_PARAMS, "Invalid params: ref names no prompt or resource template of this server")
-        values = target.complete(arg_name, value, ctx)
+        values = yield from _waits(target, "complete_steps", target.complete, arg_name, value, ctx)
         return {
             "completion": {
                 "values": values[:MAX_COMPLETIONS],
@@ -572,6 +597,29 @@ class Dispatcher:
                 "hasMore": len(values) > MAX_COMPLETIONS,
             }
         }
+
+
+def _called(result: JSONObject | Steps[JSONObject]) -> Steps[JSONObject]:
+    """A handler's result: at once from one that never waits, or by the steps of one that may."""
+    if isinstance(result, GeneratorType):
+        value: JSONObject = yield from result
+        return value
+    assert isinstance(result, dict)
+    return result
+
+
+def _tool_call(tool: Tool, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:
+    return (yield from _waits(tool, "call_steps", tool.call, arguments, ctx))
+
+
+def _waits(target: object, name: str, blocking: Callable[..., R], *args: Any) -> Steps[R]:
+    """`target.<name>(*args)` as steps where it offers them (it waits on the gateway: tools.GatewayTool and
+    its kin); otherwise `blocking(*args)`, a method of the Protocol that never waits (a test's fake)."""
+    offered = getattr(target, name, None)
+    if offered is None:
+        return blocking(*args)
+    result: R = yield from offered(*args)
+    return result
 
 
 def _require_text(params: JSONObject) -> None:

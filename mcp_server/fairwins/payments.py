@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable, MutableMapping
 from typing import Any, Final
 
+from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.fairwins.outcomes import clean, error_result, read_json, text_block
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.wire.jsonrpc import JSONObject, too_deep
@@ -271,14 +273,24 @@ INTERNAL_FAILURE: Final = "This server failed while handling the paid call (an i
 
 
 def guarded(call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject:
-    """Run a paid call so that its result always says what became of the payment.
+    """Run a paid call so that its result always says what became of the payment (see `guarded_steps`)."""
+
+    def once() -> Steps[JSONObject]:
+        return call()
+        yield  # a generator: unreachable, by design
+
+    return steps.run(guarded_steps(once(), ctx))
+
+
+def guarded_steps(call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObject]:
+    """A paid call's steps, so that its result always says what became of the payment.
 
     Whatever escapes the call (an exception nothing anticipated) and whatever it returns, the
     result names the payment's fate: not sent, or sent with an outcome this server cannot know
     (so: do not resubmit). One wrapper, so no later change to the paths inside can lose the words.
     """
     try:
-        result = call()
+        result = yield from call
     except Exception:
         log.exception("unexpected failure in a paid call")
         fate = UNKNOWN_OUTCOME if ctx.payment_sent else NOT_SENT

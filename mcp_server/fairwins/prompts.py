@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
 from mcp_server.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, McpError
 
 HONESTY: Final = (
@@ -99,10 +101,13 @@ class WagerReview:
         return {"description": "A review of the member's open wagers.", "messages": [_user(text)]}
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]:
+        return steps.run(self.complete_steps(argument, value, ctx))
+
+    def complete_steps(self, argument: str, value: str, ctx: RequestContext) -> Steps[list[str]]:
         if argument != "chainId":
             return []
         record = ctx.record
-        outcome = self.gateway.call(
+        outcome: Outcome = yield self.gateway.step(
             GatewayRequest("GET", "/status"), ctx.cancellation, trace=record.trace, observe=record.attempt
         )
         what = "the chains that are on (gateway status)"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
 from mcp_server.wire.jsonrpc import INTERNAL_ERROR, JSONObject, McpError
 
 GUIDE_URI: Final = "fairwins://guide"
@@ -61,8 +63,11 @@ class GatewayResource:
         }
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
+        return steps.run(self.read_steps(ctx))
+
+    def read_steps(self, ctx: RequestContext) -> Steps[list[JSONObject]]:
         record = ctx.record
-        outcome = self.gateway.call(
+        outcome: Outcome = yield self.gateway.step(
             GatewayRequest("GET", self.path), ctx.cancellation, trace=record.trace, observe=record.attempt
         )
         what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"

@@ -14,9 +14,10 @@ import re
 import urllib.parse
 from typing import Any, Final
 
-from mcp_server.core import schema
+from mcp_server.core import schema, steps
 from mcp_server.core.answers import Reader
 from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Compute, Steps
 from mcp_server.fairwins import payments
 from mcp_server.fairwins.outcomes import (
     PUBLIC_NOTE,
@@ -66,6 +67,9 @@ UNSIGNED_NOTE = (
     "Nothing was signed or submitted: this is typed data for the member to review and sign in "
     "their own wallet, then submit themselves."
 )
+# An answer over this size takes milliseconds to read, check and scrub (4 MB: 70-110 ms): it is
+# yielded as a Compute step, so an event loop hands it to its executor and serves on meanwhile.
+LARGE_ANSWER: Final = 256 * 1024
 
 
 def _what(entry: dict[str, Any]) -> str:
@@ -169,6 +173,12 @@ class GatewayTool:
         return GatewayRequest(self.method, path, query, body, bearer, payment)
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
+        """The call, its gateway request waited for on this thread (see `call_steps`)."""
+        return steps.run(self.call_steps(arguments, ctx))
+
+    def call_steps(self, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:
+        """The call as steps (core/steps.py): the gateway request is yielded, and so is the reading of
+        a large answer, which takes milliseconds of CPU (on an event loop, done in an executor)."""
         problem = self._check_arguments(arguments, "")
         if problem:
             text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
@@ -190,16 +200,24 @@ class GatewayTool:
         if request.payment is not None:
             ctx.payment_sent = True  # from here on, what became of the payment may be unknowable
         record = ctx.record
-        outcome = self.gateway.call(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
+        step = self.gateway.step(request, ctx.cancellation, on_retry, trace=record.trace, observe=record.attempt)
+        outcome: Outcome = yield step
         answered = "The gateway answered." if isinstance(outcome, GatewayResponse) else "The gateway did not answer."
         ctx.report_progress(requests, requests, answered)
-        exposed = _exposed(outcome, request, ctx)
-        # An answer that cannot spell the call's credentials is passed on as the gateway wrote it;
-        # one that might is rendered as values and searched (_without_credentials).
-        result = self.render(outcome, request, ctx, verbatim=not exposed)
-        if result.get("isError") is True:
-            self._note_failure(result, outcome, request, ctx)
-        return _without_credentials(result, ctx) if exposed else result
+
+        def finish() -> JSONObject:
+            exposed = _exposed(outcome, request, ctx)
+            # An answer that cannot spell the call's credentials is passed on as the gateway wrote it;
+            # one that might is rendered as values and searched (_without_credentials).
+            result = self.render(outcome, request, ctx, verbatim=not exposed)
+            if result.get("isError") is True:
+                self._note_failure(result, outcome, request, ctx)
+            return _without_credentials(result, ctx) if exposed else result
+
+        if isinstance(outcome, GatewayResponse) and len(outcome.body) > LARGE_ANSWER:
+            rendered: JSONObject = yield Compute(finish)
+            return rendered
+        return finish()
 
     def render(
         self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext, *, verbatim: bool = False

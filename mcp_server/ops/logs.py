@@ -7,12 +7,15 @@ import contextvars
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from typing import Any, Final, Protocol
+
+from mcp_server.ops import signals
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -21,6 +24,12 @@ _lock = threading.Lock()
 # a system call per message, on the thread that has just answered it.
 FLUSH_AFTER: Final = 0.1
 MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is not read; beyond, dropped
+# `extra=` for a line that must not wait behind the queue: written by the thread that logs it when
+# stderr takes it at once, else by the writer next, before the access records still waiting to be
+# formatted (a crowd queues thousands). For the lines an operator acts on, such as `stopping` after
+# a signal. Its own time stamp keeps it true.
+AHEAD: Final = {"fairwins_ahead": True}
+FORMAT_SLICE: Final = 256  # queued lines formatted and written at a time
 RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
 
 # Python level → Cloud Logging's LogSeverity names.
@@ -201,10 +210,12 @@ class StderrHandler(logging.Handler):
     """Formatted lines handed to a writer thread of their own: no thread that serves ever waits on stderr.
 
     A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
-    writes what is queued in one system call at most FLUSH_AFTER seconds later, at once for a
-    warning or worse or on a terminal. Should stderr stop being read (a client may ignore it),
-    lines beyond MAX_WAITING bytes are dropped and counted, and the count is written when stderr
-    moves again: serving never blocks on a log line. logging.shutdown (at exit) writes the rest.
+    writes what is queued at most FLUSH_AFTER seconds later, a slice of FORMAT_SLICE lines per
+    system call, at once for a warning or worse or on a terminal. A line logged with
+    `extra=AHEAD` is written next, before the rest of the queue. Should stderr stop being read (a
+    client may ignore it), lines beyond MAX_WAITING bytes are dropped and counted, and the count
+    is written when stderr moves again: serving never blocks on a log line. logging.shutdown (at
+    exit) writes the rest.
     """
 
     def __init__(self, fd: int, *, interactive: bool = False) -> None:
@@ -212,7 +223,9 @@ class StderrHandler(logging.Handler):
         self.fd = fd
         self.interactive = interactive
         self._cond = threading.Condition(threading.Lock())
+        self._write_lock = threading.Lock()  # one write at a time on fd: a line never lands inside another
         self._lines: list[str | logging.LogRecord] = []
+        self._ahead: list[str] = []  # lines written before those queued (AHEAD)
         self._size = 0
         self._dropped = 0
         self._urgent = False
@@ -230,7 +243,9 @@ class StderrHandler(logging.Handler):
         Lines the parent had queued are the parent's to write; the child starts empty.
         """
         self._cond = threading.Condition(threading.Lock())
+        self._write_lock = threading.Lock()
         self._lines, self._size, self._dropped = [], 0, 0
+        self._ahead = []
         self._urgent = self._writing = False
         self._thread = None
         self.in_place = False
@@ -274,11 +289,49 @@ class StderrHandler(logging.Handler):
             self.handleError(record)
             return
         if self.in_place:
+            # One thread logs (write_in_place), so no lock: _write takes the condition itself when
+            # stderr is gone, and holding it here would leave that thread hung in its own lock.
+            if not self._broken:
+                self._write(line.encode("utf-8", "backslashreplace"))
+            return
+        if record.__dict__.get("fairwins_ahead"):
+            if self._write_now(line.encode("utf-8", "backslashreplace")):
+                return
             with self._cond:
                 if not self._broken:
-                    self._write(line.encode("utf-8", "backslashreplace"))
+                    self._ahead.append(line)
+                    self._start_writer()
+                    self._urgent = True
+                    self._cond.notify_all()
             return
         self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
+
+    def _write_now(self, data: bytes) -> bool:
+        """Write `data` on this thread, if that cannot wait; False (nothing written) where it might.
+
+        A thread that serves never waits on stderr: so only a line stderr takes whole at once (no
+        longer than PIPE_BUF, stderr ready for it, the writer thread not in the middle of a write).
+        """
+        if sys.platform == "win32":
+            return False  # no poll() there, and select() takes sockets only: the writer thread writes it
+        if len(data) > select.PIPE_BUF or self._broken or not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            ready = select.poll()
+            ready.register(self.fd, select.POLLOUT)
+            if not ready.poll(0):
+                return False
+            self._write(data)
+            return True
+        except (OSError, ValueError):
+            return False
+        finally:
+            self._write_lock.release()
+
+    def _start_writer(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
+            signals.start(self._thread)  # a stop signal must reach the main thread, not this one
 
     def _line(self, item: str | logging.LogRecord) -> str:
         """A queued item as the text to write: a line already made, or a deferred record, filtered and formatted."""
@@ -300,9 +353,7 @@ class StderrHandler(logging.Handler):
             self._lines.append(item)
             self._size += size
             urgent = urgent or self.interactive
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fairwins-mcp-log", daemon=True)
-                self._thread.start()
+            self._start_writer()
             if urgent and not self._urgent:
                 self._urgent = True
                 self._cond.notify_all()
@@ -312,9 +363,9 @@ class StderrHandler(logging.Handler):
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._lines and not self._dropped and not self._closed:
+                while not self._lines and not self._ahead and not self._dropped and not self._closed:
                     self._cond.wait()
-                if not self._lines and not self._dropped:
+                if not self._lines and not self._ahead and not self._dropped:
                     return  # closed, and nothing left
                 deadline = time.monotonic() + FLUSH_AFTER
                 while not (self._urgent or self._closed):
@@ -323,6 +374,7 @@ class StderrHandler(logging.Handler):
                         break
                     self._cond.wait(left)  # more lines gather meanwhile: one write for all of them
                 lines, self._lines, self._size = self._lines, [], 0
+                ahead, self._ahead = self._ahead, []
                 dropped, self._dropped = self._dropped, 0
                 self._urgent = False
                 self._writing = True
@@ -337,7 +389,18 @@ class StderrHandler(logging.Handler):
                     None,
                 )
                 lines.insert(0, self.format(note) + "\n")
-            self._write("".join(map(self._line, lines)).encode("utf-8", "backslashreplace"))
+            # Formatted a slice at a time: a crowd's backlog takes a while, and a line sent AHEAD
+            # meanwhile is written before the next slice, not after the whole backlog.
+            for start in range(0, max(len(lines), 1), FORMAT_SLICE):
+                if start:
+                    with self._cond:
+                        ahead, self._ahead = self._ahead, []
+                if ahead:
+                    with self._write_lock:
+                        self._write("".join(ahead).encode("utf-8", "backslashreplace"))
+                text = "".join(map(self._line, lines[start : start + FORMAT_SLICE]))
+                with self._write_lock:
+                    self._write(text.encode("utf-8", "backslashreplace"))
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()
@@ -359,7 +422,7 @@ class StderrHandler(logging.Handler):
                 return
             self._urgent = True
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._broken or not (self._lines or self._writing), timeout)
+            self._cond.wait_for(lambda: self._broken or not (self._lines or self._ahead or self._writing), timeout)
 
     def close(self) -> None:
         self.flush()

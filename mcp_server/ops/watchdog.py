@@ -1,14 +1,28 @@
-"""One timer thread for every deadline in the process, so no call needs a thread of its own."""
+"""One timer thread for every deadline in the process, so no call needs a thread of its own.
+
+Every gateway call's deadline and every batch's rests on this one thread: an action that raises
+costs that timer only (it is logged with its traceback, and the others still fire), and if the
+thread itself cannot go on, the process exits at once rather than live on with no deadline
+holding: whatever supervises it (Desktop, the worker supervisor, Kubernetes) starts another.
+"""
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Final
+
+from mcp_server.ops import logs, signals
+
+log = logging.getLogger("fairwins_mcp.watchdog")
 
 COMPACT_AT = 1024  # heap entries before cancelled timers are swept out
+EXIT_CODE: Final = 70  # EX_SOFTWARE: the process left because a thread it cannot live without failed
 
 
 def _nothing() -> None:
@@ -32,7 +46,8 @@ class Timer:
 class Watchdog:
     """Runs an action at a monotonic time unless the timer was cancelled first."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # the times given to schedule() are on this clock
         self._heap: list[tuple[float, int, Timer]] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
@@ -55,12 +70,25 @@ class Watchdog:
             heapq.heappush(heap, (when, next(self._seq), timer))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fairwins-mcp-watchdog", daemon=True)
-                self._thread.start()
+                signals.start(self._thread)
             elif earliest:
                 self._cond.notify()
         return timer
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException:
+            log.critical(
+                "the watchdog's timer thread failed, and without it no gateway or batch deadline holds: "
+                "the process exits (code %d) so that it is replaced",
+                EXIT_CODE,
+                exc_info=True,
+            )
+            logs.flush()
+            os._exit(EXIT_CODE)
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while self._heap and self._heap[0][2].cancelled:
@@ -69,7 +97,7 @@ class Watchdog:
                     self._cond.wait()
                     continue
                 when, _, timer = self._heap[0]
-                delay = when - time.monotonic()
+                delay = when - self._clock()
                 if delay > 0:
                     self._cond.wait(delay)
                     continue
@@ -77,8 +105,8 @@ class Watchdog:
             if not timer.cancelled:
                 try:
                     timer.action()
-                except Exception:  # an action must never kill the one timer thread
-                    pass
+                except Exception:  # costs this timer only: the one timer thread serves every other deadline
+                    log.exception("a deadline's action failed; the other deadlines still hold")
 
 
 WATCHDOG = Watchdog()

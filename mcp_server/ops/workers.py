@@ -35,12 +35,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from mcp_server.ops import signals
+
 log = logging.getLogger("fairwins_mcp.workers")
 
 QUICK_DEATH: Final = 5.0  # a worker that dies sooner than this after starting counts towards a crash loop
 FIRST_BACKOFF: Final = 0.1
 MAX_BACKOFF: Final = 10.0
-STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS: Final = signals.STOP_SIGNALS
+# Turns of the supervisor's loop that may fail in a row (each logged, then retried after a backoff)
+# before it gives up: it then stops its workers and exits non-zero, never left running deaf.
+FAILED_TURNS: Final = 5
 
 
 class Lifeline:
@@ -60,7 +65,7 @@ class Lifeline:
                 pass
             on_instance_stop()
 
-        threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True).start()
+        signals.start(threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True))
 
 
 Run = Callable[[socket.socket, Lifeline], int]
@@ -90,6 +95,10 @@ class Supervisor:
     slots: list[_Slot] = field(default_factory=list)
     stopping: bool = False
     failed: int = 0
+    replaced: int = 0  # workers that died while the instance was serving, each replaced
+    # The one call that learns which worker died (a seam: tests hand in one that fails).
+    waitpid: Callable[[int, int], tuple[int, int]] = os.waitpid
+    _deadline: float = 0.0  # once stopping: when the workers still running are killed
     _wake_r: int = -1
     _wake_w: int = -1
     _life_r: int = -1
@@ -128,43 +137,84 @@ class Supervisor:
         self.stopping = True
 
     def _loop(self) -> None:
+        failures = 0
+        backoff = 0.0
+        while True:
+            try:
+                wait = self._turn()
+            except Exception:
+                # One turn lost (its reaps, starts or kills are tried again on the next); a loop
+                # that keeps failing gives up rather than run on, deaf to its workers and signals.
+                failures += 1
+                if failures >= FAILED_TURNS:
+                    log.critical(
+                        "the worker supervisor's loop failed %d times in a row and cannot go on: "
+                        "its workers are told to stop, and it exits 1",
+                        failures,
+                        exc_info=True,
+                    )
+                    self._give_up()
+                    return
+                backoff = next_backoff(backoff, 0.0)
+                log.exception(
+                    "the worker supervisor's loop failed (%d in a row); it goes on in %.1f s", failures, backoff
+                )
+                wait = backoff
+            else:
+                failures, backoff = 0, 0.0
+            if wait is None:
+                return
+            self._sleep(wait)
+
+    def _turn(self) -> float | None:
+        """One pass: reap, start or stop workers. How long to sleep before the next, or None once all have stopped."""
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
-        deadline = 0.0
-        while True:
-            self._reap()
-            now = time.monotonic()
-            if self.stopping and not deadline:
-                deadline = now + self.stop_timeout
-                self._stop_all()
-            alive = [s for s in self.slots if s.pid]
-            if self.stopping:
-                if not alive:
-                    return
-                if now >= deadline:
-                    for slot in alive:
-                        late = (slot.index, slot.pid, self.stop_timeout)
-                        log.warning("worker %d (pid %d) still running after %.0f s: killed", *late)
-                        _kill(slot.pid, signal.SIGKILL)
-                    deadline = now + 3600  # the kills are reaped on the next turns
-                    self.failed += len(alive)
-                    continue
-                wait = deadline - now
-            else:
-                for slot in self.slots:
-                    if not slot.pid and slot.restart_at <= now:
-                        self._start(slot)
-                pending = [s.restart_at for s in self.slots if not s.pid]
-                wait = max(0.0, min(pending) - now) if pending else 3600.0
+        self._reap()
+        now = time.monotonic()
+        if self.stopping and not self._deadline:
+            self._deadline = now + self.stop_timeout
+            self._stop_all()
+        alive = [s for s in self.slots if s.pid]
+        if self.stopping:
+            if not alive:
+                return None
+            if now >= self._deadline:
+                for slot in alive:
+                    late = (slot.index, slot.pid, self.stop_timeout)
+                    log.warning("worker %d (pid %d) still running after %.0f s: killed", *late)
+                    _kill(slot.pid, signal.SIGKILL)
+                self._deadline = now + 3600  # the kills are reaped on the next turns
+                self.failed += len(alive)
+                return 0.0
+            return self._deadline - now
+        for slot in self.slots:
+            if not slot.pid and slot.restart_at <= now:
+                self._start(slot)
+        pending = [s.restart_at for s in self.slots if not s.pid]
+        return max(0.0, min(pending) - now) if pending else 3600.0
+
+    def _sleep(self, wait: float) -> None:
+        """Until `wait` seconds pass or a signal arrives (any signal writes to the wake-up fd)."""
+        try:
+            ready, _, _ = select.select([self._wake_r], [], [], wait)
+        except InterruptedError:
+            return
+        if ready:
             try:
-                ready, _, _ = select.select([self._wake_r], [], [], wait)
-            except InterruptedError:
-                continue
-            if ready:
-                try:
-                    os.read(self._wake_r, 4096)
-                except BlockingIOError:
-                    pass
+                os.read(self._wake_r, 4096)
+            except BlockingIOError:
+                pass
+
+    def _give_up(self) -> None:
+        """The loop cannot go on: each worker reads end-of-file on its lifeline and drains, as if we died."""
+        self.failed += 1
+        if not self.stopping:
+            self.stopping = True
+            try:
+                self._stop_all()
+            except Exception:
+                log.exception("the workers could not all be told to stop")
 
     def _stop_all(self) -> None:
         log.info("stopping: %d workers drain, then exit", sum(1 for s in self.slots if s.pid))
@@ -178,7 +228,13 @@ class Supervisor:
     def _start(self, slot: _Slot) -> None:
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: this slot waits its backoff, the others serve on
+            slot.backoff = next_backoff(slot.backoff, 0.0)
+            slot.restart_at = time.monotonic() + slot.backoff
+            log.error("worker %d could not be started (%s); trying again in %.1f s", slot.index, exc, slot.backoff)
+            return
         if pid == 0:  # the worker: never returns into the supervisor's loop
             code = 1
             try:
@@ -207,7 +263,7 @@ class Supervisor:
             raise RuntimeError(_NO_FORK)
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = self.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -229,13 +285,15 @@ class Supervisor:
             clean = os.waitstatus_to_exitcode(status) == 0
             slot.backoff = 0.0 if clean else next_backoff(slot.backoff, lived)
             slot.restart_at = time.monotonic() + slot.backoff
+            self.replaced += 1
             log.warning(
-                "worker %d (pid %d) %s after %.1f s; a replacement starts %s",
+                "worker %d (pid %d) %s after %.1f s; a replacement starts %s (%d replaced since the start)",
                 slot.index,
                 pid,
                 how,
                 lived,
                 f"in {slot.backoff:.1f} s" if slot.backoff else "now",
+                self.replaced,
             )
 
 

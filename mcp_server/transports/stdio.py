@@ -18,7 +18,7 @@ from typing import BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
-from mcp_server.ops import records
+from mcp_server.ops import logs, records, signals
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -40,7 +40,7 @@ from mcp_server.wire.jsonrpc import (
 log = logging.getLogger("fairwins_mcp.stdio")
 
 MAX_LINE: Final = 4 * 1024 * 1024
-STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS: Final = signals.STOP_SIGNALS
 
 
 def claim_stdout() -> BinaryIO:
@@ -173,7 +173,10 @@ class StdioServer:
             # tools/call must not turn that call legacy while it waits for a worker. Blocking
             # single requests never change the session, so a copy is enough.
             session = replace(self.session) if isinstance(work, Request) else self.session
-            future = self.pool.submit(self._run, work, ctx, session)
+            # A call thread the pool starts here is born blocking the stop signals: one that took
+            # SIGTERM would leave this thread asleep in its read, and the stop unheard (signals.py).
+            with signals.held():
+                future = self.pool.submit(self._run, work, ctx, session)
             self._pending.add(future)
             future.add_done_callback(self._pending.discard)
         else:
@@ -253,7 +256,7 @@ class StdioServer:
                 signal.signal(signum, self._on_stop)
             if sys.platform != "win32":
                 # cli.main holds them back while the server starts: one sent meanwhile lands now.
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+                signals.unblock()
         partial = b""
         try:
             while not self._stopping:
@@ -277,7 +280,7 @@ class StdioServer:
         finally:
             signalled = signal.Signals(self._signal).name if self._stopping else None
             if signalled is not None:
-                log.info("stopping on %s: every request already read is answered", signalled)
+                log.info("stopping on %s: every request already read is answered", signalled, extra=logs.AHEAD)
                 self._drain_buffered(reader, partial)
             # Every request already read gets its answer before the process leaves.
             wait(list(self._pending))

@@ -1,10 +1,11 @@
 """The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
-nothing here raises for what the gateway did. Each call has a deadline enforced by the shared
-watchdog, redirects are never followed, bodies and headers are size-capped, connections are
-reused per worker thread (never one on which anything arrived while it sat idle), and only unpaid
-GETs are ever retried.
+nothing here raises for what the gateway did. Each call has a deadline (the shared watchdog's here,
+the loop's own timers in upstream/aio.py), redirects are never followed, bodies and headers are
+size-capped, connections are reused per worker thread or per event loop (never one on which
+anything arrived while it sat idle), and only unpaid GETs are ever retried: one policy
+(Gateway.policy), driven blocking by Gateway.call and on an event loop by upstream/aio.call.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -150,6 +151,20 @@ class Transport(Protocol):
     """
 
     def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse: ...
+
+
+class AsyncTransport(Protocol):
+    """Transport on an event loop: the same contract, its waits the loop's (upstream/aio.py)."""
+
+    async def send(
         self,
         target: Target,
         request: GatewayRequest,
@@ -391,12 +406,16 @@ class Gateway:
         max_body: int = 4 * 1024 * 1024,
         attempts: int = 3,
         transport: Transport | None = None,
+        async_transport: AsyncTransport | None = None,
         rng: random.Random | None = None,
         send_token_in_clear: bool = False,
     ) -> None:
         self.timeout = timeout
         self.attempts = attempts
+        self.max_body = max_body
         self.transport: Transport = transport or HttpTransport(max_body)
+        # The event loop's transport (upstream/aio.py), made on first use; a test may give its own.
+        self.async_transport: AsyncTransport | None = async_transport
         self._rng = rng
         self.target: Target | None = None
         self.config_problem: str | None = None
@@ -425,11 +444,56 @@ class Gateway:
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
         """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
-        with a span id of its own, and `observe` hears of each attempt once it has ended."""
+        with a span id of its own, and `observe` hears of each attempt once it has ended.
+
+        Blocking: each attempt and each wait between them on this thread (upstream/aio.call waits on
+        an event loop, driving the same policy)."""
+        cancellation = cancellation or Cancellation()
+        policy = self.policy(request, cancellation, on_retry, trace, observe)
+        try:
+            action = next(policy)
+            while True:
+                if isinstance(action, Pause):
+                    action = policy.send(cancellation.wait(action.seconds))
+                    continue
+                assert self.target is not None
+                try:
+                    got: GatewayResponse | TransportError = self.transport.send(
+                        self.target, request, action.deadline, cancellation, action.fresh, action.trace
+                    )
+                except TransportError as exc:
+                    got = exc
+                action = policy.send(got)
+        except StopIteration as done:
+            outcome: Outcome = done.value
+            return outcome
+
+    def step(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
+    ) -> GatewayCall:
+        """This call as a step (core/steps.py), for a handler that yields what it waits for."""
+        return GatewayCall(self, request, cancellation, on_retry, trace, observe)
+
+    def policy(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation,
+        on_retry: Callable[[int, str, float], None] | None,
+        trace: Trace | None,
+        observe: Callable[[Attempt], None] | None,
+    ) -> Generator[Send | Pause, GatewayResponse | TransportError | bool, Outcome]:
+        """The retry policy, sans-I/O: yields an attempt to send (sent back its answer or its
+        TransportError) or a pause between attempts (sent back True if cancelled meanwhile), and
+        returns the call's Outcome. Both drivers, `call` and upstream/aio.call, wait for what it yields."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
-        cancellation = cancellation or Cancellation()
         trace = trace or Trace.start()
         deadline = time.monotonic() + self.timeout
         attempts = self.attempts if request.retriable else 1
@@ -444,11 +508,11 @@ class Gateway:
                 else (("traceparent", traceparent), ("tracestate", state))
             )
             began = time.perf_counter()
-            try:
-                # A request that must not be retried gets a fresh connection: a stale keep-alive
-                # socket would make "did it arrive?" unanswerable.
-                resp = self.transport.send(self.target, request, deadline, cancellation, not request.retriable, headers)
-            except TransportError as exc:
+            # A request that must not be retried gets a fresh connection: a stale keep-alive
+            # socket would make "did it arrive?" unanswerable.
+            got = yield Send(deadline, not request.retriable, headers)
+            if isinstance(got, TransportError):
+                exc = got
                 if observe is not None:
                     took = time.perf_counter() - began
                     observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
@@ -457,10 +521,12 @@ class Gateway:
                     if time.monotonic() + delay < deadline:
                         if on_retry:
                             on_retry(attempt, exc.detail, delay)
-                        if cancellation.wait(delay):
+                        if (yield Pause(delay)):
                             return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
                         continue
                 return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
+            assert isinstance(got, GatewayResponse)
+            resp = got
             if observe is not None:
                 took = time.perf_counter() - began
                 observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
@@ -472,7 +538,39 @@ class Gateway:
                 if time.monotonic() + delay < deadline:
                     if on_retry:
                         on_retry(attempt, f"it answered {resp.status}", delay)
-                    if cancellation.wait(delay):
+                    if (yield Pause(delay)):
                         return GatewayFailure("cancelled", "the call was cancelled", True, attempt)
                     continue
             return GatewayResponse(resp.status, resp.headers, resp.body, attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """The policy's next attempt: sent by the transport within `deadline`, on a fresh connection if `fresh`."""
+
+    deadline: float
+    fresh: bool
+    trace: Headers
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """The policy's wait before its next attempt; cut short by a cancel."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayCall:
+    """One gateway call as a step (core/steps.py): `run` waits for it on this thread; on an event loop,
+    upstream/aio.run waits for it there."""
+
+    gateway: Gateway
+    request: GatewayRequest
+    cancellation: Cancellation | None = None
+    on_retry: Callable[[int, str, float], None] | None = None
+    trace: Trace | None = None
+    observe: Callable[[Attempt], None] | None = None
+
+    def run(self) -> Outcome:
+        return self.gateway.call(self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe)

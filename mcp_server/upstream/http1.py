@@ -12,13 +12,15 @@ import re
 import select
 import socket
 import sys
-from typing import Final, Protocol
+from collections.abc import Generator
+from typing import Final, Protocol, TypeVar
 
 RECV: Final = 64 * 1024
 MAX_LINE: Final = 4096  # a chunk-size or trailer line
 _HEX: Final = b"0123456789abcdefABCDEF"
 _OWS: Final = b" \t"
 _NO_BODY: Final = frozenset({204, 304})
+T = TypeVar("T")
 
 
 class ProtocolError(Exception):
@@ -130,49 +132,29 @@ class Stream(Protocol):
     def fileno(self) -> int: ...
 
 
-class Connection:
-    """One stream carrying requests one at a time, and the bytes read past the last answer.
+# What the parser needs next: nothing is asked (None), and it is sent the next bytes read, or b""
+# at the end of the stream. The sync driver (Connection) and the async one (upstream/aio.py)
+# answer it with their own waits; the rules of the answer are here once.
+Reading = Generator[None, bytes, T]
 
-    Not thread-safe: a connection belongs to one worker at a time.
-    """
 
-    __slots__ = ("_buf", "reused", "sock")
+class Parser:
+    """The answer's rules, sans-I/O: the bytes read past the last answer, and generators that need more."""
 
-    def __init__(self, sock: Stream) -> None:
-        self.sock = sock
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
         self._buf = bytearray()
-        self.reused = False  # set when it is taken from a pool for a second (or later) request
 
     @property
     def buffered(self) -> int:
         return len(self._buf)
 
-    def quiet(self) -> bool:
-        """Whether nothing has arrived since the last answer: no byte, no end, no error. Never waits.
-
-        Asked of a kept-alive connection before it carries another request. Bytes that came while it
-        sat idle answer no request of ours (an unsolicited or duplicated answer, a 408 written before
-        an idle close): read as the answer to the next request, they would hand one caller another's
-        data. An end means the next request would go nowhere. Such a connection is dropped, as urllib3
-        and Go's net/http drop it, before anything is written on it.
-        """
-        return not self._buf and not _held(self.sock) and not _readable(self.sock)
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def exchange(self, data: bytes, max_head: int, max_body: int, head_request: bool = False) -> Response:
-        """Send one request (already encoded) and read its final answer."""
-        self.sock.sendall(data)
-        return self.read_response(max_head, max_body, head_request)
-
-    def read_response(self, max_head: int, max_body: int, head_request: bool = False) -> Response:
-        status, headers, http11 = self.read_head(max_head)
+    def response(self, max_head: int, max_body: int, head_request: bool = False) -> Reading[Response]:
+        """One final answer (interim 1xx answers skipped); its keep_alive is False if bytes follow it."""
+        status, headers, http11 = yield from self.head(max_head)
         while 100 <= status < 200 and status != 101:
-            status, headers, http11 = self.read_head(max_head)  # "100 Continue" and other interim answers
+            status, headers, http11 = yield from self.head(max_head)  # "100 Continue" and other interim answers
         coding: str | None = None
         length: int | None = None
         tokens: set[str] = set()
@@ -192,31 +174,29 @@ class Connection:
             # Transfer-Encoding wins over a Content-Length beside it, and such an answer's
             # connection is not reused; a final coding other than chunked ends with the connection.
             if coding.rsplit(",", 1)[-1].strip().lower() == "chunked":
-                body = self._chunked(max_head, max_body)
+                body = yield from self._chunked(max_head, max_body)
                 keep = keep and length is None
             else:
-                body = self._until_close(max_body)
+                body = yield from self._until_close(max_body)
                 keep = False
         elif length is not None:
             if length > max_body:
                 raise BodyTooLarge(f"{length} bytes announced")
-            body = self._exact(length)
+            body = yield from self._exact(length)
         else:
-            body = self._until_close(max_body)
+            body = yield from self._until_close(max_body)
             keep = False
-        if self._buf or _held(self.sock):
+        if self._buf:
             keep = False  # bytes past the answer: the connection is out of step, never reused
         return Response(status, headers, body, keep)
 
-    # ---- reading ----------------------------------------------------------------------------
-
-    def _fill(self, partial: bool) -> None:
-        chunk = self.sock.recv(RECV)
+    def _fill(self, partial: bool) -> Reading[None]:
+        chunk = yield
         if not chunk:
             raise Closed(partial)
         self._buf += chunk
 
-    def read_head(self, max_head: int) -> tuple[int, tuple[tuple[str, str], ...], bool]:
+    def head(self, max_head: int) -> Reading[tuple[int, tuple[tuple[str, str], ...], bool]]:
         """(status, header fields, HTTP/1.1 keep-alive by default) of the next head on the wire."""
         buf = self._buf
         while True:
@@ -230,46 +210,52 @@ class Connection:
                 break
             if len(buf) > max_head:
                 raise HeadTooLarge(f"over {max_head} bytes")
-            self._fill(partial=bool(buf))
+            yield from self._fill(partial=bool(buf))
         if end > max_head:
             raise HeadTooLarge(f"over {max_head} bytes")
         head = bytes(buf[:end])
         del buf[: end + skip]
         return parse_head(head)
 
-    def _line(self, limit: int) -> bytes:
+    def _line(self, limit: int) -> Reading[bytes]:
         buf = self._buf
         while (end := buf.find(b"\n")) < 0:
             if len(buf) > limit:
                 raise ProtocolError("a chunk line is too long")
-            self._fill(partial=True)
+            yield from self._fill(partial=True)
         line = bytes(buf[:end])
         del buf[: end + 1]
         return line[:-1] if line.endswith(b"\r") else line
 
-    def _exact(self, n: int) -> bytes:
+    def _exact(self, n: int) -> Reading[bytes]:
         buf = self._buf
         if len(buf) >= n:
             data = bytes(buf[:n])
             del buf[:n]
             return data
-        out = bytearray(n)
+        # A large body arrives in many reads: kept as they came and joined once, not grown and
+        # copied read after read (a 4 MB answer is read on the event loop).
+        parts = [bytes(buf)]
         have = len(buf)
-        out[:have] = buf
         buf.clear()
-        view = memoryview(out)
         while have < n:
-            got = self.sock.recv_into(view[have:], min(n - have, 1 << 20))
-            if not got:
+            chunk = yield
+            if not chunk:
                 raise Closed(partial=True)
-            have += got
-        return bytes(out)
+            parts.append(chunk)
+            have += len(chunk)
+        if have > n:
+            last = parts[-1]
+            keep = len(last) - (have - n)
+            parts[-1] = last[:keep]
+            buf += last[keep:]  # the start of whatever follows: never part of this answer
+        return b"".join(parts)
 
-    def _chunked(self, max_head: int, max_body: int) -> bytes:
+    def _chunked(self, max_head: int, max_body: int) -> Reading[bytes]:
         parts: list[bytes] = []
         total = 0
         while True:
-            size_text = self._line(MAX_LINE).split(b";", 1)[0].strip(_OWS)
+            size_text = (yield from self._line(MAX_LINE)).split(b";", 1)[0].strip(_OWS)
             # chunk-size = 1*HEXDIG: no sign, no 0x, no underscores (int() would take them all).
             if not size_text or len(size_text) > 15 or size_text.strip(_HEX):
                 raise ProtocolError("a chunk size is not hexadecimal")
@@ -279,26 +265,85 @@ class Connection:
             total += size
             if total > max_body:
                 raise BodyTooLarge(f"over {max_body} bytes")
-            parts.append(self._exact(size))
-            if self._line(MAX_LINE):
+            parts.append((yield from self._exact(size)))
+            if (yield from self._line(MAX_LINE)):
                 raise ProtocolError("a chunk is longer than its size")
         trailers = 0
-        while line := self._line(MAX_LINE):  # trailer fields are read past, never used
+        while line := (yield from self._line(MAX_LINE)):  # trailer fields are read past, never used
             trailers += len(line)
             if trailers > max_head:
                 raise HeadTooLarge("trailers")
         return b"".join(parts)
 
-    def _until_close(self, max_body: int) -> bytes:
+    def _until_close(self, max_body: int) -> Reading[bytes]:
         buf = self._buf
         while len(buf) <= max_body:
-            chunk = self.sock.recv(RECV)
+            chunk = yield
             if not chunk:
                 body = bytes(buf)
                 buf.clear()
                 return body
             buf += chunk
         raise BodyTooLarge(f"over {max_body} bytes")
+
+
+class Connection:
+    """One stream carrying requests one at a time, read through a Parser: the blocking driver.
+
+    Not thread-safe: a connection belongs to one worker at a time.
+    """
+
+    __slots__ = ("parser", "reused", "sock")
+
+    def __init__(self, sock: Stream) -> None:
+        self.sock = sock
+        self.parser = Parser()
+        self.reused = False  # set when it is taken from a pool for a second (or later) request
+
+    @property
+    def buffered(self) -> int:
+        return self.parser.buffered
+
+    def quiet(self) -> bool:
+        """Whether nothing has arrived since the last answer: no byte, no end, no error. Never waits.
+
+        Asked of a kept-alive connection before it carries another request. Bytes that came while it
+        sat idle answer no request of ours (an unsolicited or duplicated answer, a 408 written before
+        an idle close): read as the answer to the next request, they would hand one caller another's
+        data. An end means the next request would go nowhere. Such a connection is dropped, as urllib3
+        and Go's net/http drop it, before anything is written on it.
+        """
+        return not self.parser.buffered and not _held(self.sock) and not _readable(self.sock)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def exchange(self, data: bytes, max_head: int, max_body: int, head_request: bool = False) -> Response:
+        """Send one request (already encoded) and read its final answer."""
+        self.sock.sendall(data)
+        return self.read_response(max_head, max_body, head_request)
+
+    def read_response(self, max_head: int, max_body: int, head_request: bool = False) -> Response:
+        resp = self._read(self.parser.response(max_head, max_body, head_request))
+        if _held(self.sock):
+            resp.keep_alive = False  # TLS records past the answer: out of step, never reused
+        return resp
+
+    def read_head(self, max_head: int) -> tuple[int, tuple[tuple[str, str], ...], bool]:
+        return self._read(self.parser.head(max_head))
+
+    def _read(self, reading: Reading[T]) -> T:
+        """Drive `reading`, each need for bytes met by one recv on the socket."""
+        try:
+            next(reading)
+            while True:
+                reading.send(self.sock.recv(RECV))
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
 
 def _held(sock: Stream) -> bool:

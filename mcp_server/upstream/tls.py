@@ -101,7 +101,7 @@ class Stream:
                 self._flush()
                 data = self._sock.recv(RECV)
                 if first:
-                    _look_at(data)
+                    look_at_first(data)
                     first = False
                 self._feed(data)
             except HandshakeError:
@@ -185,7 +185,8 @@ def handshake(sock: socket.socket, host: str, ctx: ssl.SSLContext) -> Stream:
     return stream
 
 
-def _look_at(first: bytes) -> None:
+def look_at_first(first: bytes) -> None:
+    """A handshake's first bytes from the server: HandshakeError when there are none, or they are plain HTTP."""
     if not first:
         raise HandshakeError("the TLS handshake failed: it closed the connection without answering")
     if first[0] not in _TLS_RECORD_TYPES and _plain_http(first):

@@ -18,7 +18,8 @@ On Linux, before the program imports anything of its own:
   and `os.O_BINARY` (0, for the same reason).
 
 A few standard library modules choose their own platform branch when imported, and that branch
-needs the real system (ssl's Windows certificate store, subprocess's Windows process calls): they
+needs the real system (ssl's Windows certificate store, subprocess's Windows process calls,
+asyncio's proactor loop over _overlapped): they
 are imported before the switch, as Linux builds them, and keep the unshaped modules they hold
 (the shape replaces each module in sys.modules by a stripped copy). This tier tests our code, not
 CPython's.
@@ -47,7 +48,7 @@ SHAPES = pathlib.Path(__file__).with_name("shapes.json")
 # Loaded again, from the shaped modules, when next imported: they choose by what they find then
 # (selectors its DefaultSelector: kqueue on macOS, which Linux has not, so poll; select on Windows).
 RELOADED = ("selectors",)
-NATIVE_FIRST = ("socket", "ssl", "subprocess", "ctypes", "ctypes.util", "uuid", "platform")
+NATIVE_FIRST = ("socket", "ssl", "subprocess", "ctypes", "ctypes.util", "uuid", "platform", "asyncio")
 
 
 class _Shaper(importlib.abc.MetaPathFinder):

@@ -1,27 +1,32 @@
-"""One client connection on its own thread: each request read by the sans-I/O reader, routed, answered, in turn.
+"""One client connection on the event loop: its bytes fed to the sans-I/O reader, each request answered in turn.
 
-The socket work is here and only here: receiving within the idle and read deadlines, sending,
-and closing in stages after a refusal. Which bytes are a request is the reader's decision, made
-from the head before any route runs; a connection whose request body was not read to its end is
-closed after the answer, so no byte of a body is ever read as the next request.
+The socket work is here and only here: the protocol object the loop calls with bytes, an end or
+a loss, and the connection's one coroutine that waits for them within the idle and read
+deadlines, writes answers under one deadline for the whole answer, and closes in stages after a
+refusal. Which bytes are a request is the reader's decision, made from the head before any route
+runs; a connection whose request body was not read to its end is closed after the answer, so no
+byte of a body is ever read as the next request.
+
+A client leaving (its end, or a reset) while a call is in flight cancels that call at once: the
+loop tells this protocol, which throws the call's cancellation. A client that sent its next
+request and then closed its sending end is still waiting for the answers, and is not a departure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import select
 import socket
-import sys
+import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import HEADS_FULL, Admission, Slot
-from mcp_server.transports.http.disconnects import DisconnectWatcher
 from mcp_server.transports.http.drain import Timings
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
@@ -32,9 +37,17 @@ from mcp_server.wire.jsonrpc import Part, pieces
 log = logging.getLogger("fairwins_mcp.http")
 
 LINGER_SECONDS: Final = 2.0  # after a refusal that closes, how long the rest of the request is read and dropped
-LINGER_BYTES: Final = 64 * 1024 * 1024
 RESERVE_SECONDS: Final = 2.0  # a connection in the health reserve: time to send its one request
-RECV: Final = 65536
+# Bytes read ahead of the request being served (a pipelined request, a body still arriving): past
+# this the loop stops reading the socket until the reader has taken them, so a client cannot fill memory.
+READ_AHEAD: Final = 256 * 1024
+# Bytes queued for a client that is not reading: past the high mark the connection's coroutine
+# waits (within the answer's deadline) before it queues more.
+WRITE_HIGH: Final = 256 * 1024
+WRITE_LOW: Final = 64 * 1024
+# Notifications of an event stream are queued without waiting (the dispatcher sends them as it
+# goes); a client that lets this much pile up is not reading, and the stream ends.
+STREAM_BACKLOG: Final = 4 * 1024 * 1024
 TIMED_OUT: Final = Refusal(408, "request_timeout", "The request did not arrive in time")
 
 
@@ -53,56 +66,185 @@ class Host(Protocol):
     metrics: ServerMetrics | None
     exports: ServerMetrics | None  # what its GET /metrics answers with
     policy: gate.Policy
-    slots: threading.BoundedSemaphore
     stopping: bool
     unready: bool
-    watcher: DisconnectWatcher
     admission: Admission
     read_timeout: float
+    write_timeout: float
     timings: Timings
-    draining_r: socket.socket
 
     def begin(self) -> None: ...
 
+    async def acquire_slot(self, wait: float) -> bool:
+        """One of the in-flight bound's slots, waiting at most `wait` seconds for one; False if none came."""
+        ...
+
+    def release_slot(self) -> None: ...
+
     def end(self) -> None: ...
 
-    def connection_closed(self, peer: str, slot: Slot) -> None: ...
+    def connection_closed(self, conn: Connection) -> None: ...
 
-    def route(self, conn: Connection, request: Head, decision: gate.Admit | gate.Refuse) -> None:
+    async def route(self, conn: Connection, request: Head, decision: gate.Admit | gate.Refuse) -> None:
         """Answer one request the gate has judged (routes.py)."""
         ...
 
 
-class Connection:
-    def __init__(self, server: Host, sock: socket.socket, peer: str, slot: Slot) -> None:
+class Connection(asyncio.Protocol):
+    """The loop's protocol object for one accepted socket, and the coroutine that serves its requests."""
+
+    # Slots: an idle keep-alive connection is this object, its transport and its waiting coroutine,
+    # and thousands of them may be open at once.
+    __slots__ = (
+        "_answer_until",
+        "_buf",
+        "_counted_head",
+        "_dropping",
+        "_eof",
+        "_lost",
+        "_on_gone",
+        "_reading_paused",
+        "_waiter",
+        "_writing_paused",
+        "closing",
+        "deadline",
+        "idle",
+        "idle_since",
+        "linger",
+        "loop",
+        "peer",
+        "reader",
+        "record",
+        "server",
+        "slot",
+        "task",
+        "thread",
+        "transport",
+    )
+
+    def __init__(self, server: Host, peer: str, slot: Slot, loop: asyncio.AbstractEventLoop) -> None:
         self.server = server
-        self.sock = sock
         self.peer = peer
         self.slot = slot
+        self.loop = loop
+        self.thread = threading.get_ident()  # the loop's: writes from elsewhere are handed to it
         self.reader = RequestReader()
         self.closing = False  # the answer being written is the connection's last
         self.linger = False
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
         self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
-        self._timeout: float = server.read_timeout  # how long the next _recv may wait for bytes
+        self.idle = False  # waiting for a request: the drain wakes it to shorten its limit
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._buf = bytearray()
+        self._eof = False  # the client closed its sending end
+        self._lost = False  # the connection is gone (closed, reset, or aborted here)
+        self._reading_paused = False
+        self._writing_paused = False
+        self._dropping = False  # lingering: whatever arrives is read and dropped
+        self._waiter: asyncio.Future[bool] | None = None
+        self._answer_until = 0.0  # the answer being written must be out by then (loop time)
+        self._on_gone: Callable[[], None] | None = None
         self._counted_head = False
-        # Non-blocking, waited on here: a socket with a timeout polls before every recv and send,
-        # and each of those system calls releases the GIL, a hand-off between threads under load.
-        # Waiting only when a call would block leaves one poll per request, before its first bytes.
-        sock.setblocking(False)
 
-    # ---- the loop -----------------------------------------------------------------------------
+    # ---- what the loop calls --------------------------------------------------------------
 
-    def run(self) -> None:
-        watcher = self.server.watcher
-        watcher.attach(self.sock)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
+
+    def data_received(self, data: bytes) -> None:
+        if self._dropping:
+            return
+        self._buf += data
+        if len(self._buf) > READ_AHEAD and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        if not self._buf:
+            self._gone()  # "the client closing the SSE response stream" is cancellation
+        self._wake()
+        return True  # half-closed: a request it sent before its end is still answered
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = self._eof = True
+        self._gone()
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake()
+
+    # ---- waiting ----------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+    async def _wait(self, until: float) -> bool:
+        """Wait for something to happen on the connection (bytes, an end, room to write, a drain), until
+        `until` (time.monotonic()); False when the time ran out first."""
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        waiter = self.loop.create_future()
+        self._waiter = waiter
+        timer = self.loop.call_later(left, _expire, waiter)
         try:
+            woken: bool = await waiter
+            return woken
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def wake(self) -> None:
+        """Called by the server when a drain begins: a connection waiting idle looks at its limit again."""
+        self._wake()
+
+    def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_gone` if the client leaves before the returned function is called (a call in flight)."""
+        if self._lost or (self._eof and not self._buf):
+            on_gone()  # it left before the call began
+            return _nothing
+        self._on_gone = on_gone
+
+        def unwatch() -> None:
+            self._on_gone = None
+
+        return unwatch
+
+    def _gone(self) -> None:
+        on_gone, self._on_gone = self._on_gone, None
+        if on_gone is not None:
+            try:
+                on_gone()
+            except Exception:
+                # A cancel callback that failed: this call's cancellation is what it cost.
+                log.error("cancelling the call of a client from %s that left failed", self.peer, exc_info=True)
+
+    # ---- the connection's coroutine ---------------------------------------------------------
+
+    async def run(self, sock: socket.socket) -> None:
+        try:
+            try:
+                await self.loop.connect_accepted_socket(lambda: self, sock)
+            except Exception:
+                sock.close()
+                raise
             while not self.closing:
-                event = self._read_head()
+                event = await self._read_head()
                 if event is None:
                     break  # the client left, or stayed idle: closed quietly, as keep-alive clients expect
-                self._serve(event)
+                await self._serve(event)
                 if self.reader.body_done:
                     self.reader.next_request()
                 else:
@@ -110,24 +252,36 @@ class Connection:
         except Gone:
             pass
         except OSError as exc:
-            log.debug("connection from %s ended: %s", self.peer, type(exc).__name__)
+            # A reset socket (EINVAL from TCP_NODELAY on macOS), a failed getpeername or setblocking:
+            # this connection ends, every other goes on.
+            log.debug("connection from %s ended: %s", self.peer, exc)
         except Exception:
-            log.error("unexpected failure serving a connection", exc_info=True)
+            log.error("unexpected failure serving a connection from %s", self.peer, exc_info=True)
         finally:
             self._uncount_head()
-            watcher.detach(self.sock)
-            if self.linger:
-                self._linger_close()
             try:
-                self.sock.close()
+                if self.linger and not self._lost:
+                    await self._linger_close()
             finally:
-                self.server.connection_closed(self.peer, self.slot)
+                self._close()
+                self.server.connection_closed(self)
 
-    def _serve(self, event: Head | Refusal) -> None:
+    def _close(self) -> None:
+        transport = self.transport
+        if transport is None or self._lost:
+            return
+        if transport.get_write_buffer_size():
+            # What is still queued goes out, within the answer's deadline; a client that does not
+            # read it is cut off then.
+            left = max(self._answer_until - self.loop.time(), 0.0)
+            self.loop.call_later(left, transport.abort)
+        transport.close()
+
+    async def _serve(self, event: Head | Refusal) -> None:
         record = self.record
         if isinstance(event, Refusal):
             # Unreadable as a request: answered, and the connection closed (RFC 9112 §9.6).
-            self.respond(
+            await self.respond(
                 event.status, error_body(event.error, event.message), close=True, linger=event is not TIMED_OUT
             )
             return
@@ -143,59 +297,49 @@ class Connection:
             decision = gate.check(event.method, event.path, event.headers, policy, event.host)
             if self.slot == "reserve" and not (isinstance(decision, gate.Admit) and decision.route == "health"):
                 # Every slot is taken: this connection was let in only to answer a health check.
-                self.respond(503, error_body("busy", "Too many connections; retry shortly"), extra={"Retry-After": "1"})
+                busy = error_body("busy", "Too many connections; retry shortly")
+                await self.respond(503, busy, extra={"Retry-After": "1"})
                 return
-            self.server.route(self, event, decision)
+            await self.server.route(self, event, decision)
         finally:
             self.server.end()
 
     # ---- reading ------------------------------------------------------------------------------
 
-    def _recv(self) -> bytes:
-        """The next bytes from the client, waiting at most the timeout set; TimeoutError, or Gone."""
-        until = 0.0
-        while True:
-            try:
-                data = self.sock.recv(RECV)
-                break
-            except BlockingIOError:
-                now = time.monotonic()
-                until = until or now + self._timeout
-                if now >= until or not _ready([self.sock.fileno()], until - now):
-                    raise TimeoutError from None
-            except OSError as exc:
-                raise Gone from exc
-        if not data:
-            raise Gone
+    async def _recv(self, until: float) -> bytes:
+        """The bytes read so far (at least one), waiting until `until`; TimeoutError, or Gone."""
+        while not self._buf:
+            if self._eof:
+                raise Gone
+            if not await self._wait(until):
+                raise TimeoutError
+        data = bytes(self._buf)
+        self._buf.clear()
+        if self._reading_paused and self.transport is not None and not self._lost:
+            self._reading_paused = False
+            self.transport.resume_reading()
         return data
 
-    def _await_request(self, reserve: bool) -> bool:
+    async def _await_request(self, reserve: bool) -> bool:
         """Wait, idle, for the next request's first bytes: False when the connection should close instead.
 
         The idle limit counts from the end of the last answer and shortens to the drain's grace
-        when a drain begins, even for a connection already waiting (the drain's socket wakes it).
+        when a drain begins, even for a connection already waiting (the drain wakes it).
         """
         server = self.server
-        fd = self.sock.fileno()
-        draining = server.draining_r.fileno()  # -1 once the server is closed
-        watch = [fd] if server.stopping or draining < 0 else [fd, draining]
-        while True:
-            limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
-            left = self.idle_since + limit - time.monotonic()
-            if left <= 0:
-                return False
-            try:
-                ready = _ready(watch, left)
-            except (OSError, ValueError):
-                return False  # a descriptor was closed under us: the server is closing
-            if fd in ready:
-                return True
-            if len(watch) > 1 and ready:
-                # The drain began (or the server closed that socket): it has said what it had to
-                # say, and from now on only the client's bytes matter.
-                watch = [fd]
+        self.idle = True
+        try:
+            while not self._buf and not self._eof:
+                limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
+                until = self.idle_since + limit
+                if until <= time.monotonic():
+                    return False
+                await self._wait(until)
+            return bool(self._buf)
+        finally:
+            self.idle = False
 
-    def _read_head(self) -> Head | Refusal | None:
+    async def _read_head(self) -> Head | Refusal | None:
         """The next request's head (or why it is refused); None when the connection ends between requests."""
         reader = self.reader
         reserve = self.slot == "reserve"
@@ -204,7 +348,7 @@ class Connection:
         while True:
             if not self.deadline and reader.started:
                 # The whole request (line, headers, body) must arrive within read_timeout from its
-                # first byte: a client trickling one byte a second cannot hold a thread.
+                # first byte: a client trickling one byte a second cannot hold a connection.
                 self.record = Exchange(self.peer, time.monotonic())
                 self.deadline = self.record.started + whole
             event = reader.next_event()
@@ -216,20 +360,19 @@ class Connection:
                 if reader.in_head and not self._counted_head:
                     if not self.server.admission.head_started(self.peer):
                         body = error_body(HEADS_FULL.error, HEADS_FULL.message)
-                        self.respond(HEADS_FULL.status, body, close=True, linger=False)
+                        await self.respond(HEADS_FULL.status, body, close=True, linger=False)
                         return None
                     self._counted_head = True
-                left = self.deadline - time.monotonic()
-                if left <= 0:
+                if self.deadline <= time.monotonic():
                     self._uncount_head()
                     return TIMED_OUT
-                self._timeout = left
-            elif not self._await_request(reserve):
-                return None  # idle past its limit: closed quietly, as keep-alive clients expect
+                until = self.deadline
+            elif not await self._await_request(reserve):
+                return None  # idle past its limit, or gone: closed quietly, as keep-alive clients expect
             else:
-                self._timeout = self.server.read_timeout
+                until = time.monotonic() + self.server.read_timeout
             try:
-                data = self._recv()
+                data = await self._recv(until)
             except TimeoutError:
                 self._uncount_head()
                 return TIMED_OUT if reader.started else None
@@ -242,7 +385,7 @@ class Connection:
             self._counted_head = False
             self.server.admission.head_done(self.peer)
 
-    def read_body(self, limit: int, *, keep: bool = True) -> bytes | Refusal | None:
+    async def read_body(self, limit: int, *, keep: bool = True) -> bytes | Refusal | None:
         """The request's body, up to `limit` bytes (dropped when not `keep`); a Refusal, or None if the client left."""
         reader = self.reader
         reader.body_limit = limit
@@ -257,18 +400,16 @@ class Connection:
                 continue
             if isinstance(event, Refusal):
                 return event
-            left = self.deadline - time.monotonic()
-            if left <= 0:
+            if self.deadline <= time.monotonic():
                 return TIMED_OUT
-            self._timeout = left
             try:
-                reader.feed(self._recv())
+                reader.feed(await self._recv(self.deadline))
             except TimeoutError:
                 return TIMED_OUT
             except Gone:
                 return None
 
-    def drop_body(self, request: Head) -> bool:
+    async def drop_body(self, request: Head) -> bool:
         """Read and drop a body no route wants; False when the request is over (answered or its client gone).
 
         Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
@@ -280,40 +421,82 @@ class Connection:
         limit = self.server.policy.max_body
         if not request.has_body or request.expect_continue or request.length > limit:
             return True
-        body = self.read_body(limit, keep=False)
+        body = await self.read_body(limit, keep=False)
         if body is None:
             self.closing = True
             return False
         if isinstance(body, Refusal) and body.status != 413:  # over the limit: not read, and closed after
-            self.respond(body.status, error_body(body.error, body.message), close=True, linger=body is not TIMED_OUT)
+            await self.respond(
+                body.status, error_body(body.error, body.message), close=True, linger=body is not TIMED_OUT
+            )
             return False
         return True
 
     # ---- writing ------------------------------------------------------------------------------
 
-    def write(self, data: bytes | memoryview) -> bool:
-        """All of `data`, or False (and the connection closes) when the client is gone or stops reading.
+    def start_answer(self) -> None:
+        """An answer begins: it must be out, whole, within write_timeout from now (one deadline, not one per slice)."""
+        self._answer_until = self.loop.time() + self.server.write_timeout
 
-        A client that reads nothing for `read_timeout` holds a thread no longer than one that
-        sends nothing: the same limit bounds each write.
+    def write(self, data: bytes | memoryview) -> bool:
+        """Queue `data` for the client; False (and the connection closes) once it is gone.
+
+        Safe from any thread: bytes written from elsewhere are handed to the loop's thread.
         """
-        view = memoryview(data)
-        until = 0.0
-        try:
-            while view:
-                try:
-                    view = view[self.sock.send(view) :]
-                except BlockingIOError:
-                    now = time.monotonic()
-                    until = until or now + self.server.read_timeout
-                    if now >= until or not _ready([self.sock.fileno()], until - now, writing=True):
-                        raise TimeoutError from None
-            return True
-        except OSError:
+        if self._lost or self.transport is None or self.transport.is_closing():
             self.closing = True
             return False
+        if threading.get_ident() != self.thread:
+            self.loop.call_soon_threadsafe(self._write_now, bytes(data))
+            return True
+        self.transport.write(data)
+        return True
 
-    def respond(
+    def _write_now(self, data: bytes) -> None:
+        if not self._lost and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def backlog(self) -> int:
+        """Bytes queued and not yet taken by the client."""
+        return 0 if self.transport is None or self._lost else self.transport.get_write_buffer_size()
+
+    async def flush(self) -> bool:
+        """Wait, within the answer's deadline, until the client has taken enough to queue more; False
+        (and the connection is cut off) when it has not read its answer by then, or is gone.
+
+        A client that reads just fast enough gets no more time than one that reads nothing: the
+        deadline counts from the answer's first byte.
+        """
+        while self._writing_paused and not self._lost:
+            left = self._answer_until - self.loop.time()
+            if left <= 0 or not await self._wait(time.monotonic() + left):
+                if self._writing_paused and not self._lost:
+                    log.info(
+                        "a client from %s did not read its answer within %.0f s", self.peer, self.server.write_timeout
+                    )
+                    self.abort()
+                    return False
+        if self._lost:
+            self.closing = True
+            return False
+        return True
+
+    def abort(self) -> None:
+        """Cut the connection off now: a reset, so that what the kernel still holds for the client is
+        dropped too (a plain close would go on sending it, at the client's pace)."""
+        self.closing = True
+        self._dropping = True
+        if self.transport is None:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # already reset: aborting is all that is left
+        self.transport.abort()
+
+    async def respond(
         self,
         status: int,
         body: bytes | Sequence[Part],
@@ -345,10 +528,14 @@ class Connection:
         elif size < 65536:
             data = b"".join([data, *pieces(parts)])  # one write: a small answer is one packet
             parts = []
-        # A large answer is written piece by piece as jsonrpc.encode made it, never joined.
+        # A large answer is queued piece by piece as jsonrpc.encode made it, never joined, and
+        # only as fast as the client takes it.
+        self.start_answer()
         sent = self.write(data)
         for piece in pieces(parts):
-            sent = sent and self.write(piece)
+            sent = sent and await self.flush() and self.write(piece)
+        if sent:
+            await self.flush()
         self.finish(status)
 
     def finish(self, status: int) -> None:
@@ -356,42 +543,32 @@ class Connection:
         self.record.log(self.server.metrics)
         self.idle_since = time.monotonic()
 
-    def _linger_close(self) -> None:
+    async def _linger_close(self) -> None:
         """Close in stages after refusing a request whose body may still be arriving (RFC 9112 §9.6).
 
         Closing with unread bytes makes the kernel send a reset, which can destroy the refusal
-        before the client reads it; so the sending half is closed first and the rest read and
-        dropped until the client closes, for at most LINGER_SECONDS.
+        before the client reads it; so the sending half is closed first (once the refusal is out)
+        and the rest read and dropped until the client closes, for at most LINGER_SECONDS.
         """
-        try:
-            self.sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + LINGER_SECONDS
-            dropped = 0
-            while dropped < LINGER_BYTES:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self.sock.settimeout(left)
-                chunk = self.sock.recv(RECV)
-                if not chunk:
-                    return
-                dropped += len(chunk)
-        except OSError:
+        transport = self.transport
+        if transport is None:
             return
+        self._buf.clear()
+        self._dropping = True
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        if transport.can_write_eof():
+            transport.write_eof()
+        until = time.monotonic() + LINGER_SECONDS
+        while not self._eof and await self._wait(until):
+            pass
 
 
-def _ready(fds: list[int], timeout: float, *, writing: bool = False) -> list[int]:
-    """Which of `fds` are readable (or writable) within `timeout` seconds; an error or hang-up counts.
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
-    poll, where there is one: no limit on descriptor numbers.
-    """
-    if sys.platform != "win32":  # Windows has no poll(); its select() takes sockets, which these are
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLOUT if writing else select.POLLIN)
-        try:
-            return [fd for fd, _ in poller.poll(timeout * 1000)]
-        except InterruptedError:
-            return []
-    readable, writable, failed = select.select([] if writing else fds, fds if writing else [], fds, timeout)
-    return [*readable, *writable, *failed]
+
+def _nothing() -> None:
+    return None

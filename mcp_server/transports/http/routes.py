@@ -7,17 +7,19 @@ Each is `route(connection, head, decision)`. A route that has no use for a body 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from mcp_server import __version__
+from mcp_server.core import apps
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Session
 from mcp_server.ops import records
 from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
-from mcp_server.transports.http.connection import Connection
+from mcp_server.transports.http.connection import STREAM_BACKLOG, Connection
+from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
@@ -26,10 +28,10 @@ from mcp_server.wire.jsonrpc import Batch, Id, Request, dumps, encode, error_obj
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
 CORS_ALLOW_HEADERS: Final = (
-    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-PAYMENT, PAYMENT-SIGNATURE,"
-    " traceparent, tracestate"
+    "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Session-Id, X-PAYMENT,"
+    " PAYMENT-SIGNATURE, traceparent, tracestate"
 )
-CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED"
+CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id"
 HEALTH_BODY: Final = json.dumps(
     {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
 ).encode()
@@ -48,29 +50,29 @@ def cors(origin: str | None) -> dict[str, str]:
     }
 
 
-def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    if conn.drop_body(head):
+async def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    if await conn.drop_body(head):
         if conn.server.unready or conn.server.stopping:
             # Stopping: a balancer that polls health takes this instance out of rotation, while
             # every request it still sends here is answered.
-            conn.respond(503, STOPPING_BODY, extra={"Retry-After": "1"})
+            await conn.respond(503, STOPPING_BODY, extra={"Retry-After": "1"})
         else:
-            conn.respond(200, HEALTH_BODY)
+            await conn.respond(200, HEALTH_BODY)
 
 
-def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
+async def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
     """GET /metrics: the Prometheus text exposition, on the metrics listener or (when asked) the MCP port."""
     registry = conn.server.exports
-    if not conn.drop_body(head):
+    if not await conn.drop_body(head):
         return
     if registry is None:
-        conn.respond(404, error_body("not_found", "Not found: the MCP endpoint is POST /mcp"))
+        await conn.respond(404, error_body("not_found", "Not found: the MCP endpoint is POST /mcp"))
         return
-    conn.respond(200, registry.render().encode("utf-8"), content_type=METRICS_CONTENT_TYPE)
+    await conn.respond(200, registry.render().encode("utf-8"), content_type=METRICS_CONTENT_TYPE)
 
 
-def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    if not conn.drop_body(head):
+async def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    if not await conn.drop_body(head):
         return
     extra = cors(decision.cors)
     if decision.cors is not None:
@@ -81,24 +83,24 @@ def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
                 "Access-Control-Max-Age": "600",
             }
         )
-    conn.respond(204, b"", extra=extra)
+    await conn.respond(204, b"", extra=extra)
 
 
-def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
+async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
     extra = cors(decision.cors)
     if decision.allow:
         extra["Allow"] = decision.allow
     # A request refused for what it is (400, 411, 413) is not read further: the connection closes.
     close = decision.status in (400, 411, 413) and decision.jsonrpc_code is None
     if decision.jsonrpc_code is None:
-        if close or conn.drop_body(head):
-            conn.respond(decision.status, error_body(decision.error, decision.message), extra=extra, close=close)
+        if close or await conn.drop_body(head):
+            await conn.respond(decision.status, error_body(decision.error, decision.message), extra=extra, close=close)
         return
     # Refused over its MCP-Protocol-Version header: the body (when it can be had) says which
     # JSON-RPC error, in the ladder's order, and under which id.
     body = b""
     if head.has_body and not head.expect_continue and head.length <= conn.server.policy.max_body:
-        read = conn.read_body(conn.server.policy.max_body)
+        read = await conn.read_body(conn.server.policy.max_body)
         if read is None:
             conn.closing = True
             return
@@ -109,7 +111,7 @@ def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
     error = (message and dispatcher.ladder_error(message, head.headers)) or error_object(
         decision.jsonrpc_code, decision.message, decision.data
     )
-    conn.respond(decision.status, dumps(error_response(msg_id, error)), extra=extra)
+    await conn.respond(decision.status, dumps(error_response(msg_id, error)), extra=extra)
 
 
 def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, str] | None:
@@ -156,27 +158,29 @@ def _request_id(body: bytes) -> Id | None:
     return message.id if isinstance(message, Request) else None
 
 
-def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
+async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     extra = cors(decision.cors)
     server = conn.server
-    if head.expect_continue and not conn.write(b"HTTP/1.1 100 Continue\r\n\r\n"):
-        return  # "100 Continue" is promised only once the gate admits the request
-    body = conn.read_body(server.policy.max_body)
+    if head.expect_continue:
+        conn.start_answer()
+        if not (conn.write(b"HTTP/1.1 100 Continue\r\n\r\n") and await conn.flush()):
+            return  # "100 Continue" is promised only once the gate admits the request
+    body = await conn.read_body(server.policy.max_body)
     if body is None:
         conn.closing = True  # the client stopped sending: nothing to answer
         return
     if isinstance(body, Refusal):
-        conn.respond(body.status, error_body(body.error, body.message), extra=extra, close=True)
+        await conn.respond(body.status, error_body(body.error, body.message), extra=extra, close=True)
         return
     credential = _credential(conn, head.headers)
     if credential is None:
         refused = error_body("bad_authorization", "Authorization must be 'Bearer <token>'", _request_id(body))
-        conn.respond(400, refused, extra=extra)
+        await conn.respond(400, refused, extra=extra)
         return
     escape = _escape(credential)
     if escape is not None:
         refused = error_body("escaped_bearer", _ESCAPED.format(escape=escape), _request_id(body))
-        conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
+        await conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
         return
     if "x-payment" in head.headers or "payment-signature" in head.headers:
         from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code
@@ -185,19 +189,19 @@ def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
             why = oversized(sent, len(head.headers.get(name, "")))
             if why is not None:
                 message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
-                conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
+                await conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
                 return
-    if not server.slots.acquire(timeout=SLOT_WAIT):
+    if not await server.acquire_slot(SLOT_WAIT):
         busy = error_body("busy", "Too many requests in flight; retry shortly", _request_id(body))
-        conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
+        await conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
         return
     try:
-        _serve_message(conn, head, body, credential, extra)
+        await _serve_message(conn, head, body, credential, extra)
     finally:
-        server.slots.release()
+        server.release_slot()
 
 
-def _serve_message(
+async def _serve_message(
     conn: Connection, head: Head, body: bytes, credential: tuple[str | None, str], extra: dict[str, str]
 ) -> None:
     server = conn.server
@@ -209,7 +213,11 @@ def _serve_message(
     request_record = exchange.record
     items: list[records.Record] = []
     header_version = headers.get("mcp-protocol-version")
-    session = Session(http=True, version=header_version if header_version in LEGACY_VERSIONS else "")
+    session = Session(
+        http=True,
+        version=header_version if header_version in LEGACY_VERSIONS else "",
+        client_capabilities=apps.session_capabilities(headers.get("mcp-session-id")),
+    )
     payment, conflict = None, None
     if "x-payment" in headers or "payment-signature" in headers:
         from mcp_server.wire.x402 import from_http_headers  # only paid calls load the payments code
@@ -232,14 +240,15 @@ def _serve_message(
         )
 
     cancellation = Cancellation()
+    run = Run()
     unwatch: Callable[[], None] = _nothing
     if dispatcher.is_blocking(message):
         # The client closing its connection is cancellation: every call still in flight, and
         # every item of a batch not yet run, stops, and nothing more is sent to the gateway.
-        unwatch = server.watcher.watch(conn.sock, cancellation.cancel)
+        unwatch = conn.watch(cancellation.cancel)
     try:
         if isinstance(message, Batch):
-            reply = dispatcher.handle_batch(message, session, make_ctx, cancellation)
+            reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation), run)
             for item in items:
                 if item.outcome:  # the first context only lent its headers
                     records.finish(item, server.metrics)
@@ -248,13 +257,22 @@ def _serve_message(
             ctx = make_ctx(cancellation, request_record)
             stream = None
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
-                stream = Stream(conn.write, extra, close=server.stopping)
+
+                def write(data: bytes | memoryview) -> bool:
+                    # A client that lets notifications pile up unread is not reading: the stream ends.
+                    return conn.write(data) and conn.backlog() < STREAM_BACKLOG
+
+                conn.start_answer()
+                stream = Stream(write, extra, close=server.stopping)
                 ctx.send = stream.send
-            reply = dispatcher.handle(message, session, ctx)
+            reply = await drive(dispatcher.handle_steps(message, session, ctx), run)
             extra = {**extra, **ctx.response_headers}
+            if session.views_declared:
+                extra["Mcp-Session-Id"] = apps.views_session_id()
             if stream is not None and stream.started and not cancellation.is_set:
+                conn.start_answer()
                 stream.finish(reply.message)
-                if stream.broken or stream.close:
+                if not await conn.flush() or stream.broken or stream.close:
                     conn.closing = True
                 conn.finish(200)
                 return
@@ -265,16 +283,19 @@ def _serve_message(
         conn.finish(499)
         return
     if reply.message is None:
-        conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
+        await conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted
     else:
-        conn.respond(reply.status, encode(reply.message), extra=extra)
+        # An answer built from a large gateway answer is encoded where it was read: off the loop.
+        answer = reply.message
+        parts = await off_loop(lambda: encode(answer)) if run.heavy else encode(answer)
+        await conn.respond(reply.status, parts, extra=extra)
 
 
 def _nothing() -> None:
     return None
 
 
-ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], None]]] = {
+ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], Awaitable[None]]]] = {
     "health": health,
     "metrics": metrics,
     "preflight": preflight,

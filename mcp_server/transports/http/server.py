@@ -1,4 +1,4 @@
-"""The socket server: one listening socket, one accept thread, one thread per connection, and the drain.
+"""The socket server: one event loop, the listening socket accepted on it, a protocol per connection, and the drain.
 
 Thin on purpose: what a request is, is the reader's business (reader.py); who may connect, the
 admission's (admission.py); what a request gets, the routes' (routes.py); how long each step of a
@@ -6,13 +6,20 @@ stop may take, the drain's (drain.py). Here: accept, count what is in flight, an
 load balancer loses nothing: no new handshakes, every queued connection taken in, every request
 on an open connection answered (with `Connection: close`), idle connections closed last.
 
+Every wait is on the loop (loop.py): a connection costs a protocol object and a coroutine, never a
+thread. The accept is ours (the loop only says the socket is readable), so whatever accepting one
+connection raises costs that connection, and the loop goes on; what the loop itself cannot go on
+from ends the process, so a supervisor replaces it instead of a server that runs and never answers.
+
 The metrics listener (`--metrics`) is this same server with a gate that admits GET /metrics
-alone (`metrics_server`): no second, weaker HTTP parser exists for it.
+alone (`metrics_server`), on the same loop: no second, weaker HTTP parser exists for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import errno
 import ipaddress
 import logging
 import os
@@ -22,16 +29,18 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_server import __version__
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
+from mcp_server.ops import logs
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate, routes
-from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Slot, Turned
+from mcp_server.transports.http import loop as loops
+from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Turned
 from mcp_server.transports.http.connection import Connection
-from mcp_server.transports.http.disconnects import DisconnectWatcher
 from mcp_server.transports.http.drain import SETTLE_LIMIT, Timings
 from mcp_server.transports.http.head import Head
 from mcp_server.transports.http.response import error_body, head
@@ -42,12 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairwins_mcp.http")
 
 # Requests in flight at once (docs/hosting.md, "Admission"): a request waiting on the gateway costs a
-# thread and about 45 KiB, not a core (bench/waiting.py), so the bound is sized for waiting.
+# coroutine and its buffers, not a core, so the bound is sized for waiting.
 DEFAULT_MAX_CONCURRENCY: Final = 1024
-# A thread that waits on a socket touches a few KiB of its stack: 1 MiB instead of the platform's
-# 8 MiB cuts the address space of a thousand waiting requests from 8 GiB to 1 GiB, and still
-# leaves four times what the deepest JSON the parser accepts needs (256 KiB, measured).
-THREAD_STACK: Final = 1024 * 1024
 # The metrics listener's connection bound: scrapers are few, and Prometheus keeps one connection per target.
 METRICS_CONNECTIONS: Final = 16
 # Its drain: a scrape in progress is answered; an idle scraper's connection closes after this long
@@ -58,6 +63,22 @@ METRICS_REQUEST_LIMIT: Final = 5.0
 # larger one is not read and its connection closes after the answer.
 METRICS_MAX_BODY: Final = 64 * 1024
 METRICS_DRAIN_LIMIT: Final = SETTLE_LIMIT + METRICS_IDLE_GRACE + METRICS_REQUEST_LIMIT  # after the MCP drain
+# Connections accepted per readiness event: enough to empty a burst, few enough that the
+# connections already open are served in between.
+ACCEPT_BURST: Final = 64
+# accept() out of descriptors or buffers: accepting pauses this long (the queue waits in the
+# kernel), instead of spinning on a socket that stays readable.
+ACCEPT_PAUSE: Final = 0.1
+_PAUSE_ERRNOS: Final = frozenset(
+    e for e in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, getattr(errno, "WSAEMFILE", None)) if e
+)
+# The connection was gone before it was taken off the queue: nothing of it is left to serve.
+_GONE_ERRNOS: Final = frozenset(
+    e for e in (errno.ECONNABORTED, errno.ECONNRESET, errno.EPROTO, errno.EPERM, errno.ETIMEDOUT) if e
+)
+# The listening socket itself is unusable: no later accept can succeed.
+_DEAD_ERRNOS: Final = frozenset({errno.EBADF, errno.ENOTSOCK, errno.EINVAL})
+FATAL_EXIT: Final = 70  # EX_SOFTWARE: the loop could not go on
 
 
 def connection_bound(max_concurrency: int) -> int:
@@ -75,6 +96,7 @@ class McpHTTPServer:
         env_bearer: str | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         read_timeout: float = 30.0,
+        write_timeout: float | None = None,
         idle_timeout: float | None = None,
         max_peer_connections: int | None = None,
         max_peer_heads: int = 8,
@@ -90,6 +112,8 @@ class McpHTTPServer:
         self.policy = policy
         self.env_bearer = env_bearer
         self.read_timeout = read_timeout
+        # One deadline for a whole answer: a client that reads just fast enough cannot hold a slot longer.
+        self.write_timeout = read_timeout if write_timeout is None else write_timeout
         self.timings = timings or Timings()
         if idle_timeout is not None:
             grace = min(idle_timeout, self.timings.idle_grace)
@@ -101,10 +125,9 @@ class McpHTTPServer:
         # The reserve answers health checks only: a door without /healthz keeps none.
         reserve = 0 if policy.metrics_only else HEALTH_RESERVE
         self.admission = Admission(Limits(self.max_connections, max_peer_connections, max_peer_heads, reserve))
-        self.slots = threading.BoundedSemaphore(max_concurrency)
         self.stopping = False  # draining: every answer closes its connection
         self.unready = False  # pre-stop: /healthz answers 503, everything else as usual
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # for wait_idle, asked from other threads
         self._inflight = 0
         self.inflight_at_stop = 0
         if metrics is not None:
@@ -112,15 +135,18 @@ class McpHTTPServer:
         self.socket = listener if listener is not None else listening.listen(address[0], address[1])
         self.socket.setblocking(False)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
-        self.watcher = DisconnectWatcher()  # after the bind: a port in use leaves no thread behind
-        self._wake_r, self._wake_w = socket.socketpair()
-        # Readable once the drain begins (and from then on): idle connections wait on it beside
-        # their own socket, so each one's idle limit shortens to the grace at once.
-        self.draining_r, self._draining_w = socket.socketpair()
-        self._serving = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self.guard: loops.Guard | None = None
+        self.fatal: BaseException | None = None  # why the loop could not go on
+        self._connections: set[Connection] = set()
+        self._slots: asyncio.Semaphore | None = None
+        self._changed: asyncio.Event | None = None
+        self._accepting = False
+        self._resume: asyncio.TimerHandle | None = None
+        self._done: asyncio.Future[None] | None = None
         self._stopped = threading.Event()
         self._stopped.set()
-        self._shutdown = False
 
     @property
     def idle_timeout(self) -> float:
@@ -130,57 +156,159 @@ class McpHTTPServer:
     def url(self) -> str:
         return http_url(self.server_address, "/metrics" if self.policy.metrics_only else "/mcp")
 
+    # ---- the loop -----------------------------------------------------------------------------
+
+    def attach(self, loop: asyncio.AbstractEventLoop, guard: loops.Guard) -> None:
+        """Serve on `loop` (running in this thread from now on): accepting starts with its next turn."""
+        self.loop = loop
+        self._loop_thread = threading.get_ident()
+        self.guard = guard
+        self._slots = asyncio.Semaphore(self.max_concurrency)
+        self._changed = asyncio.Event()
+        self._start_accepting()
+
+    def serve_forever(self, poll_interval: float = 0.5, *, selector: selectors.BaseSelector | None = None) -> None:
+        """Run a loop of its own in this thread, accepting and serving until shutdown().
+
+        `poll_interval` is unused (the loop wakes when told); kept for callers of the threaded server.
+        `selector`: the loop's (a test's seam); a selector that raises ends the loop, and `fatal` says why.
+        """
+        loop = loops.new_loop(selector)
+        guard = loops.Guard(loop)
+        self._stopped.clear()
+        try:
+            self.attach(loop, guard)
+            self._done = loop.create_future()
+            try:
+                loop.run_until_complete(guard.until(self._done))
+            except BaseException as exc:  # the selector raised: nothing on this loop can go on
+                log.critical("the event loop failed: %s", exc, exc_info=True)
+                self.fatal = exc
+            self.fatal = self.fatal or guard.fatal
+            self._stop_accepting()
+            loops.close(loop, self._connections)
+        finally:
+            self.loop = None
+            self._stopped.set()
+
+    def _call(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the loop's thread (from any thread); nothing if no loop is serving."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            pass  # closed meanwhile
+
+    def shutdown(self) -> None:
+        """End serve_forever (from another thread); returns once its loop has stopped (or was never started)."""
+
+        def finish() -> None:
+            self._stop_accepting()
+            if self._done is not None and not self._done.done():
+                self._done.set_result(None)
+
+        self._call(finish)
+        self._stopped.wait(10)
+
+    def server_close(self) -> None:
+        self.shutdown()
+        self.socket.close()
+
     # ---- accepting ----------------------------------------------------------------------------
 
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        """Accept until shutdown(): each connection is admitted (or answered at once) and served on its own thread."""
-        self._stopped.clear()
-        self._serving.set()
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
+    def _start_accepting(self) -> None:
+        if self.loop is None or self._accepting or self.socket.fileno() < 0:
+            return
+        self.loop.add_reader(self.socket.fileno(), self._accept)
+        self._accepting = True
+
+    def _stop_accepting(self) -> None:
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        if self._accepting and self.loop is not None:
+            self._accepting = False
             try:
-                while not self._shutdown:
-                    for key, _ in selector.select(poll_interval):
-                        if key.fileobj is self._wake_r:
-                            self._wake_r.recv(64)
-                            continue
-                        self._accept()
-            finally:
-                self._stopped.set()
+                self.loop.remove_reader(self.socket.fileno())
+            except (ValueError, OSError):
+                pass  # the socket was closed already
+
+    def _pause_accepting(self) -> None:
+        """Out of descriptors or buffers: stop accepting for a moment (the queue waits), then go on."""
+        self._stop_accepting()
+        if self.loop is not None and not self.stopping:
+            self._resume = self.loop.call_later(ACCEPT_PAUSE, self._resumed)
+
+    def _resumed(self) -> None:
+        self._resume = None
+        if not self.stopping:
+            self._start_accepting()
 
     def _accept(self) -> None:
-        try:
-            sock, address = self.socket.accept()
-        except (BlockingIOError, InterruptedError):
-            return  # another worker sharing the socket took it
-        except OSError as exc:
-            # Out of descriptors, or the socket closed under us: accepting resumes on the next event.
-            log.warning("accept failed: %s", exc)
-            time.sleep(0.05)
-            return
-        self.admit(sock, address)
+        """The listening socket is readable: accept a burst, each connection admitted (or answered at once)."""
+        self._accept_burst(ACCEPT_BURST)
+
+    def _accept_burst(self, most: int) -> int:
+        taken = 0
+        while taken < most:
+            try:
+                sock, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return taken  # the queue is empty, or another worker sharing the socket took it
+            except OSError as exc:
+                if exc.errno in _GONE_ERRNOS:
+                    log.debug("a connection was gone before it was accepted: %s", exc)
+                    continue
+                if exc.errno in _PAUSE_ERRNOS:
+                    log.warning("accept failed (%s): accepting again in %.1f s", exc, ACCEPT_PAUSE)
+                    self._pause_accepting()
+                    return taken
+                if exc.errno in _DEAD_ERRNOS or self.socket.fileno() < 0:
+                    if self.stopping:
+                        return taken  # closed by the drain: nothing more to accept
+                    self._fail(exc, "the listening socket can no longer accept")
+                    return taken
+                log.error("accept failed: %s; accepting again in %.1f s", exc, ACCEPT_PAUSE, exc_info=True)
+                self._pause_accepting()
+                return taken
+            taken += 1
+            self.admit(sock, address)
+        return taken
+
+    def _fail(self, exc: BaseException, why: str) -> None:
+        log.critical("%s: %s", why, exc, exc_info=exc)
+        self.fatal = exc
+        if self.guard is not None:
+            self.guard.fail(exc)
 
     def admit(self, sock: socket.socket, address: Any) -> None:
-        """An accepted connection: served on its own thread, or answered at once and closed."""
-        sock.setblocking(True)
-        # Small answers must not wait out a delayed ACK on keep-alive connections.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = str(address[0])
-        slot = self.admission.connect(peer)
+        """An accepted connection: served by a protocol object and its coroutine, or answered at once and closed.
+
+        Whatever this raises (a socket reset before it could be set up, an address that cannot be
+        read) costs this connection only.
+        """
+        try:
+            peer = str(address[0]) if isinstance(address, tuple) else str(address)
+            slot = self.admission.connect(peer)
+        except Exception:
+            log.error("a connection could not be admitted", exc_info=True)
+            sock.close()
+            return
         if isinstance(slot, Turned):
             self._turn_away(sock, slot)
             self._count_refusal(slot)
             return
-        connection = Connection(self, sock, peer, slot)
-        thread = threading.Thread(target=connection.run, name="fairwins-mcp-connection", daemon=True)
+        assert self.loop is not None
+        conn = Connection(self, peer, slot, self.loop)
+        self._connections.add(conn)
         try:
-            thread.start()
-        except RuntimeError:  # no thread can be had: the connection is refused like any other
-            self.admission.disconnect(peer, slot)
-            turned = Turned(503, "busy", "Too many connections; retry shortly")
-            self._turn_away(sock, turned)
-            self._count_refusal(turned)
+            conn.task = self.loop.create_task(conn.run(sock))
+        except Exception:
+            log.error("a connection could not be served", exc_info=True)
+            sock.close()
+            self.connection_closed(conn)
 
     def _count_refusal(self, turned: Turned) -> None:
         # Turned away before any request was read: no record is logged (a flood would be all the log
@@ -203,27 +331,17 @@ class McpHTTPServer:
             pass
         sock.close()
 
-    def shutdown(self) -> None:
-        """Stop accepting; returns once the accept loop has ended (or was never started)."""
-        self._shutdown = True
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        if self._serving.is_set():
-            self._stopped.wait(10)
-
-    def server_close(self) -> None:
-        self.shutdown()
-        self.socket.close()
-        for end in (self._wake_r, self._wake_w, self.draining_r, self._draining_w):
-            end.close()
-        self.watcher.close()
-
     # ---- connections and requests in flight ---------------------------------------------------
 
-    def connection_closed(self, peer: str, slot: Slot) -> None:
-        self.admission.disconnect(peer, slot)
+    def connection_closed(self, conn: Connection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self.admission.disconnect(conn.peer, conn.slot)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
         with self._cond:
             self._cond.notify_all()
 
@@ -236,25 +354,61 @@ class McpHTTPServer:
         with self._cond:
             return self._cond.wait_for(lambda: self.admission.connections == 0 and self._inflight == 0, timeout)
 
-    def route(self, conn: Connection, request: Head, decision: gate.Admit | gate.Refuse) -> None:
+    async def route(self, conn: Connection, request: Head, decision: gate.Admit | gate.Refuse) -> None:
         if isinstance(decision, gate.Refuse):
-            routes.refuse(conn, request, decision)
+            await routes.refuse(conn, request, decision)
         else:
-            routes.ROUTES[decision.route](conn, request, decision)
+            await routes.ROUTES[decision.route](conn, request, decision)
 
     def begin(self) -> None:
         """A request head was read: count it in flight. Never refused, draining or not: it came on a
         connection the client already had, and a balancer cannot retry a POST it has sent."""
-        with self._cond:
-            self._inflight += 1
+        self._inflight += 1
 
     def end(self) -> None:
-        with self._cond:
-            self._inflight -= 1
-            self._cond.notify_all()
+        self._inflight -= 1
+        self._notify()
+
+    async def acquire_slot(self, wait: float) -> bool:
+        slots = self._slots
+        assert slots is not None
+        if not slots.locked():
+            await slots.acquire()  # free: taken at once
+            return True
+        try:
+            await asyncio.wait_for(slots.acquire(), wait)
+        except TimeoutError:
+            return False
+        return True
+
+    def release_slot(self) -> None:
+        assert self._slots is not None
+        self._slots.release()
+
+    # ---- the drain ----------------------------------------------------------------------------
 
     def drain(self, grace: float | None = None, *, last: bool = True) -> bool:
         """Stop accepting, answer what comes on open connections, close idle ones after the grace.
+
+        Runs on the serving loop (from any thread: this one waits for it), or on a loop of its own
+        when nothing serves yet. See `drained` for the steps.
+        """
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            if threading.get_ident() == self._loop_thread:
+                raise RuntimeError("drain() from the loop's own thread: await drained() instead")
+            future = asyncio.run_coroutine_threadsafe(self.drained(grace, last=last), loop)
+            return future.result()
+        own = loops.new_loop(None)
+        try:
+            self.attach(own, loops.Guard(own))
+            return own.run_until_complete(self.drained(grace, last=last))
+        finally:
+            loops.close(own, self._connections)
+            self.loop = None
+
+    async def drained(self, grace: float | None = None, *, last: bool = True) -> bool:
+        """The drain, on the loop.
 
         `last`: this process is the last holder of the listening socket (alone, or every worker of
         the instance is stopping), so nothing may be left in its queue when it closes: new
@@ -264,39 +418,54 @@ class McpHTTPServer:
         """
         timings = self.timings
         limit = timings.limit if grace is None else grace
-        self.shutdown()  # the accept loop is over: from here on, this thread accepts
-        with self._cond:
-            self.stopping = True
-            self.inflight_at_stop = self._inflight
-        try:
-            self._draining_w.send(b"x")
-        except OSError:
-            pass
+        self._stop_accepting()
+        self.stopping = True
+        self.inflight_at_stop = self._inflight
+        for conn in list(self._connections):
+            conn.wake()  # an idle connection's limit shortens to the grace at once
         if last:
             filtered = listening.refuse_new(self.socket)
-            queued = listening.accept_queued(
-                self.socket, self.admit, settle=timings.settle if filtered else 0.0, limit=SETTLE_LIMIT
-            )
+            queued = await self._accept_queued(timings.settle if filtered else 0.0, SETTLE_LIMIT)
             if queued:
                 log.info("took in %d connections that were queued when the drain began", queued)
         self.socket.close()
+        assert self._changed is not None
         deadline = time.monotonic() + limit
-        try:
-            with self._cond:
-                while self.admission.connections or self._inflight:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        log.warning(
-                            "drain limit (%.0f s) reached: %d connections still open, %d requests in flight",
-                            limit,
-                            self.admission.connections,
-                            self._inflight,
-                        )
-                        return False
-                    self._cond.wait(min(left, 1.0))
-            return True
-        finally:
-            self.watcher.close()
+        while self.admission.connections or self._inflight:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "drain limit (%.0f s) reached: %d connections still open, %d requests in flight",
+                    limit,
+                    self.admission.connections,
+                    self._inflight,
+                )
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+        return True
+
+    async def _accept_queued(self, settle: float, limit: float) -> int:
+        """Accept every queued connection until none arrived for `settle` s (at most `limit` s); the count.
+
+        After `refuse_new`, only handshakes already under way can still complete: `settle` covers
+        their last round trip. Other processes sharing the socket may win some connections: fine.
+        """
+        accepted = 0
+        end = time.monotonic() + limit
+        quiet_until = time.monotonic() + settle
+        while True:
+            taken = self._accept_burst(ACCEPT_BURST)
+            accepted += taken
+            now = time.monotonic()
+            if taken:
+                quiet_until = now + settle
+            elif now >= min(quiet_until, end):
+                return accepted
+            await asyncio.sleep(0.01 if not taken else 0)
 
 
 def http_url(address: tuple[Any, ...], path: str) -> str:
@@ -407,6 +576,7 @@ def serve(
     listener: socket.socket | None = None,
     lifeline: Lifeline | None = None,
     timings: Timings | None = None,
+    selector: selectors.BaseSelector | None = None,
 ) -> int:
     """Run until told to stop, then drain; 0 when every request in flight was answered.
 
@@ -419,7 +589,6 @@ def serve(
     on the MCP port (`metrics_on_mcp_port`). The metrics listener answers until the MCP drain is
     over, so a scrape sees the drain, and then closes by the same steps.
     """
-    threading.stack_size(THREAD_STACK)
     timings = dataclasses.replace(timings or Timings(), requests=grace)
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
@@ -448,50 +617,79 @@ def serve(
             dispatcher, registry, listener=metrics_listener, timings=server.timings, read_timeout=server.read_timeout
         )
     raise_descriptor_limit(2 * server.max_connections + (scrapes.max_connections if scrapes else 0) + 64)
-    stop = threading.Event()
-    alone: list[bool] = []
+    loop = loops.new_loop(selector)
+    guard = loops.Guard(loop)
+    try:
+        code = loop.run_until_complete(guard.until(_run(loop, guard, server, scrapes, lifeline, metrics_listener)))
+    except BaseException as exc:  # the selector raised: nothing on this loop can go on
+        guard.fail(exc)
+        code = 1
+    if guard.fatal is not None:
+        # At once: a supervisor replaces this process; calls waiting on it are lost either way.
+        log.critical("fairwins-mcp stops: its event loop cannot go on")
+        logging.shutdown()
+        os._exit(FATAL_EXIT)
+    loops.close(loop, [*server._connections, *(scrapes._connections if scrapes else ())])
+    if registry is not None:
+        registry.publish()  # a worker's last figures stay in the sum after it has gone
+    return code if isinstance(code, int) else 1
+
+
+async def _run(
+    loop: asyncio.AbstractEventLoop,
+    guard: loops.Guard,
+    server: McpHTTPServer,
+    scrapes: McpHTTPServer | None,
+    lifeline: Lifeline | None,
+    metrics_listener: socket.socket | None,
+) -> int:
+    """Serve on the loop until told to stop, then drain; the exit code."""
+    stop = loop.create_future()
 
     def stopping(instance: bool) -> None:
-        alone.append(not instance)
-        stop.set()
+        if not stop.done():
+            stop.set_result(instance)
 
-    signal.signal(signal.SIGTERM, lambda *_: stopping(lifeline is None))
-    if lifeline is None:
-        signal.signal(signal.SIGINT, lambda *_: stopping(True))
-    else:
-        lifeline.watch(lambda: stopping(True))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-accept")
-    thread.start()
-    scraping = None
+    def on_signal(signum: int) -> None:
+        stopping(lifeline is None or signum != signal.SIGTERM)
+
+    # A worker hears SIGINT (a terminal's ^C reaches every worker) through its supervisor, which
+    # closes the lifeline; SIGTERM to a worker alone means it leaves while the others go on.
+    loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
+    if lifeline is not None:
+
+        def instance_stops() -> None:  # on the lifeline's thread
+            loop.call_soon_threadsafe(stopping, True)
+
+        lifeline.watch(instance_stops)
+    server.attach(loop, guard)
     if scrapes is not None:
-        scraping = threading.Thread(
-            target=scrapes.serve_forever, kwargs={"poll_interval": 0.2}, name="fairwins-mcp-metrics-accept"
-        )
-        scraping.start()
+        scrapes.attach(loop, guard)
     if lifeline is None:
         log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
-        announce_metrics(server.server_address, metrics_listener, metrics_on_mcp_port, summed=False)
+        announce_metrics(server.server_address, metrics_listener, server.policy.metrics, summed=False)
     else:
         log.info("worker %d serving", os.getpid())
-    while not stop.wait(3600):
-        pass
-    last = not alone[0]
-    if timings.prestop > 0 and last:
+    last = bool(await stop)
+    if server.timings.prestop > 0 and last:
         server.unready = True
-        log.info("stopping: /healthz answers 503 for %.0f s while requests are still served", timings.prestop)
-        time.sleep(timings.prestop)
+        log.info(
+            "stopping: /healthz answers 503 for %.0f s while requests are still served",
+            server.timings.prestop,
+            extra=logs.AHEAD,  # written at once, ahead of the access lines queued before it (ops/logs.py)
+        )
+        await asyncio.sleep(server.timings.prestop)
     log.info(
         "stopping: %s; every request on an open connection is answered; idle connections close after %.0f s",
         "no new connections" if last else "this worker leaves, the others go on accepting",
-        timings.idle_limit(True),
+        server.timings.idle_limit(True),
+        extra=logs.AHEAD,
     )
-    drained = server.drain(last=last)
-    thread.join(timeout=5)
-    if scrapes is not None and scraping is not None:
-        scrapes.drain(last=last)  # a scrape that outlives its limit loses nothing: the next one is taken elsewhere
-        scraping.join(timeout=5)
-    if registry is not None:
-        registry.publish()  # a worker's last figures stay in the sum after it has gone
+    drained = await server.drained(last=last)
+    if scrapes is not None:
+        await scrapes.drained(
+            last=last
+        )  # a scrape that outlives its limit loses nothing: the next one is taken elsewhere
     if not drained:
         return 1
     log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)

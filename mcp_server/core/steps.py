@@ -1,0 +1,56 @@
+"""What a request waits for, as values: a handler that may wait on the network yields a step and is sent its result.
+
+Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read,
+prompts/get, completion/complete, and batches of them) is a generator: it yields a `Step` (a
+gateway call, or CPU work that may take milliseconds) and is sent what the step gave. One
+definition of every step, driven two ways: `run` here waits for each step in turn on the
+caller's thread (stdio, the unit tests, `Dispatcher.handle`); the HTTP transport drives the same
+generator on its event loop (transports/http/steps.py), so a call waiting on the gateway holds a
+suspended generator, not a thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Step(Protocol):
+    """One thing a request waits for. `run` waits for it on this thread and returns its result."""
+
+    def run(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Compute(Generic[R]):
+    """CPU work that may take milliseconds (reading, checking and scrubbing a large answer): on an
+    event loop it runs in a small executor, so the loop goes on serving everything else meanwhile."""
+
+    work: Callable[[], R]
+
+    def run(self) -> R:
+        return self.work()
+
+
+Steps = Generator[Step, Any, T]
+
+
+def run(steps: Steps[T]) -> T:
+    """Drive `steps` on this thread: each step waited for in turn; the generator's return value."""
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send(step.run())
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+def done(value: T) -> Steps[T]:
+    """A value as steps that wait for nothing (what a handler that never waits is, seen as steps)."""
+    return value
+    yield  # a generator: unreachable, by design

@@ -1,0 +1,56 @@
+"""Which thread a stop signal reaches: the main thread alone, so that it is acted on at once.
+
+POSIX hands a process-directed signal to any thread that does not block it. CPython's C handler
+then only sets a flag, and the Python handler runs on the main thread at its next bytecode: a
+main thread asleep in a lock wait or a read is not woken, and the stop waits for whatever wakes
+it next (an hour, in `stop.wait(3600)`). So every thread we start blocks SIGTERM and SIGINT: it
+is created with them blocked (a new thread inherits its creator's mask), which leaves no moment
+in which it could take one. The main thread alone unblocks them, and its wait is interrupted.
+
+Windows has no signal masks and delivers no SIGTERM to a thread: nothing to do there.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """SIGTERM and SIGINT blocked in this thread for the block's length: every thread started inside inherits the block.
+
+    A stop signal sent meanwhile waits, pending, and is delivered once the mask is restored.
+    """
+    if sys.platform == "win32":
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def start(thread: threading.Thread) -> None:
+    """`thread.start()`, the new thread blocking the stop signals from its first instruction."""
+    with held():
+        thread.start()
+
+
+def block() -> None:
+    """Block the stop signals in this thread (and in every thread it starts from now on)."""
+    if sys.platform != "win32":
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def unblock() -> None:
+    """Let the stop signals reach this thread again: called on the main thread, once its handlers are set."""
+    if sys.platform != "win32":
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

@@ -1,0 +1,76 @@
+"""The dispatcher's steps (core/steps.py) on the event loop: gateway calls awaited there, CPU work in a small executor.
+
+`Dispatcher.handle` drives the same generator on its caller's thread; here each step is waited
+for without holding the loop: a gateway call by the async client on this loop (upstream/aio.py),
+a Compute (reading, checking and scrubbing a large answer) by one of a few threads, so the 2 KB
+calls beside a 4 MB answer are served meanwhile. A call waiting on the gateway is a suspended
+generator, not a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from mcp_server.core.steps import Compute, Steps
+from mcp_server.upstream import aio
+from mcp_server.upstream.gateway import GatewayCall
+
+T = TypeVar("T")
+R = TypeVar("R")
+# CPU work is held by the interpreter lock whatever the thread count: two threads keep one large
+# answer from queueing behind another, and the loop takes its turn between their slices.
+COMPUTE_THREADS: Final = 2
+
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The executor for Compute steps, made on first use (a server that never sees a large answer has none)."""
+    global _executor
+    with _lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                COMPUTE_THREADS, thread_name_prefix="fairwins-mcp-compute"
+            )
+        return _executor
+
+
+class Run:
+    """What a drive saw: `heavy` once a Compute step ran (its answer is large: encode it off the loop too)."""
+
+    __slots__ = ("heavy",)
+
+    def __init__(self) -> None:
+        self.heavy = False
+
+
+async def off_loop(work: Callable[[], R]) -> R:
+    """`work()` in the executor, with the caller's context (the log filter finds its credentials there)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor(), contextvars.copy_context().run, work)
+
+
+async def drive(steps: Steps[T], run: Run | None = None) -> T:
+    """Run `steps` to their end on the running loop; the generator's return value."""
+    value: Any = None
+    while True:
+        try:
+            step = steps.send(value)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        if isinstance(step, GatewayCall):
+            value = await aio.run(step)
+        elif isinstance(step, Compute):
+            # The request's context goes with the work (the log filter finds its credentials there).
+            value = await off_loop(step.work)
+            if run is not None:
+                run.heavy = True
+        else:
+            raise TypeError(f"no way to wait for {type(step).__name__} on the event loop")

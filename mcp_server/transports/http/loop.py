@@ -1,0 +1,137 @@
+"""The HTTP transport's one event loop: how it is made, what its errors cost, how a stop signal reaches it, how it ends.
+
+One loop per process serves the MCP listener and the metrics listener. Its exception handler
+decides what an error costs: one that the loop reports with a connection's protocol or transport
+ends that connection; anything else means the loop can no longer be trusted to serve, and the
+process leaves with a non-zero exit so that whatever supervises it (Desktop, the workers'
+supervisor, Kubernetes, Cloud Run) replaces it. A process that runs and cannot accept is never
+left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import selectors
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Final, Protocol, TypeVar
+
+log = logging.getLogger("fairwins_mcp.http")
+
+CLOSE_WAIT: Final = 2.0  # at the end, how long the connections' coroutines get to finish once cut off
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+T = TypeVar("T")
+
+
+class Closable(Protocol):
+    """What the end of the loop needs of a connection: its transport and its coroutine."""
+
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+
+    @property
+    def task(self) -> asyncio.Task[None] | None: ...
+
+
+def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.AbstractEventLoop:
+    """A selector loop on every platform (epoll on Linux, kqueue on macOS, select on Windows).
+
+    The accept is ours: the loop tells us the listening socket is readable (add_reader), which
+    Windows' default proactor loop does not offer (the price: select() stops at 512 sockets there,
+    plenty for a member's local server). `selector`: a test's seam.
+    """
+    return asyncio.SelectorEventLoop(selector if selector is not None else selectors.DefaultSelector())
+
+
+class Guard:
+    """The loop's exception handler, and the one place that says the loop cannot go on."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.fatal: BaseException | None = None
+        self._failed: asyncio.Future[None] = loop.create_future()
+        loop.set_exception_handler(self._handle)
+
+    def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        message = str(context.get("message", "unexpected error on the event loop"))
+        transport = context.get("transport")
+        if transport is not None or context.get("protocol") is not None:
+            # One connection's callback failed (its bytes, its end): that connection closes.
+            log.error("a connection failed and was closed: %s", message, exc_info=exc)
+            abort = getattr(transport, "abort", None)
+            if callable(abort):
+                try:
+                    abort()
+                except Exception:
+                    log.debug("the failed connection could not be aborted", exc_info=True)
+            return
+        self.fail(exc if exc is not None else RuntimeError(message), message)
+
+    def fail(self, exc: BaseException, why: str = "the event loop cannot go on") -> None:
+        """The loop cannot go on: everything waiting on `until` returns, and the process exits non-zero."""
+        if self.fatal is None:
+            log.critical("%s: %s", why, exc, exc_info=exc)
+            self.fatal = exc
+        if not self._failed.done():
+            self._failed.set_result(None)
+
+    async def until(self, done: Awaitable[T]) -> T | None:
+        """`done`'s result, or None when the loop failed first."""
+        task: asyncio.Future[T] = asyncio.ensure_future(done)
+        failed: asyncio.Future[Any] = self._failed
+        try:
+            await asyncio.wait([task, failed], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+        return task.result() if task.done() and not task.cancelled() else None
+
+
+def on_stop_signals(
+    loop: asyncio.AbstractEventLoop, handler: Callable[[int], None], signals: Iterable[int] = STOP_SIGNALS
+) -> None:
+    """Call `handler(signum)` on the loop for each of `signals`, whichever thread the kernel hands them to.
+
+    POSIX: the loop's own signal handling (the C handler writes to the loop's wakeup descriptor,
+    and the loop runs `handler` on its next turn), so no signal waits for a thread to be
+    scheduled. Windows: signal.signal, and the loop woken from the handler.
+    """
+    if sys.platform == "win32":
+        for signum in signals:
+            signal.signal(signum, lambda number, frame: loop.call_soon_threadsafe(handler, number))
+    else:
+        for signum in signals:
+            loop.add_signal_handler(signum, handler, signum)
+
+
+def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> None:
+    """Cut off every connection still open, let their coroutines finish, and close the loop."""
+    if loop.is_closed():
+        return
+    from mcp_server.upstream import aio
+
+    aio.close_pools(loop)  # the gateway connections this loop held
+    for conn in list(connections):
+        if conn.transport is not None:
+            conn.transport.abort()
+        if conn.task is not None:
+            conn.task.cancel()
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        _finish(loop, asyncio.wait(pending, timeout=CLOSE_WAIT))
+    _finish(loop, loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _finish(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
+    """Run `work` to its end on `loop`; on a loop that cannot run any more (its selector broke), drop it."""
+    try:
+        loop.run_until_complete(work)
+    except BaseException:
+        work.close()
+        log.debug("the loop could not finish its last work", exc_info=True)

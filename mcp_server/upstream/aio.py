@@ -1,0 +1,536 @@
+"""The gateway seam on the event loop: the http1 parser, pool rules and TLS of the blocking transport, the loop's waits.
+
+Loaded by the HTTP transport only (stdio never imports asyncio). What differs from
+gateway.HttpTransport is only how it waits: bytes arrive through a protocol object, a deadline
+is a timer of the loop, and a cancel aborts the connection from whichever thread throws it. The
+rules are shared, not copied: the request is encoded by gateway._encode, the answer read by
+http1.Parser, failures named by gateway._classify, TLS verified by the one context of
+upstream/tls.py (driven through memory, so its failures read as the blocking client's do), and
+the retry policy is Gateway._policy, driven by Gateway.acall.
+
+Pool: one per event loop, keyed by (scheme, host, port); a connection goes back only after a
+whole answer that allows it, and is never reused if anything arrived while it sat idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from mcp_server.ops.records import Attempt
+from mcp_server.ops.tracecontext import Trace
+from mcp_server.upstream import http1
+from mcp_server.upstream.gateway import (
+    MAX_HEADER_BYTES,
+    AsyncTransport,
+    Gateway,
+    GatewayCall,
+    GatewayRequest,
+    GatewayResponse,
+    Headers,
+    HttpTransport,
+    Outcome,
+    Pause,
+    Target,
+    Transport,
+    TransportError,
+    _classify,
+    _encode,
+    _https_proxy,
+    _size,
+)
+from mcp_server.wire.cancellation import Cancellation
+
+if TYPE_CHECKING:
+    import ssl
+
+T = TypeVar("T")
+RECV: Final = 64 * 1024
+
+
+class Aborted(Exception):
+    """The call's deadline passed or it was cancelled while a connection was being opened."""
+
+
+class _Wire(asyncio.Protocol):
+    """The bytes of one gateway connection as they arrive, and whether it has ended."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self._chunks: list[bytes] = []
+        self.ended = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self._wake()
+        self._paused = False
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    @property
+    def quiet(self) -> bool:
+        return not self._chunks and not self.ended
+
+    async def recv(self) -> bytes:
+        """The bytes that came since the last call (waiting for some), or b"" at the end."""
+        while not self._chunks:
+            if self.ended:
+                return b""
+            self._waiter = self.loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        return data
+
+    async def send(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the connection closed")
+        self.transport.write(data)
+        if self._paused:
+            self._writable = self.loop.create_future()
+            try:
+                await self._writable
+            finally:
+                self._writable = None
+        if self.ended and self.transport.is_closing():
+            raise BrokenPipeError("the connection closed while the request was written")
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class _Tls:
+    """TLS over a _Wire, through memory buffers (as upstream/tls.Stream does over a socket)."""
+
+    def __init__(self, wire: _Wire, host: str, ctx: ssl.SSLContext) -> None:
+        import ssl
+
+        self.wire = wire
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._tls = ctx.wrap_bio(self._in, self._out, server_hostname=host)
+
+    async def handshake(self, host: str) -> None:
+        import ssl
+
+        from mcp_server.upstream import tls
+
+        first = True
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                data = await self.wire.recv()
+                if first:
+                    tls.look_at_first(data)
+                    first = False
+                self._feed(data)
+            except tls.HandshakeError:
+                raise
+            except ssl.SSLError as exc:
+                try:
+                    await self._flush()  # the alert that tells the server why
+                except OSError:
+                    pass
+                raise tls.HandshakeError(tls.describe_handshake(exc, host)) from None
+        await self._flush()  # the client's Finished
+
+    async def _flush(self) -> None:
+        if self._out.pending:
+            await self.wire.send(self._out.read())
+
+    def _feed(self, data: bytes) -> None:
+        if data:
+            self._in.write(data)
+        else:
+            self._in.write_eof()
+
+    async def recv(self) -> bytes:
+        import ssl
+
+        while True:
+            try:
+                return self._tls.read(RECV)
+            except ssl.SSLWantReadError:
+                await self._flush()  # e.g. a TLS 1.3 key update the server asked for
+                self._feed(await self.wire.recv())
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                # The end, with or without close_notify: HTTP framing says whether the answer was whole.
+                return b""
+
+    async def send(self, data: bytes) -> None:
+        self._tls.write(data)
+        await self._flush()
+
+    @property
+    def quiet(self) -> bool:
+        return not self._tls.pending() and self.wire.quiet
+
+    def abort(self) -> None:
+        self.wire.abort()
+
+
+class _Connection:
+    """One gateway connection on the loop: its wire (plain or TLS) and its http1 parser."""
+
+    __slots__ = ("parser", "reused", "stream")
+
+    def __init__(self, stream: _Wire | _Tls) -> None:
+        self.stream = stream
+        self.parser = http1.Parser()
+        self.reused = False
+
+    def quiet(self) -> bool:
+        """Nothing has arrived since the last answer (http1.Connection.quiet, the same rule)."""
+        return not self.parser.buffered and self.stream.quiet
+
+    async def exchange(self, data: bytes, max_body: int) -> http1.Response:
+        await self.stream.send(data)
+        resp = await _read(self.stream, self.parser.response(MAX_HEADER_BYTES, max_body))
+        if not self.stream.quiet:
+            resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
+        return resp
+
+    def close(self) -> None:
+        self.stream.abort()
+
+
+async def _read(stream: _Wire | _Tls, reading: http1.Reading[T]) -> T:
+    """Drive `reading`, each need for bytes met by what the loop delivers next."""
+    try:
+        next(reading)
+        while True:
+            reading.send(await stream.recv())
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+# Idle connections (all calls together) kept per gateway and loop: every call waiting at once may
+# leave one behind, and the next burst finds them (the blocking transport keeps one per thread).
+MAX_IDLE: Final = 1024
+Pool = dict[tuple[str, str, int], list[_Connection]]
+
+
+class AsyncHttpTransport:
+    """gateway.Transport on the running event loop (gateway.AsyncTransport)."""
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]
+        self._pools = weakref.WeakKeyDictionary()
+        # A transport collected (its gateway gone) closes what its pools held, each on its own loop.
+        weakref.finalize(self, _drop, self._pools)
+        _TRANSPORTS.add(self)
+        self._ssl: ssl.SSLContext | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self, loop: asyncio.AbstractEventLoop) -> Pool:
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = {}
+        return pool
+
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._ssl is None:
+                from mcp_server.upstream import tls
+
+                self._ssl = tls.context()
+            return self._ssl
+
+    async def _connect(self, target: Target, loop: asyncio.AbstractEventLoop) -> _Connection:
+        proxy = None if target.scheme == "http" or target.is_loopback else _https_proxy(target.host)
+        host, port = proxy or (target.host, target.port)
+        _, wire = await loop.create_connection(lambda: _Wire(loop), host, port)
+        try:
+            if target.scheme == "http":
+                return _Connection(wire)
+            if proxy is not None:
+                # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
+                authority = http1.host_header(target.host, target.port, -1)
+                await wire.send(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii"))
+                parser = http1.Parser()
+                status, _, _ = await _read(wire, parser.head(MAX_HEADER_BYTES))
+                if not 200 <= status < 300:
+                    raise http1.TunnelRefused(status)
+                if parser.buffered:
+                    raise http1.ProtocolError("the proxy sent bytes before the tunnel was used")
+            tls = _Tls(wire, target.host, self._tls_context())
+            await tls.handshake(target.host)
+            return _Connection(tls)
+        except BaseException:
+            wire.abort()
+            raise
+
+    async def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse:
+        loop = asyncio.get_running_loop()
+        key = (target.scheme, target.host, target.port)
+        idle = self._pool(loop).setdefault(key, [])
+        conn = None
+        while not fresh and idle and conn is None:
+            conn = idle.pop()  # the one used last: the least likely to have been closed meanwhile
+            if not conn.quiet():
+                # Whatever came while it sat in the pool would be read as this request's answer: dropped
+                # before anything is written on it, so nothing was sent, and another connection goes instead.
+                conn.close()
+                conn = None
+        aborted: list[str] = []
+        stop: asyncio.Future[None] = loop.create_future()
+        live: list[_Connection] = []
+
+        def abort(reason: str) -> None:  # on the loop
+            if not aborted:
+                aborted.append(reason)
+            if not stop.done():
+                stop.set_result(None)
+            for current in live:
+                current.close()  # the read waiting on it ends at once
+
+        def cancelled() -> None:  # from whichever thread throws the cancellation
+            try:
+                loop.call_soon_threadsafe(abort, "cancelled")
+            except RuntimeError:
+                pass  # the loop has closed: nothing is waiting any more
+
+        timer = loop.call_later(max(deadline - time.monotonic(), 0.0), abort, "timeout")
+        unregister = cancellation.on_cancel(cancelled)
+        sent = False
+        keep = False
+        try:
+            try:
+                data = _encode(target, request, trace)
+            except (UnicodeError, ValueError):
+                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
+            while True:
+                if aborted:  # nothing is sent
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                if conn is None:
+                    conn = await _unless(self._connect(target, loop), stop)
+                live[:] = [conn]
+                if aborted:
+                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                sent = True  # from here on, the gateway may have seen the request
+                try:
+                    resp = await conn.exchange(data, self.max_body)
+                    break
+                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
+                    # A kept-alive connection the gateway closed while idle: answered nothing, so
+                    # the same (retriable) request goes once more on a new connection.
+                    if not conn.reused or aborted or getattr(exc, "partial", False):
+                        raise
+                conn.close()
+                conn = None
+            if aborted:
+                raise _classify(ConnectionResetError(), aborted, sent, deadline)
+            keep = not fresh and resp.keep_alive
+            return GatewayResponse(resp.status, resp.headers, resp.body)
+        except TransportError:
+            raise
+        except http1.BodyTooLarge:
+            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
+        except Aborted:
+            raise _classify(ConnectionResetError(), aborted, sent, deadline) from None
+        except Exception as exc:
+            raise _classify(exc, aborted, sent, deadline) from None
+        finally:
+            timer.cancel()
+            unregister()
+            if conn is not None:
+                if keep and len(idle) < MAX_IDLE:
+                    conn.reused = True
+                    idle.append(conn)
+                else:
+                    conn.close()
+
+
+_TRANSPORTS: weakref.WeakSet[AsyncHttpTransport] = weakref.WeakSet()
+
+
+def close_pools(loop: asyncio.AbstractEventLoop) -> None:
+    """Close every gateway connection pooled for `loop` (on its thread, as it ends): none outlives its loop."""
+    for transport in list(_TRANSPORTS):
+        pool = transport._pools.pop(loop, None)
+        if pool:
+            _close_all([conn for idle in pool.values() for conn in idle])
+
+
+def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
+    for loop, pool in list(pools.items()):
+        held = [conn for idle in pool.values() for conn in idle]
+        pool.clear()
+        if held and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(_close_all, held)
+            except RuntimeError:
+                pass  # closed meanwhile: its sockets went with it
+
+
+def _close_all(held: list[_Connection]) -> None:
+    for conn in held:
+        conn.close()
+
+
+async def _unless(work: Awaitable[T], stop: asyncio.Future[None]) -> T:
+    """`work`'s result, or Aborted as soon as `stop` is done (a connect or handshake cut short)."""
+    task: asyncio.Future[T] = asyncio.ensure_future(work)
+    both: list[asyncio.Future[Any]] = [task, stop]
+    try:
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise Aborted
+
+
+async def pause(seconds: float, cancellation: Cancellation) -> bool:
+    """Wait `seconds` on the loop; True if cancelled meanwhile (as Cancellation.wait, without a thread)."""
+    if cancellation.is_set:
+        return True
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    def cancelled() -> None:  # from whichever thread throws it
+        loop.call_soon_threadsafe(wake)
+
+    unregister = cancellation.on_cancel(cancelled)
+    timer = loop.call_later(seconds, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        unregister()
+    return cancellation.is_set
+
+
+_LOCK: Final = threading.Lock()
+
+
+def transport_for(gateway: Gateway) -> AsyncTransport:
+    """The gateway's transport on the loop, made on first use with its body cap.
+
+    A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
+    in the loop's default executor, so the loop never waits on them.
+    """
+    with _LOCK:
+        transport = gateway.async_transport
+        if transport is None:
+            if isinstance(gateway.transport, HttpTransport):
+                transport = AsyncHttpTransport(gateway.max_body)
+            else:
+                transport = _Blocking(gateway.transport)
+            gateway.async_transport = transport
+        return transport
+
+
+class _Blocking:
+    """A blocking gateway.Transport, sent from the loop's default executor."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    async def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse:
+        loop = asyncio.get_running_loop()
+        send = self.transport.send
+        return await loop.run_in_executor(None, lambda: send(target, request, deadline, cancellation, fresh, trace))
+
+
+async def run(step: GatewayCall) -> Outcome:
+    """A gateway call yielded as a step, waited for on the running loop."""
+    return await call(
+        step.gateway, step.request, step.cancellation, step.on_retry, trace=step.trace, observe=step.observe
+    )
+
+
+async def call(
+    gateway: Gateway,
+    request: GatewayRequest,
+    cancellation: Cancellation | None = None,
+    on_retry: Callable[[int, str, float], None] | None = None,
+    *,
+    trace: Trace | None = None,
+    observe: Callable[[Attempt], None] | None = None,
+) -> Outcome:
+    """Gateway.call on the running event loop: the same policy (Gateway.policy), its waits the loop's."""
+    cancellation = cancellation or Cancellation()
+    policy = gateway.policy(request, cancellation, on_retry, trace, observe)
+    transport = gateway.async_transport or transport_for(gateway)
+    try:
+        action = next(policy)
+        while True:
+            if isinstance(action, Pause):
+                action = policy.send(await pause(action.seconds, cancellation))
+                continue
+            assert gateway.target is not None
+            try:
+                got: GatewayResponse | TransportError = await transport.send(
+                    gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
+                )
+            except TransportError as exc:
+                got = exc
+            action = policy.send(got)
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome

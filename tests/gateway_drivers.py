@@ -1,0 +1,53 @@
+"""Both drivers of the gateway's one policy held to the same tests: blocking (Gateway.call) and on a loop (aio.call).
+
+`gateway_driver` is parametrised: under "loop", every Gateway.call a test makes is served by
+upstream/aio.call on an event loop running on a thread of its own (one loop for the test, so its
+pool lives as long as the test's, as a server's lives as long as its loop). The test's own code
+is unchanged: the same scenarios, the same assertions, the other driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from mcp_server.ops.records import Attempt
+from mcp_server.ops.tracecontext import Trace
+from mcp_server.upstream import aio
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, Outcome
+from mcp_server.wire.cancellation import Cancellation
+
+WAIT = 60.0  # the longest a test's call may take on the loop, a net under every deadline
+
+
+@pytest.fixture(params=["blocking", "loop"])
+def gateway_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "blocking":
+        yield "blocking"
+        return
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="gateway-driver-loop", daemon=True)
+    thread.start()
+
+    def on_loop(
+        self: Gateway,
+        gateway_request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
+    ) -> Outcome:
+        work = aio.call(self, gateway_request, cancellation, on_retry, trace=trace, observe=observe)
+        return asyncio.run_coroutine_threadsafe(work, loop).result(WAIT)
+
+    monkeypatch.setattr(Gateway, "call", on_loop)
+    try:
+        yield "loop"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+        loop.close()

@@ -12,6 +12,12 @@ RUN pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation --wheel-d
     && pip --python /opt/fairwins-mcp/bin/python install --no-cache-dir --no-index --no-deps /wheels/*.whl
 
 FROM python:3.11-slim
+# The version is mcp_server.__version__ (python -m scripts.release check holds them equal); the
+# release workflow adds the revision and the build's provenance.
+LABEL org.opencontainers.image.title="fairwins-mcp" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.source="https://github.com/fairwins/fairwins-mcp"
 # Hosted mode: Streamable HTTP on 0.0.0.0:$PORT (8790 unless the platform sets PORT, as Cloud Run
 # does). The image holds no credential: every member's token arrives on their own request
 # (Authorization: Bearer), so no FAIRWINS_API_TOKEN is set. Logs are JSON, one object per line

@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools apps-host screenshots lint snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
+.PHONY: test test-tools apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,17 +81,39 @@ test-tools:
 	bash tests/tools/apt.sh promtool prometheus
 	bash tests/tools/apt.sh prometheus prometheus
 
-# mypy --strict on the packages and their scripts, once for each platform a member runs them on
-# (Linux, macOS, Windows: platform code sits behind sys.platform checks, which mypy narrows, so a
-# Linux-only call outside one fails here; the bundle's launcher mcpb/ and `install` included); ruff
-# on everything written in Python here; the layers of docs/architecture.md with import-linter
-# (pyproject.toml, [tool.importlinter]).
-PLATFORMS := linux darwin win32
-lint: $(VPY)
-	for platform in $(PLATFORMS); do $(VPY) -m mypy --platform $$platform $(PACKAGES) demo scripts mcpb || exit 1; done
-	$(VENV)/bin/lint-imports
-	$(VPY) -m ruff check mcp_server assistant_contract demo scripts tests bench mcpb
-	$(VPY) -m ruff format --check mcp_server assistant_contract demo scripts tests bench mcpb
+# The CI tiers are repository commands, `python -m scripts.ci TIER` (standard library only, the same
+# on Linux, macOS and Windows, no make needed; docs/releasing.md): these targets and the workflows in
+# .github/workflows/ call them. lint: mypy --strict on the packages and their scripts once for each
+# platform a member runs them on (linux, darwin, win32: platform code sits behind sys.platform
+# checks, which mypy narrows, so a Linux-only call outside one fails here), import-linter on the
+# layers of docs/architecture.md, ruff on everything written in Python here, and the workflows
+# checked by actionlint and zizmor (installed into .venv-ci from .ci/requirements.txt).
+CI_VENV := .venv-ci
+CI_READY := $(CI_VENV)/.installed
+
+$(CI_READY): .ci/requirements.txt
+	$(PYTHON) -m venv $(CI_VENV)
+	$(CI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r .ci/requirements.txt
+	touch $@
+
+lint: $(VPY) $(CI_READY)
+	$(PYTHON) -m scripts.ci lint
+
+# The type checks alone, as the macOS and Windows jobs run them.
+types: $(VPY)
+	$(PYTHON) -m scripts.ci types
+
+# Every test that needs only Python and the official SDK client (pytest markers linux_tier, and posix
+# on Windows, deselected): what the macOS and Windows jobs run, here on Linux.
+portable: $(VPY) $(SDK_READY) $(UV_READY)
+	$(PYTHON) -m scripts.ci portable
+
+# Everything a release does but its uploads (scripts/release.py): every artifact built into dist/
+# twice from a clean copy of the tree, identical bytes; twine check; dist/server.json against the
+# registry's pinned schema; one version everywhere; the wheel installed offline and started by the
+# official SDK client; uvx on the wheel offline; the README as PyPI renders it, every link live.
+release-check: $(VPY) $(SDK_READY) $(UV_READY) $(CI_READY)
+	$(PYTHON) -m scripts.ci release-check
 
 snapshot: $(VPY)
 	$(VPY) -m assistant_contract.export

@@ -2,7 +2,9 @@
 
 `build` runs scripts.mcpb and returns every bundle it wrote; `unpack` lays one out as a host
 installs it; `host_config` asks the pinned @anthropic-ai/mcpb package's own getMcpConfigForManifest
-what a host makes of its mcp_config (tests/tools/mcpb_host.mjs).
+what a host makes of its mcp_config (tests/tools/mcpb_host.mjs). `extract` and `resolve` do the
+same two things in Python, held to the real ones by tests/test_mcpb.py, so the bundles start on
+every platform the portable tier runs on, with or without the Node CLI.
 
 The uv bundle is started the way Claude Desktop starts a `server.type: "uv"` bundle: its own uv
 (here the pinned one in .venv-uv, tests/uv/requirements.txt) in place of the manifest's `uv`, with
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import zipfile
@@ -26,13 +29,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from scripts import mcpb
-from tests.conftest import ROOT
+from tests.conftest import ROOT, venv_python
 from tests.hosts import INSTALL_TIMEOUT, node, tool
 from tests.secret_canaries import record_output
 
 CLI_TIMEOUT: Final = 120.0
 UV_VENV: Final = ROOT / ".venv-uv"
-UV: Final = UV_VENV / "bin" / "uv"
+UV: Final = venv_python(UV_VENV).with_name("uv.exe" if sys.platform == "win32" else "uv")
 UV_READY: Final = UV_VENV / ".installed"
 # What a host's environment must not carry into the server: our own settings (the bundle's env
 # gives them), the interpreter's and uv's (this machine's, not a member's), and the test venv.
@@ -110,6 +113,77 @@ def host_config(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform:
     return resolved
 
 
+# --- the same, in Python: for the platforms the Node CLI is not installed on ----------------------
+
+
+def extract(bundle: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
+    """The bundle laid out as `unpack` (the real `mcpb unpack`) lays it out: every entry a file, its mode kept.
+
+    test_mcpb.py holds the two to the same files, bytes and modes, so the launch tests can run
+    where the mcpb CLI is not installed (tests/tools/ installs Node for linux-x64 only).
+    """
+    with zipfile.ZipFile(bundle) as archive:
+        for info in archive.infolist():
+            path = target.joinpath(*info.filename.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(info))
+            mode = (info.external_attr >> 16) & 0o777
+            if mode and sys.platform != "win32":  # Windows keeps no POSIX modes
+                path.chmod(mode)
+    return target
+
+
+def _substitute(value: Any, variables: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for name, replacement in variables.items():
+            value = value.replace(f"${{{name}}}", replacement)
+        return value
+    if isinstance(value, list):
+        # An argument that is exactly one user_config placeholder stays as written when the setting
+        # is empty (getMcpConfigForManifest's rule for arguments; a string elsewhere loses it).
+        exact = [item[2:-1] if isinstance(item, str) and re.fullmatch(r"\$\{user_config\.[^}]+\}", item) else None
+                 for item in value]  # fmt: skip
+        return [
+            item if name is not None and not variables.get(name) else _substitute(item, variables)
+            for item, name in zip(value, exact, strict=True)
+        ]
+    if isinstance(value, dict):
+        return {key: _substitute(item, variables) for key, item in value.items()}
+    return value
+
+
+def resolve(bundle_dir: pathlib.Path, user_config: dict[str, Any], platform: str | None = None) -> dict[str, Any]:
+    """What `host_config` returns, worked out in Python from the rules for mcp_config in MANIFEST.md
+    (modelcontextprotocol/mcpb).
+
+    The platform's override replaces command, args or env; user_config takes each setting's
+    default, then what the member gave (booleans as "true"/"false"); every `${…}` the spec names
+    is replaced. test_mcpb.py holds it to the mcpb package's own getMcpConfigForManifest.
+    """
+    manifest = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))
+    base = manifest["server"]["mcp_config"]
+    config = dict(base)
+    override = base.get("platform_overrides", {}).get(platform or sys.platform)
+    if override:
+        for key in ("command", "args", "env"):
+            config[key] = override.get(key) or config.get(key)
+    home = bundle_dir.parent / "home"
+    variables = {
+        "__dirname": str(bundle_dir),
+        "pathSeparator": os.sep,
+        "/": os.sep,
+        "HOME": str(home),
+        "DESKTOP": str(home / "Desktop"),
+        "DOCUMENTS": str(home / "Documents"),
+        "DOWNLOADS": str(home / "Downloads"),
+    }
+    settings = {k: o["default"] for k, o in manifest.get("user_config", {}).items() if "default" in o}
+    settings.update(user_config)
+    for key, value in settings.items():
+        variables[f"user_config.{key}"] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return {"config": _substitute(config, variables)}
+
+
 def decoy(directory: pathlib.Path) -> pathlib.Path:
     """A directory whose `mcp_server` would break the server if it were imported instead of the bundled one."""
     package = directory / "mcp_server"
@@ -164,7 +238,7 @@ def bundle_launch(
     platform: str | None = None,
 ) -> Launch:
     """The command and environment a host starts the unpacked uv bundle with (its uv for the manifest's `uv`)."""
-    config = host_config(unpacked, user_config or {}, platform)["config"]
+    config = resolve(unpacked, user_config or {}, platform)["config"]
     assert config["command"] == "uv", config
     env = host_environment()
     env.update(config["env"])
@@ -174,7 +248,7 @@ def bundle_launch(
 
 def entry_point_command(unpacked: pathlib.Path) -> list[str]:
     """What uv runs once the bundle's environment exists: its Python on the entry point, in the bundle directory."""
-    return [str(unpacked / ".venv" / "bin" / "python"), mcpb.ENTRY_POINT]
+    return [str(venv_python(unpacked / ".venv")), mcpb.ENTRY_POINT]
 
 
 def entry_point_launch(
@@ -185,7 +259,7 @@ def entry_point_launch(
     Its env is the host's plus the bundle's settings, as uv passes them on (uv also adds
     VIRTUAL_ENV and puts the environment's bin/ first on PATH; the server reads neither).
     """
-    config = host_config(unpacked, user_config or {})["config"]
+    config = resolve(unpacked, user_config or {})["config"]
     env = host_environment()
     env.update(config["env"])
     done = subprocess.run(

@@ -38,6 +38,50 @@ GATEWAY_TIMEOUT = 2.0  # seconds; short, so the timeout tests stay fast
 WAIT = 10.0  # the longest any test waits for something that should happen at once
 
 
+# Why a test is kept out of a tier (pyproject.toml's markers): each reason said once, here.
+NGINX = pytest.mark.linux_tier("drives nginx, installed from Debian's packages by make test-tools")
+PROMETHEUS = pytest.mark.linux_tier("drives promtool or a Prometheus server, installed from Debian's packages")
+NODE_TOOLS = pytest.mark.linux_tier(
+    "drives a Node CLI (mcpb, Claude Code, the Inspector) that tests/tools/ installs for linux-x64 only"
+)
+BROWSER = pytest.mark.linux_tier(
+    "drives headless Chromium (Debian's package) and the MCP Apps host page on Node 22, installed on Linux only"
+)
+PROCFS = pytest.mark.linux_tier("reads Linux's /proc (a process's children, descriptors or sockets)")
+SIGNAL_STOP = pytest.mark.posix(
+    "stops a child with SIGTERM or SIGINT and checks how it drains: Windows can send a child neither "
+    "(Popen.send_signal(SIGTERM) there is TerminateProcess, which nothing can catch)"
+)
+
+
+def venv_python(venv: pathlib.Path) -> pathlib.Path:
+    """The interpreter of the virtual environment `venv`, where venv puts it on this platform."""
+    if sys.platform == "win32":
+        return venv / "Scripts" / "python.exe"
+    return venv / "bin" / "python"
+
+
+def venv_script(venv: pathlib.Path, name: str) -> pathlib.Path:
+    """The console script `name` of the virtual environment `venv`."""
+    return venv_python(venv).with_name(f"{name}.exe" if sys.platform == "win32" else name)
+
+
+def console_script(name: str) -> pathlib.Path:
+    """The console script `name` installed beside the running interpreter (fairwins-mcp, ...)."""
+    if sys.platform == "win32":
+        return pathlib.Path(sys.executable).parent / f"{name}.exe"
+    return pathlib.Path(sys.executable).parent / name
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A tier marker without its reason is refused: a test that cannot run somewhere says why."""
+    for item in items:
+        for name in ("linux_tier", "posix"):
+            for mark in item.iter_markers(name):
+                if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs its reason as one string")
+
+
 PROXY_VARIABLES = (
     "https_proxy",
     "HTTPS_PROXY",

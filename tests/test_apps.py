@@ -144,7 +144,7 @@ def test_a_modern_client_negotiates_per_request_and_server_discover_says_so(sand
 
 
 def _legacy_http(url: str, capabilities: dict[str, Any], session_id: str | None = None) -> tuple[Any, Any, Any]:
-    """initialize, then tools/list and resources/read of a view as later POSTs, the way a 2025-11-25 client sends them."""
+    """initialize, then tools/list and resources/read of a view as later POSTs, as a 2025-11-25 client sends them."""
     from tests.mcp_http import CLIENT_INFO, post
 
     init = post(
@@ -266,7 +266,7 @@ def test_each_view_is_small_self_contained_and_names_itself(view: views.View) ->
 
 
 def test_the_page_builds_no_markup_from_strings_and_fetches_nothing() -> None:
-    """STYLE.md habit 13, read from the source; the browser test proves the same with hostile data."""
+    """docs/style.md habit 13, read from the source; the browser test proves the same with hostile data."""
     page = views.View("ui://x", "wagers", "", "", ()).html()
     for forbidden in (
         "innerHTML",

@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from tests import apps_host
 from tests.apps_host import Report
-from tests.conftest import ROOT, client_for
+from tests.conftest import BROWSER, ROOT, client_for
 from tests.mcp_http import serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway, v1_offer
+
+pytestmark = BROWSER
 
 # Elements the page itself creates; anything else in a frame came from data.
 PAGE_ELEMENTS: Final = frozenset(

@@ -19,10 +19,12 @@ from typing import Any, Final
 import pytest
 
 from tests import apps_host
-from tests.conftest import ROOT
+from tests.conftest import BROWSER, NODE_TOOLS, ROOT
 from tests.inspector import LAUNCHER, NODE, VERSION
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_inspector import WebInspector, free_port
+
+pytestmark = [BROWSER, NODE_TOOLS]
 
 SCRIPT: Final = ROOT / "tests/browser_host/inspector.mjs"
 SCREENSHOTS: Final = os.environ.get("FAIRWINS_SCREENSHOTS")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mcp_server.wire.versions import META_SERVER_INFO, SUPPORTED_VERSIONS
-from tests.conftest import ROOT, WAIT, StdioProcess, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, WAIT, StdioProcess, server_env
 from tests.mcp_http import LEGACY, LegacyClient, ModernClient, modern_meta
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
 
@@ -39,6 +39,7 @@ def _assert_profile(result: dict[str, Any]) -> None:
 # ---- stdio ----------------------------------------------------------------------------------------
 
 
+@SIGNAL_STOP
 def test_one_stdio_process_serves_a_modern_then_a_legacy_session(
     sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
 ) -> None:
@@ -147,6 +148,7 @@ def http_server(sandbox: SandboxGateway) -> Iterator[HttpProcess]:
         server.stop()
 
 
+@SIGNAL_STOP
 def test_one_http_server_serves_legacy_and_modern_sessions(http_server: HttpProcess) -> None:
     legacy = LegacyClient(http_server.url, bearer=TOKEN_MEMBER_A)
     init = legacy.initialize()

@@ -37,7 +37,7 @@ from tests.conformance.fixtures import (
     WAV,
     fixture_catalog,
 )
-from tests.conftest import ROOT, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, server_env
 from tests.mcp_http import LegacyClient, ModernClient, modern_meta, post, serving
 
 FIXTURE_TOOLS = {
@@ -342,6 +342,7 @@ def test_shipped_server_lists_no_fixture() -> None:
     assert not [n for n in prompts if n.startswith("test_")]
 
 
+@SIGNAL_STOP
 def test_fixture_server_prints_its_url_serves_and_stops_on_sigterm() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.conformance.server", "--port", "0"],

@@ -16,7 +16,7 @@ import pytest
 from assistant_contract import __version__
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH, render
 from mcp_server.core import schema
-from tests.conftest import ROOT
+from tests.conftest import ROOT, venv_python
 from tests.test_packaging import run, wheel_and_venv
 
 CONTRACT = ROOT / "assistant_contract"
@@ -31,7 +31,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Pa
 
 def probe(venv: pathlib.Path, code: str) -> subprocess.CompletedProcess[str]:
     """`code` run by the venv's isolated interpreter (-I: the checkout cannot stand in for the package)."""
-    return run([str(venv / "bin" / "python"), "-I", "-c", code], venv)
+    return run([str(venv_python(venv)), "-I", "-c", code], venv)
 
 
 def test_the_wheel_is_named_and_versioned_and_declares_no_dependency(built: tuple[pathlib.Path, pathlib.Path]) -> None:
@@ -81,7 +81,7 @@ def test_the_installed_export_checks_a_snapshot_and_writes_one_in_the_current_di
     built: tuple[pathlib.Path, pathlib.Path], tmp_path: pathlib.Path
 ) -> None:
     _, venv = built
-    python = str(venv / "bin" / "python")
+    python = str(venv_python(venv))
     run([python, "-I", "-m", "assistant_contract.export", "--check", "--output", str(SNAPSHOT)], tmp_path)
     run([python, "-I", "-m", "assistant_contract.export"], tmp_path)  # installed: no checkout to write into
     assert (tmp_path / "toolDefs.snapshot.json").read_bytes() == SNAPSHOT.read_bytes()

@@ -165,6 +165,7 @@ def test_no_cgroup_files_at_all_means_no_quota() -> None:
     assert cpus.available(files({}), cpus=3) == 3
 
 
+@pytest.mark.linux_tier("os.sched_getaffinity: only Linux's scheduler tells it")
 def test_affinity_is_read_from_the_real_scheduler() -> None:
     # Pinned to one CPU with taskset, a fresh interpreter counts one, whatever the host has.
     code = "from mcp_server.ops import cpus; print(cpus.affinity(), cpus.available(lambda path: None))"

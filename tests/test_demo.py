@@ -19,7 +19,7 @@ import pytest
 from demo.demo import DemoError, Server, connect_lines, session
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
-from tests.conftest import ROOT, WAIT, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, WAIT, server_env
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 
@@ -117,6 +117,7 @@ def interactive() -> Iterator[subprocess.Popen[str]]:
             proc.wait(WAIT)
 
 
+@SIGNAL_STOP
 def test_interactive_mode_prints_the_connect_lines_keeps_serving_and_ctrl_c_stops_both(
     interactive: subprocess.Popen[str],
 ) -> None:

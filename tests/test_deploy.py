@@ -40,6 +40,10 @@ from tests.manifests import (
     the_container,
 )
 
+pytestmark = pytest.mark.linux_tier(
+    "reads deploy/'s manifests with .venv-k8s (kubernetes-validate and PyYAML), which only the Linux tier installs"
+)
+
 DOC: Final = ROOT / "docs" / "deploy.md"
 OLDEST, NEWEST = "1.25.0", "1.37.0"  # the Kubernetes schemas kubernetes-validate 1.37.0 bundles, first and last
 _FENCE: Final = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)

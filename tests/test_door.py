@@ -14,7 +14,10 @@ from tests.balancer import (
     summary,
     wait_for,
 )
+from tests.conftest import NGINX
 from tests.nginx import Nginx
+
+pytestmark = NGINX
 
 REPLICAS = 3
 # The middle replica runs as the image does, with worker processes: its drain is the supervisor's.

@@ -39,7 +39,7 @@ from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import Batch, Encoded, Request, Verbatim, dumps, parse
 from mcp_server.wire.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
 from tests import catalog
-from tests.conftest import ROOT, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, server_env
 from tests.samples import VALID_ARGUMENTS
 
 WAIT = 20.0
@@ -892,6 +892,7 @@ def test_http_reads_one_mib_strings_and_u2028_in_a_post() -> None:
     assert time.monotonic() - started < WAIT
 
 
+@SIGNAL_STOP
 @pytest.mark.parametrize("attempt", range(5))  # where the signal lands is a race: run it a few times
 def test_a_real_stdio_process_answers_every_line_written_before_sigterm(attempt: int) -> None:
     # A burst the server cannot have read yet when the signal lands: lines in its read buffer

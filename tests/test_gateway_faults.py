@@ -21,7 +21,7 @@ import pytest
 
 from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.upstream.gateway import Gateway, GatewayRequest
-from tests.conftest import McpClient, client_for
+from tests.conftest import PROCFS, McpClient, client_for
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -224,6 +224,7 @@ ARGS: dict[str, dict[str, Any]] = {
 }
 
 
+@PROCFS
 def test_no_thread_socket_or_gateway_connection_outlives_the_faults() -> None:
     # The one timer thread is started once per process, on first use: start it before counting.
     WATCHDOG.schedule(time.monotonic(), lambda: None)
@@ -262,6 +263,7 @@ def test_no_thread_socket_or_gateway_connection_outlives_the_faults() -> None:
     assert open_fds() - fds_before == set()
 
 
+@PROCFS
 def test_consecutive_calls_reuse_one_connection_and_all_succeed(sandbox: SandboxGateway) -> None:
     gateway = Gateway(sandbox.url, timeout=DEADLINE)
     outcomes = [gateway.call(GatewayRequest("GET", "/status")) for _ in range(5)]

@@ -27,7 +27,7 @@ import pytest
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.upstream import http1
-from tests.conftest import WAIT, McpClient, client_for
+from tests.conftest import NGINX, WAIT, McpClient, client_for
 from tests.gateway_drivers import gateway_driver  # noqa: F401
 from tests.mcp_http import serving
 from tests.nginx import Nginx
@@ -370,6 +370,7 @@ def test_members_on_one_streamable_http_connection_each_read_their_own_profile(
         assert gateway.connections == 2
 
 
+@NGINX
 def test_through_nginx_members_behind_one_pooled_upstream_each_read_their_own_profile(
     sandbox: SandboxGateway,
 ) -> None:

@@ -56,6 +56,10 @@ from tests.mcp_http import LegacyClient
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
 from tests.test_readme import PAGES, env_names_the_server_reads
 
+pytestmark = pytest.mark.linux_tier(
+    "checks the handed-out configs with nginx, promtool, bash and the Inspector, which the Linux tier installs"
+)
+
 BINDIR: Final = pathlib.Path(sys.executable).parent
 TIMEOUT: Final = 120.0
 START_TIMEOUT: Final = 30.0

@@ -25,6 +25,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
+from tests.conftest import SIGNAL_STOP
 from tests.mcp_http import refusal, serving
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -333,6 +334,7 @@ def test_the_env_token_with_http_refuses_to_boot() -> None:
     assert "canary" not in err
 
 
+@SIGNAL_STOP
 def test_port_zero_logs_the_url_and_sigterm_drains_in_flight_calls(sandbox: SandboxGateway) -> None:
     sandbox.fault("/status", "delay", seconds=1.0, times=1)
     proc = run_cli(["--http", "0"], {"FAIRWINS_API_URL": sandbox.url})

@@ -45,6 +45,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import FATAL_EXIT, McpHTTPServer, metrics_server
 from mcp_server.wire.jsonrpc import JSONObject
 from tests.accept_faults import FaultyListener
+from tests.conftest import SIGNAL_STOP
 from tests.mcp_http import Raw, running
 from tests.sandbox_gateway import SandboxGateway
 
@@ -404,6 +405,7 @@ def listening_port(proc: subprocess.Popen[str]) -> int:
     return int(line.split("/mcp")[0].rsplit(":", 1)[1])
 
 
+@SIGNAL_STOP
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_into_a_crowd_is_acted_on_within_a_second_and_the_drain_exits_0(
     sandbox: SandboxGateway, signum: int
@@ -421,6 +423,7 @@ def test_a_stop_signal_into_a_crowd_is_acted_on_within_a_second_and_the_drain_ex
                 proc.wait(WAIT)
 
 
+@SIGNAL_STOP
 def test_sigterm_to_one_worker_in_a_crowd_is_acted_on_within_a_second(sandbox: SandboxGateway) -> None:
     # The worker's side of --workers: its own loop takes the signal. (The supervisor's is ops/workers.py's.)
     sandbox.fault("/status", "delay", seconds=1.0)

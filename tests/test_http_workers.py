@@ -18,9 +18,11 @@ import pytest
 
 from mcp_server.setup.config import ConfigError, from_env, parse_args
 from tests.balancer import CALL_HEADERS, Process, call_body, wait_for
-from tests.conftest import WAIT, server_env
+from tests.conftest import PROCFS, WAIT, server_env
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_workers import alive, children
+
+pytestmark = PROCFS
 
 
 class Server(Process):

@@ -30,10 +30,13 @@ from mcp_server.core.protocol import Dispatcher
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
 from tests import catalog
+from tests.conftest import NODE_TOOLS
 from tests.inspector import LAUNCHER, NODE, NPX, VERSION
 from tests.mcp_http import serving
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_readme import TEXT, commands_starting
+
+pytestmark = NODE_TOOLS
 
 TIMEOUT: Final = 90.0  # one Inspector run on a loaded machine: Node start, server start, a round trip
 TOOLS: Final = len(catalog.SERVED)

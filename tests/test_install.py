@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import pty
 import random
 import select
 import shlex
@@ -25,6 +24,9 @@ from typing import Any, Final
 
 import pytest
 
+if sys.platform != "win32":
+    import pty  # the terminal prompt test (posix-marked): Windows has no pty
+
 from mcp_server import __version__
 from mcp_server.setup import install as install_module
 from mcp_server.setup.client_configs import (
@@ -35,7 +37,7 @@ from mcp_server.setup.client_configs import (
     scan,
     server_entry,
 )
-from tests.conftest import ROOT, StdioProcess
+from tests.conftest import NODE_TOOLS, ROOT, StdioProcess, console_script
 from tests.hosts import hold_session, node, tool
 from tests.sandbox_gateway import TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 from tests.secret_canaries import record_output
@@ -44,6 +46,8 @@ RUN_TIMEOUT: Final = 120.0
 REDACTED_A: Final = "fw1.…7f3k"
 ENTRY: Final = server_entry("/usr/bin/python3", ["-m", "mcp_server"], "https://relay.fairwins.app", TOKEN_MEMBER_A)
 # Claude Code never phones home from these tests: no updater, telemetry or error reports.
+# Windows has no FIFO, lets only an administrator make a symlink, and keeps no POSIX file modes.
+POSIX_FILES: Final = pytest.mark.posix("a FIFO, a hard link, a symlink or a POSIX file mode")
 QUIET_CLAUDE: Final = {
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_TELEMETRY": "1",
@@ -254,6 +258,7 @@ EDGES: Final = [
 ]  # fmt: skip
 
 
+@NODE_TOOLS
 def test_the_scanner_accepts_exactly_what_json_parse_accepts() -> None:
     # Python's json.loads is not the judge: it takes NaN and Infinity, which JSON.parse refuses.
     texts = [SEED, *EDGES, *mutations(SEED, 3000)]
@@ -294,6 +299,7 @@ STYLES: Final = {
 }
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
 def test_the_entry_is_added_with_every_other_byte_kept_and_json_parse_reads_the_result(old: str) -> None:
     result = merge(old, "fairwins", ENTRY, force=False, where="c")
@@ -308,6 +314,7 @@ def test_the_entry_is_added_with_every_other_byte_kept_and_json_parse_reads_the_
     assert merge(result.text, "fairwins", ENTRY, force=False, where="c").outcome == "unchanged"
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("old", STYLES.values(), ids=STYLES.keys())
 def test_force_replaces_the_entry_json_parse_reads_and_nothing_else(old: str) -> None:
     stale = server_entry("/old/python", ["-m", "mcp_server"], "https://relay.fairwins.app", None)
@@ -337,6 +344,7 @@ def test_our_name_repeated_in_mcp_servers_is_refused_naming_the_lines_even_with_
     assert merge(old, "other", ENTRY, force=False, where="c").outcome == "added"  # another name: not on the path
 
 
+@NODE_TOOLS
 def test_a_leading_byte_order_mark_json_parse_refuses_is_dropped_and_nothing_else_changes() -> None:
     old = "\ufeff" + EXISTING
     result = merge(old, "fairwins", ENTRY, force=False, where="c")
@@ -347,6 +355,7 @@ def test_a_leading_byte_order_mark_json_parse_refuses_is_dropped_and_nothing_els
     assert again.outcome == "unchanged" and again.text == "\ufeff" + result.text, "a file left alone keeps it"
 
 
+@NODE_TOOLS
 def test_an_entry_nested_deeper_than_python_reads_is_a_different_entry_not_a_crash() -> None:
     deep = '{"mcpServers": {"fairwins": {"args": ' + "[" * 100_000 + "]" * 100_000 + "}}}"
     with pytest.raises(InstallError, match="differs in the whole entry"):
@@ -362,6 +371,8 @@ def scratch_env(home: pathlib.Path, **extra: str) -> dict[str, str]:
     drop = ("FAIRWINS_", "PYTHON", "XDG_CONFIG_HOME", "APPDATA", "LOCALAPPDATA", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HOME=str(home), **extra)
+    if sys.platform == "win32":
+        env["USERPROFILE"] = str(home)  # where Path.home() looks there; APPDATA then defaults inside it
     return env
 
 
@@ -369,7 +380,7 @@ def install(
     home: pathlib.Path, *args: str, cwd: pathlib.Path | None = None, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`fairwins-mcp install …` as the member runs it: this environment's installed command, from `cwd`."""
-    command = pathlib.Path(sys.executable).parent / "fairwins-mcp"
+    command = console_script("fairwins-mcp")
     done = subprocess.run(
         [str(command), "install", *args],
         cwd=cwd or home,
@@ -391,7 +402,8 @@ def home(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 def desktop_file(home: pathlib.Path) -> pathlib.Path:
-    return home / ".config" / "Claude" / "claude_desktop_config.json"
+    """Where this platform's Claude Desktop reads its config in the scratch HOME (no APPDATA or XDG set)."""
+    return pathlib.Path(str(desktop_config_path(sys.platform, {}, home)))
 
 
 @pytest.fixture
@@ -437,10 +449,11 @@ def test_claude_desktop_writes_a_working_server_beside_the_others_keeping_a_back
         "args": ["-m", "mcp_server"],
         "env": {"FAIRWINS_API_URL": sandbox.url, "FAIRWINS_API_TOKEN": TOKEN_MEMBER_A},
     }
-    assert path.stat().st_mode & 0o777 == 0o600, "the file now holds a token"
     (backup,) = path.parent.glob("claude_desktop_config.json.bak-*")
     assert backup.read_text(encoding="utf-8") == EXISTING and f"backup   {backup}" in out
-    assert backup.stat().st_mode & 0o777 == 0o600
+    if sys.platform != "win32":  # Windows keeps no POSIX modes: the profile's ACL guards the file there
+        assert path.stat().st_mode & 0o777 == 0o600, "the file now holds a token"
+        assert backup.stat().st_mode & 0o777 == 0o600
     # What Claude Desktop then does: start the entry and hold a session.
     session = hold_session(entry_process(entry))
     assert session.initialize["serverInfo"]["version"] == __version__
@@ -525,6 +538,7 @@ def test_an_interpreter_that_cannot_import_the_package_elsewhere_is_refused(home
     assert not desktop_file(home).exists()
 
 
+@pytest.mark.posix("a terminal made with pty.fork: Windows has no pty")
 def test_the_prompt_asks_for_the_token_without_echoing_it(home: pathlib.Path) -> None:
     command = pathlib.Path(sys.executable).parent / "fairwins-mcp"
     pid, fd = pty.fork()
@@ -573,6 +587,7 @@ def snapshot(directory: pathlib.Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
+@NODE_TOOLS
 def test_a_config_json_parse_reads_keeps_every_byte_and_gains_only_the_entry(home: pathlib.Path) -> None:
     # Claude Desktop writes `windowZoom` itself; 1e999 is JSON, and JSON.parse reads it (as Infinity).
     old = (
@@ -625,6 +640,7 @@ def test_a_config_claude_desktop_cannot_read_is_refused_with_nothing_written(
     assert snapshot(path.parent) == before, "the file untouched (bytes and mtime), no backup, no temporary file"
 
 
+@POSIX_FILES
 def test_a_symlinked_config_is_written_through_the_link_keeping_the_link_and_the_targets_mode(
     home: pathlib.Path,
 ) -> None:
@@ -658,6 +674,7 @@ def test_a_symlinked_config_is_written_through_the_link_keeping_the_link_and_the
     )
 
 
+@POSIX_FILES
 def test_a_symlink_to_a_file_not_yet_there_creates_the_file_and_stays_a_link(home: pathlib.Path) -> None:
     target = home / "dotfiles" / "claude.json"
     target.parent.mkdir()
@@ -671,6 +688,7 @@ def test_a_symlink_to_a_file_not_yet_there_creates_the_file_and_stays_a_link(hom
     assert target.stat().st_mode & 0o777 == 0o600
 
 
+@POSIX_FILES
 def test_the_files_mode_is_kept_unless_a_token_goes_in(home: pathlib.Path) -> None:
     path = desktop_file(home)
     path.parent.mkdir(parents=True)
@@ -684,6 +702,7 @@ def test_the_files_mode_is_kept_unless_a_token_goes_in(home: pathlib.Path) -> No
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+@POSIX_FILES
 def test_a_config_with_another_hard_link_or_not_a_regular_file_is_refused(home: pathlib.Path) -> None:
     path = desktop_file(home)
     path.parent.mkdir(parents=True)
@@ -757,6 +776,7 @@ def project(home: pathlib.Path) -> pathlib.Path:
     return path
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("scope", ["local", "user"])
 def test_claude_code_adds_a_server_that_claude_mcp_list_reports_connected(
     scope: str,
@@ -796,6 +816,7 @@ def test_claude_code_adds_a_server_that_claude_mcp_list_reports_connected(
     assert "w-a-1" in json.dumps(session.member["structuredContent"])  # member A's own wager
 
 
+@NODE_TOOLS
 def test_claude_code_refuses_to_replace_an_entry_without_force(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:
@@ -811,6 +832,7 @@ def test_claude_code_refuses_to_replace_an_entry_without_force(
     assert connected(claude(home, project, claude_path, "mcp", "list").stdout)
 
 
+@NODE_TOOLS
 def test_claude_code_project_scope_shares_no_token_and_connects_with_the_members_own(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:
@@ -845,6 +867,7 @@ def test_claude_code_project_scope_shares_no_token_and_connects_with_the_members
     assert connected(listing.stdout), listing.stdout + listing.stderr
 
 
+@NODE_TOOLS
 def test_without_claude_on_path_the_command_is_printed_with_the_token_left_to_the_shell(
     home: pathlib.Path, project: pathlib.Path, claude_path: str, sandbox: SandboxGateway
 ) -> None:

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 import pytest
 
@@ -19,6 +20,9 @@ from mcp_server.wire.jsonrpc import Request
 from tests.secret_canaries import CANARY_TOKEN
 
 WAIT = 10.0
+
+# Windows' select() takes sockets only, and a pipe there cannot be made non-blocking.
+PIPE_WAIT: Final = pytest.mark.posix("waits on a pipe with select() or reads it non-blocking")
 
 
 def a_record() -> Record:
@@ -85,6 +89,7 @@ def line(level: int, text: str) -> logging.LogRecord:
     return logging.LogRecord("fairwins_mcp.x", level, "", 0, text, (), None)
 
 
+@PIPE_WAIT
 def test_lines_are_written_in_order_within_the_flush_interval_a_warning_without_waiting_for_it() -> None:
     with pipe_handler() as (handler, fd):
         handler.handle(line(logging.INFO, "routine"))
@@ -133,6 +138,7 @@ def test_a_stderr_nobody_reads_never_blocks_a_logging_thread_and_the_loss_is_cou
     assert b"WARNING fairwins_mcp.logs: " in note and int(note.split(b": ")[1].split()[0]) > 0
 
 
+@PIPE_WAIT
 def test_flush_waits_until_everything_queued_is_written() -> None:
     with pipe_handler() as (handler, fd):
         for n in range(50):
@@ -143,6 +149,7 @@ def test_flush_waits_until_everything_queued_is_written() -> None:
     assert data.count(b"\n") == 50 and data.endswith(b"n49\n")
 
 
+@PIPE_WAIT
 def test_lines_from_many_threads_arrive_whole() -> None:
     with pipe_handler() as (handler, fd):
         start = threading.Barrier(4)
@@ -202,6 +209,7 @@ def test_the_short_log_record_formats_exactly_as_logging_would(
     assert formatter.format(short) == formatter.format(usual)
 
 
+@PIPE_WAIT
 def test_written_in_place_no_writer_thread_runs_and_each_line_is_written_at_once() -> None:
     with pipe_handler() as (handler, fd):
         handler.handle(line(logging.INFO, "queued"))  # starts the writer thread
@@ -216,6 +224,7 @@ def test_written_in_place_no_writer_thread_runs_and_each_line_is_written_at_once
     assert len(rows) == 2 and rows[0].endswith(b": queued") and rows[1].endswith(b": in place")
 
 
+@PIPE_WAIT
 def test_a_message_record_is_formatted_by_the_writer_thread_not_the_one_that_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -4,11 +4,13 @@
 run by uv in tests/test_mcpb_uv.py) and server.type "python" (the member's own python3, run here).
 Both are built, checked for reproducible bytes and validated by the pinned CLI here.
 
-A bundle is unpacked by the real `mcpb unpack` into an empty directory; its `mcp_config` is
-resolved by the pinned @anthropic-ai/mcpb package's own getMcpConfigForManifest (the code Claude
-for macOS and Windows uses; tests/tools/mcpb_host.mjs), and the resolved command is started with
-the environment a host gives it, against the sandbox gateway. The tool and prompt lists in the
-manifest are compared with what that running server serves.
+A bundle is unpacked into an empty directory and its `mcp_config` resolved as a host does it,
+then the resolved command is started with the environment a host gives it, against the sandbox
+gateway. The tool and prompt lists in the manifest are compared with what that running server
+serves. The unpacking and the resolving are tests/bundles.py's `extract` and `resolve`, in Python,
+so they run on every platform; here they are held to the real `mcpb unpack` and the pinned
+@anthropic-ai/mcpb package's own getMcpConfigForManifest (the code Claude for macOS and Windows
+uses; tests/tools/mcpb_host.mjs), on Linux, where tests/tools/ installs the CLI.
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ from tests.bundles import (
     Built,
     build,
     decoy,
+    extract,
     host_config,
     host_environment,
     manifest_of,
+    resolve,
     run_mcpb,
     unpack,
 )
-from tests.conftest import ROOT, StdioProcess
+from tests.conftest import NODE_TOOLS, ROOT, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -62,14 +66,54 @@ def bundle(built: dict[str, Built]) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def unpacked(bundle: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """The python bundle as `mcpb unpack` lays it out in an empty directory (as a host installs it)."""
-    return unpack(bundle, tmp_path_factory.mktemp("installed") / "fairwins")
+    return extract(bundle, tmp_path_factory.mktemp("installed") / "fairwins")
 
 
 @pytest.fixture(scope="module")
 def unpacked_each(built: dict[str, Built], tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]:
     return {
-        kind: unpack(b.path, tmp_path_factory.mktemp(f"installed-{kind}") / "fairwins") for kind, b in built.items()
+        kind: extract(b.path, tmp_path_factory.mktemp(f"installed-{kind}") / "fairwins") for kind, b in built.items()
     }
+
+
+# --- extract and resolve are what mcpb unpack and the mcpb package do ----------------------------
+
+
+@NODE_TOOLS
+@pytest.mark.parametrize("kind", KINDS)
+def test_extract_lays_a_bundle_out_as_mcpb_unpack_does(
+    built: dict[str, Built], tmp_path: pathlib.Path, kind: str
+) -> None:
+    ours = extract(built[kind].path, tmp_path / "ours")
+    theirs = unpack(built[kind].path, tmp_path / "theirs")
+
+    def tree(root: pathlib.Path) -> dict[str, tuple[bytes, int]]:
+        return {
+            p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+            for p in root.rglob("*")
+            if p.is_file()
+        }
+
+    assert tree(ours) == tree(theirs) and len(tree(ours)) > 10
+
+
+SETTINGS: Final = [
+    {},
+    {"gateway_url": "http://127.0.0.1:8787", "member_token": "fw1.sandbox-member-a-7f3k"},
+    {"gateway_url": "https://relay.example", "member_token": ""},
+    {"member_token": "fw1.with $ and ${HOME} and ${user_config.gateway_url} in it"},
+]
+
+
+@NODE_TOOLS
+@pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_resolve_gives_what_the_mcpb_package_gives_for_each_platform_and_setting(
+    unpacked_each: dict[str, pathlib.Path], kind: str, platform: str
+) -> None:
+    for settings in SETTINGS:
+        real = host_config(unpacked_each[kind], settings, platform)["config"]
+        assert resolve(unpacked_each[kind], settings, platform)["config"] == real, settings
 
 
 # --- the build ------------------------------------------------------------------------------------
@@ -173,6 +217,7 @@ def test_the_icon_is_the_png_the_script_draws() -> None:
 # --- the official CLI -----------------------------------------------------------------------------
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked_each: dict[str, pathlib.Path], kind: str) -> None:
     done = run_mcpb("validate", str(unpacked_each[kind]))
@@ -181,6 +226,7 @@ def test_mcpb_validate_passes_on_the_unpacked_bundle(unpacked_each: dict[str, pa
     assert "ERROR" not in done.stdout + done.stderr
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_mcpb_info_reads_the_bundle(built: dict[str, Built], kind: str) -> None:
     bundle = built[kind].path
@@ -189,6 +235,7 @@ def test_mcpb_info_reads_the_bundle(built: dict[str, Built], kind: str) -> None:
     assert f"File: {bundle.name}" in done.stdout and "ERROR" not in done.stdout
 
 
+@NODE_TOOLS
 def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> None:
     # The check above can fail: the same CLI on the same manifest without its `server` says no.
     broken = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))
@@ -198,6 +245,7 @@ def test_mcpb_validate_refuses_a_broken_manifest(unpacked: pathlib.Path, tmp_pat
     assert done.returncode == 1 and "server" in done.stdout
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_manifest_is_in_the_newest_version_the_cli_validates(
     unpacked_each: dict[str, pathlib.Path], kind: str
@@ -233,7 +281,7 @@ def host_process(unpacked: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[Any
     started: list[StdioProcess] = []
 
     def start(user_config: dict[str, Any]) -> tuple[StdioProcess, dict[str, Any]]:
-        config = host_config(unpacked, user_config)["config"]
+        config = resolve(unpacked, user_config)["config"]
         launch = [config["command"], *config["args"]]
         assert not [part for part in [*launch, *config["env"].values()] if PLACEHOLDER.search(part)], config
         # The host's own environment (no FairWins settings of ours), plus the bundle's env. The
@@ -292,7 +340,7 @@ def test_the_manifest_lists_exactly_the_tools_and_prompts_the_bundled_server_ser
 def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
     host_process: Any, sandbox: SandboxGateway, unpacked: pathlib.Path
 ) -> None:
-    defaults = host_config(unpacked, {})["config"]["env"]
+    defaults = resolve(unpacked, {})["config"]["env"]
     assert defaults == {"FAIRWINS_API_URL": "https://relay.fairwins.app", "FAIRWINS_API_TOKEN": ""}
     process, config = host_process({"gateway_url": sandbox.url})  # no token given
     assert config["env"]["FAIRWINS_API_TOKEN"] == ""
@@ -306,7 +354,7 @@ def test_with_no_token_given_the_public_tools_work_and_no_bearer_is_sent(
 
 @pytest.mark.parametrize(("platform", "command"), [("darwin", "python3"), ("linux", "python3"), ("win32", "python")])
 def test_each_platform_starts_its_own_python(unpacked: pathlib.Path, platform: str, command: str) -> None:
-    config = host_config(unpacked, {}, platform)["config"]
+    config = resolve(unpacked, {}, platform)["config"]
     assert config["command"] == command
     assert config["args"] == ["-I", f"{unpacked}/server/main.py"]
 

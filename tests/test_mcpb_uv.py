@@ -2,9 +2,10 @@
 
 MANIFEST.md (modelcontextprotocol/mcpb): a uv bundle carries a pyproject.toml and the host "manages
 execution" with uv. Desktop puts its own uv in place of mcp_config's `uv` command and passes the
-args as they are, so here the bundle is unpacked by `mcpb unpack`, its mcp_config resolved by the
-pinned mcpb package's getMcpConfigForManifest (the ${__dirname} and ${user_config.*} placeholders
-filled as a host fills them), and started with the pinned uv from PyPI (.venv-uv). There is no
+args as they are, so here the bundle is unpacked and its mcp_config resolved as a host does both
+(the ${__dirname} and ${user_config.*} placeholders filled as a host fills them; tests/bundles.py's
+`extract` and `resolve`, which tests/test_mcpb.py holds to `mcpb unpack` and the pinned mcpb
+package's getMcpConfigForManifest), and started with the pinned uv from PyPI (.venv-uv). There is no
 network here: uv runs offline (UV_OFFLINE), may not download a Python and is given this one
 (UV_PYTHON), with its cache in a temporary directory (tests/bundles.py, bundle_launch). The
 session then goes through uv, over stdio, to the sandbox gateway.
@@ -32,11 +33,11 @@ from tests.bundles import (
     decoy,
     entry_point_command,
     entry_point_launch,
+    extract,
     host_config,
     manifest_of,
 )
-from tests.bundles import unpack as mcpb_unpack
-from tests.conftest import StdioProcess
+from tests.conftest import NODE_TOOLS, PROCFS, StdioProcess
 from tests.hosts import SESSION_WAIT, hold_session
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
@@ -53,7 +54,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 @pytest.fixture(scope="module")
 def unpacked(bundle: Built, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return mcpb_unpack(bundle.path, tmp_path_factory.mktemp("installed") / "fairwins")
+    return extract(bundle.path, tmp_path_factory.mktemp("installed") / "fairwins")
 
 
 def children(pid: int) -> list[tuple[list[str], str]]:
@@ -102,6 +103,7 @@ def test_the_manifest_has_the_host_run_the_entry_point_with_uv_from_the_bundle_d
     assert token["sensitive"] is True and token["required"] is False and token["default"] == ""
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
 def test_every_platform_runs_the_same_uv_command(unpacked: pathlib.Path, platform: str) -> None:
     config = host_config(unpacked, {}, platform)["config"]
@@ -140,6 +142,7 @@ def ends_cleanly(process: StdioProcess) -> None:
         json.loads(line)
 
 
+@PROCFS
 def test_uv_runs_the_unpacked_bundle_offline_and_a_session_reads_public_and_member_data(
     started: Start, sandbox: SandboxGateway, unpacked: pathlib.Path, bundle: Built
 ) -> None:

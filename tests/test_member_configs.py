@@ -25,9 +25,12 @@ from typing import Any, Final
 import pytest
 
 from demo.demo import connect_lines
+from tests.conftest import NODE_TOOLS
 from tests.hosts import tool
 from tests.test_install import QUIET_CLAUDE, RUN_TIMEOUT, install, json_parse, scratch_env
 from tests.test_readme import TEXT
+
+pytestmark = NODE_TOOLS
 
 # README.md and every page under docs/, one after another: wherever a member copies a config from.
 PAGES_TEXT: Final = TEXT

@@ -44,7 +44,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import METRICS_CONNECTIONS, McpHTTPServer, announce_metrics, metrics_server
 from mcp_server.wire.jsonrpc import Invalid, Notification, Request, error_object
-from tests.conftest import ROOT, WAIT, server_env
+from tests.conftest import NGINX, PROMETHEUS, ROOT, SIGNAL_STOP, WAIT, server_env
 from tests.mcp_http import Raw, refusal, running
 from tests.nginx import Nginx
 from tests.sandbox_gateway import SandboxGateway
@@ -196,6 +196,7 @@ def finished(message: object, tool: tuple[str | None] | None = None, reply: obje
     return record
 
 
+@PROMETHEUS
 def test_records_count_as_requests_tools_gateway_calls_and_payments() -> None:
     metrics = ServerMetrics(TOOLS, "9.9.9")
     ok = finished(Request(1, "tools/call", {}), ("get_wagers",), {"result": {"isError": False}})
@@ -280,6 +281,7 @@ def test_no_label_value_comes_from_the_client() -> None:
     assert label_values - bucket_bounds <= allowed
 
 
+@PROMETHEUS
 def test_promtool_accepts_the_full_set_and_refuses_a_broken_one() -> None:
     checked = promtool_check(ServerMetrics(TOOLS, "0.1.0").render())
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -311,6 +313,7 @@ def dead_pid() -> int:
     return probe.pid
 
 
+@PROMETHEUS
 def test_workers_figures_are_summed_a_gone_workers_counts_kept_and_its_gauges_dropped(tmp_path: pathlib.Path) -> None:
     def worker(calls: int, in_flight: int) -> str:
         metrics = ServerMetrics(TOOLS, "1.2.3")
@@ -449,6 +452,7 @@ def scrape(port: int, method: str = "GET", path: str = "/metrics") -> tuple[int,
 SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
+@PROMETHEUS
 def test_the_metrics_listener_answers_get_and_head_with_the_text_format_on_a_kept_connection() -> None:
     registry = ServerMetrics(TOOLS, "1.2.3")
     registry.tool_calls.inc("get_fees", "result", amount=4)
@@ -595,6 +599,7 @@ def ask_raw(port: int, data: bytes, count: int) -> list[int]:
         client.close()
 
 
+@SIGNAL_STOP
 def test_a_cloud_run_style_server_keeps_its_metrics_off_the_mcp_port(sandbox: SandboxGateway) -> None:
     # K_SERVICE: Cloud Run's settings (JSON logs; 0.0.0.0 without --host, which this test keeps on loopback).
     server = Server(sandbox.url, "--host", "127.0.0.1", "--metrics", "127.0.0.1:0", env={"K_SERVICE": "fairwins-mcp"})
@@ -633,6 +638,7 @@ def test_a_cloud_run_style_server_keeps_its_metrics_off_the_mcp_port(sandbox: Sa
         socket.create_connection(("127.0.0.1", scrapes), timeout=WAIT).close()
 
 
+@SIGNAL_STOP
 @pytest.mark.parametrize("listener", [False, True])
 def test_metrics_on_the_mcp_port_only_when_asked(sandbox: SandboxGateway, listener: bool) -> None:
     server = Server(sandbox.url, "--metrics-on-mcp-port", *(["--metrics", ":0"] if listener else []))
@@ -673,6 +679,7 @@ def test_a_metrics_port_already_taken_stops_the_start_with_a_sentence(sandbox: S
     assert f"fairwins-mcp: cannot listen on 127.0.0.1:{port} for --metrics:" in done.stderr
 
 
+@NGINX
 def test_a_reverse_proxy_that_forwards_every_path_exposes_no_metrics(sandbox: SandboxGateway) -> None:
     # The nginx block in docs/hosting.md forwards `location /` whole: /metrics must not be there to forward.
     server = Server(sandbox.url, "--metrics", "127.0.0.1:0")

@@ -33,9 +33,12 @@ from tests.balancer import (
     summary,
     wait_for,
 )
+from tests.conftest import NGINX
 from tests.nginx import Nginx
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B
 from tests.test_proxy import SHAPES, Seen, member
+
+pytestmark = NGINX
 
 REPLICA_ARGS: Final[tuple[tuple[str, ...], ...]] = ((), ("--workers", "2"), ())
 GATEWAY_DELAY: Final = 0.2

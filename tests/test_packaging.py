@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from mcp_server import __version__
-from tests.conftest import ROOT, WAIT
+from tests.conftest import ROOT, SIGNAL_STOP, WAIT, venv_python, venv_script
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
 BUILD_TIMEOUT = 180.0
@@ -67,7 +67,7 @@ def wheel_and_venv(project: pathlib.Path, tmp: pathlib.Path) -> tuple[pathlib.Pa
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
     # The running pip installs into the new environment (--python), so no pip is bootstrapped there.
-    python = str(venv / "bin" / "python")
+    python = str(venv_python(venv))
     run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", str(wheel)], tmp)
     return wheel, venv
 
@@ -112,7 +112,7 @@ def test_the_installed_package_is_the_one_imported_not_the_checkout(built: tuple
     probe = (
         "import mcp_server, mcp_server.fairwins.snapshot as s; print(mcp_server.__file__); print(len(s.load().tools))"
     )
-    done = run([str(venv / "bin" / "python"), "-I", "-c", probe], venv)
+    done = run([str(venv_python(venv)), "-I", "-c", probe], venv)
     where, count = done.stdout.split()
     assert pathlib.Path(where).is_relative_to(venv) and int(count) > 0
 
@@ -138,7 +138,7 @@ def test_a_stdio_session_against_the_installed_command(built: tuple[pathlib.Path
     stdin = "".join(json.dumps(m) + "\n" for m in messages)
     with SandboxGateway() as gateway:
         done = subprocess.run(
-            [str(venv / "bin" / "fairwins-mcp")],
+            [str(venv_script(venv, "fairwins-mcp"))],
             cwd=venv,  # far from the checkout: only the installed package can serve
             env=clean_env(FAIRWINS_API_URL=gateway.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A),
             input=stdin,
@@ -163,16 +163,17 @@ def test_the_installed_command_runs_the_check(built: tuple[pathlib.Path, pathlib
     _, venv = built
     with SandboxGateway() as gateway:
         done = run(
-            [str(venv / "bin" / "fairwins-mcp"), "check"],
+            [str(venv_script(venv, "fairwins-mcp")), "check"],
             venv,
             env=clean_env(FAIRWINS_API_URL=gateway.url, FAIRWINS_API_TOKEN=TOKEN_MEMBER_A),
         )
     assert done.stdout.endswith("Everything a member needs works.\n")
 
 
+@SIGNAL_STOP
 def test_the_installed_command_serves_http(built: tuple[pathlib.Path, pathlib.Path]) -> None:
     _, venv = built
-    argv = [str(venv / "bin" / "fairwins-mcp"), "--http", "0"]
+    argv = [str(venv_script(venv, "fairwins-mcp")), "--http", "0"]
     with subprocess.Popen(
         argv, cwd=venv, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     ) as proc:

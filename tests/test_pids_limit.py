@@ -26,6 +26,8 @@ import pytest
 from tests.balancer import Gateway, Replica, pick_port, wait_for
 from tests.mcp_http import refusal
 
+pytestmark = pytest.mark.linux_tier("makes a pids cgroup under /sys/fs/cgroup, as root, and picks ports from /proc")
+
 V1_PIDS = Path("/sys/fs/cgroup/pids")
 V2_ROOT = Path("/sys/fs/cgroup")
 

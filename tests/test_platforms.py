@@ -33,6 +33,11 @@ from tests.test_inspector import run_cli
 from tests.test_install import claude, claude_on_path, connected
 from tests.test_sdk_client import MEMBER_CALLS, sdk
 
+# On macOS and Windows the portable tier runs the real standard library instead of a shape of it.
+pytestmark = pytest.mark.linux_tier(
+    "shapes Linux's standard library into macOS's and Windows' (tests/platforms/) and drives Node CLIs"
+)
+
 SHAPE: Final = ROOT / "tests" / "platforms" / "shape.py"
 PLATFORMS: Final = ("darwin", "win32")
 VERSIONS: Final = ("3.11", "3.12", "3.13")  # shapes.json has each; the machine's pyenv has each interpreter

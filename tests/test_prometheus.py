@@ -23,9 +23,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import WAIT
+from tests.conftest import PROMETHEUS, WAIT
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_http_workers import answered, started
+
+pytestmark = PROMETHEUS
 
 START_TIMEOUT = 90.0  # a shared, loaded machine: Prometheus can take a while to open its storage
 QUERY_TIMEOUT = 90.0

@@ -22,9 +22,12 @@ import pytest
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.server import McpHTTPServer
+from tests.conftest import NGINX
 from tests.mcp_http import serving
 from tests.nginx import Nginx
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
+
+pytestmark = NGINX
 
 TIMEOUT: Final = 10.0
 ROUNDS: Final = 3  # every shape this many times, while the members keep asking

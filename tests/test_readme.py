@@ -209,6 +209,7 @@ def sandbox() -> Iterator[SandboxGateway]:
         yield gateway
 
 
+@pytest.mark.posix("runs the README's sh blocks in bash, as a member on macOS or Linux pastes them")
 @pytest.mark.parametrize("body", RUNNABLE, ids=[f"{page}:block{i}" for i, (page, _) in enumerate(RUNNABLE_ON)])
 def test_every_runnable_block_runs(body: str, sandbox: SandboxGateway) -> None:
     bindir = pathlib.Path(sys.executable).parent

@@ -34,7 +34,7 @@ from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire.jsonrpc import Request
 from mcp_server.wire.versions import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
-from tests.conftest import McpClient, StdioProcess, client_for, server_env
+from tests.conftest import PROMETHEUS, SIGNAL_STOP, McpClient, StdioProcess, client_for, server_env
 from tests.mcp_http import serving
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway, SeenRequest
 from tests.secret_canaries import CANARY_TOKEN, canary_payment, header_value, record_output
@@ -448,6 +448,7 @@ def test_refusals_are_logged_with_their_code_and_counted_busy_gate_size_and_time
         assert f'fairwins_mcp_http_refusals_total{{reason="{reason}"}} {count}\n' in metrics, reason
 
 
+@PROMETHEUS
 def test_metrics_are_served_only_when_on_and_count_what_was_done(sandbox: SandboxGateway) -> None:
     with http_server(sandbox, metrics=False) as (server, _):
         assert get(server, "/metrics")[0] == 404
@@ -499,6 +500,7 @@ def test_a_paid_call_is_counted_never_its_payment(sandbox: SandboxGateway) -> No
 # ---- the command line ------------------------------------------------------------------------------
 
 
+@SIGNAL_STOP
 def test_an_http_process_with_metrics_and_json_logs(sandbox: SandboxGateway) -> None:
     proc = run_cli(["--http", "0", "--metrics-on-mcp-port", "--log-format", "json"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []
@@ -622,6 +624,7 @@ def test_a_record_nobody_logs_is_never_formatted(monkeypatch: pytest.MonkeyPatch
     assert formatted == []
 
 
+@pytest.mark.posix("--workers: Windows serves from one process and refuses workers")
 def test_with_workers_any_scrape_answers_for_every_worker(sandbox: SandboxGateway) -> None:
     proc = run_cli(["--http", "0", "--workers", "2", "--metrics-on-mcp-port"], {"FAIRWINS_API_URL": sandbox.url})
     lines: list[str] = []

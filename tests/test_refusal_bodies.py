@@ -25,7 +25,7 @@ from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.response import REFUSAL_CODES
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire.jsonrpc import INVALID_REQUEST
-from tests.conftest import ROOT
+from tests.conftest import NODE_TOOLS, ROOT
 from tests.hosts import node, tool
 from tests.inspector import LAUNCHER
 from tests.mcp_http import REFUSAL_RPC_CODES, post, refusal, serving
@@ -92,6 +92,7 @@ def test_the_python_sdk_client_shows_the_member_the_refusals_sentence(server: Mc
         assert "Server returned an error response" not in seen["message"]
 
 
+@NODE_TOOLS
 def test_the_typescript_sdk_client_shows_the_member_the_refusals_sentence(server: McpHTTPServer) -> None:
     tool("inspector")  # installs the pinned Inspector, whose Client is the TypeScript SDK's
     assert TS_CLIENT.exists(), f"the TypeScript SDK client is not at {TS_CLIENT}"
@@ -126,6 +127,7 @@ def test_the_code_table_is_the_one_the_docs_and_the_test_client_know() -> None:
     )
 
 
+@NODE_TOOLS
 @pytest.mark.parametrize(("headers", "status", "rpc_code", "code", "words"), REFUSED, ids=[r[3] for r in REFUSED])
 def test_the_inspector_cli_shows_the_member_the_refusals_sentence(
     server: McpHTTPServer,

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from assistant_contract import routes as contract
+from tests.conftest import SIGNAL_STOP
 from tests.sandbox_gateway import (
     _ROUTES,
     ACCOUNT_A,
@@ -937,6 +938,7 @@ def test_url_and_port_and_stop_closing_the_listener_and_idle_connections() -> No
     gw.stop()  # twice is fine
 
 
+@SIGNAL_STOP
 def test_command_line_prints_its_url_and_tokens_and_exits_0_on_sigterm() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(

@@ -18,11 +18,11 @@ import pytest
 
 from assistant_contract.export import SNAPSHOT_SCHEMA_PATH
 from tests import catalog
-from tests.conftest import ROOT, server_env
+from tests.conftest import ROOT, server_env, venv_python
 from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 
-SDK_PYTHON: Final = ROOT / ".venv-sdk" / "bin" / "python"
+SDK_PYTHON: Final = venv_python(ROOT / ".venv-sdk")
 SESSION: Final = ROOT / "tests" / "sdk" / "session.py"
 TIMEOUT: Final = 120.0
 INTENT: Final = {"intent": "create_wager", "chainId": 137, "params": {"stake": "5"}}

@@ -33,7 +33,7 @@ from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.upstream.gateway import GatewayRequest
 from mcp_server.wire.versions import META_CAPABILITIES, META_LOG_LEVEL, META_VERSION
 from mcp_server.wire.x402 import Payment
-from tests.conftest import ROOT, McpClient, client_for, run_stdio, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, McpClient, client_for, run_stdio, server_env
 from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import FAULT_KINDS, TOKEN_EXPIRED, TOKEN_MEMBER_A, TOKEN_PROFILE_ONLY, SandboxGateway
 from tests.secret_canaries import CANARY_TOKEN, RECORDER, canary_payment, header_value, record_output, secrets
@@ -316,6 +316,7 @@ def test_a_stdio_process_with_a_canary_token_writes_only_its_redacted_form(sandb
     assert any(r.header("Authorization") == f"Bearer {CANARY_TOKEN}" for r in sandbox.seen)
 
 
+@SIGNAL_STOP
 def test_an_http_process_with_a_shared_canary_token_writes_only_its_redacted_form(sandbox: SandboxGateway) -> None:
     env = server_env(FAIRWINS_API_URL=sandbox.url, FAIRWINS_API_TOKEN=CANARY_TOKEN, FAIRWINS_MCP_LOG_LEVEL="debug")
     proc = subprocess.Popen(

@@ -1,9 +1,9 @@
 """server.json, the MCP Registry's description of this package: valid against the registry's schema, and true.
 
 The schema is the registry's published 2025-12-11 `server.schema.json`, vendored under
-tests/registry/ (SOURCE.md says where from). It is checked with a small draft-07 validator
-written for the keywords that schema uses; the validator refuses any keyword it does not know,
-so a newer schema cannot pass by being half-read, and its refusals are tested on broken copies.
+tests/registry/ (SOURCE.md says where from). It is checked with scripts/registry.py's small
+draft-07 validator (the one the release check uses), which refuses any keyword it does not know,
+so a newer schema cannot pass by being half-read; its refusals are tested here on broken copies.
 """
 
 from __future__ import annotations
@@ -13,115 +13,16 @@ import json
 import pathlib
 import re
 import tomllib
-import urllib.parse
 from typing import Any, Final
 
 import pytest
 
 from mcp_server import __version__
 from mcp_server.setup.config import LOG_LEVELS, Config
+from scripts.registry import SCHEMA, UnsupportedSchema, validate
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
-SCHEMA_FILE: Final = ROOT / "tests" / "registry" / "server.schema.2025-12-11.json"
-SCHEMA: Final[dict[str, Any]] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 PUBLISHER_META: Final = "io.modelcontextprotocol.registry/publisher-provided"
-
-ANNOTATIONS: Final = frozenset(
-    {"$comment", "$id", "$schema", "title", "description", "default", "example", "examples", "definitions"}
-)
-TYPES: Final = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "null": type(None),
-}
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, TYPES[name])
-
-
-def validate(value: Any, schema: dict[str, Any] | bool, root: dict[str, Any] = SCHEMA, at: str = "$") -> list[str]:
-    """Every way `value` breaks `schema` (draft-07, the subset the registry's schema uses), as 'path: why'."""
-    if schema is True:
-        return []
-    if schema is False:
-        return [f"{at}: no value is allowed here"]
-    errors: list[str] = []
-    for key, rule in schema.items():
-        if key in ANNOTATIONS:
-            continue
-        if key == "$ref":
-            if not rule.startswith("#/"):
-                raise AssertionError(f"only local $ref is supported, not {rule}")
-            target: Any = root
-            for part in rule[2:].split("/"):
-                target = target[part]
-            errors += validate(value, target, root, at)
-        elif key == "allOf":
-            for sub in rule:
-                errors += validate(value, sub, root, at)
-        elif key == "anyOf":
-            if all(validate(value, sub, root, at) for sub in rule):
-                errors.append(f"{at}: matches none of the {len(rule)} allowed shapes")
-        elif key == "oneOf":
-            if sum(not validate(value, sub, root, at) for sub in rule) != 1:
-                errors.append(f"{at}: must match exactly one of {len(rule)} shapes")
-        elif key == "not":
-            if not validate(value, rule, root, at):
-                errors.append(f"{at}: matches a shape that is forbidden here")
-        elif key == "const":
-            if value != rule:
-                errors.append(f"{at}: must be {rule!r}")
-        elif key == "enum":
-            if value not in rule:
-                errors.append(f"{at}: {value!r} is not one of {rule}")
-        elif key == "type":
-            names = rule if isinstance(rule, list) else [rule]
-            if not any(_is_type(value, n) for n in names):
-                errors.append(f"{at}: must be of type {rule}")
-        elif key == "required":
-            if isinstance(value, dict):
-                errors += [f"{at}: {name!r} is required" for name in rule if name not in value]
-        elif key == "properties":
-            if isinstance(value, dict):
-                for name, sub in rule.items():
-                    if name in value:
-                        errors += validate(value[name], sub, root, f"{at}.{name}")
-        elif key == "additionalProperties":
-            if isinstance(value, dict):
-                known = set(schema.get("properties", {}))
-                for name in value:
-                    if name not in known:
-                        errors += validate(value[name], rule, root, f"{at}.{name}")
-        elif key == "items":
-            if isinstance(value, list):
-                for i, item in enumerate(value):
-                    errors += validate(item, rule, root, f"{at}[{i}]")
-        elif key == "pattern":
-            if isinstance(value, str) and not re.search(rule, value):
-                errors.append(f"{at}: {value!r} does not match {rule}")
-        elif key == "minLength":
-            if isinstance(value, str) and len(value) < rule:
-                errors.append(f"{at}: shorter than {rule} characters")
-        elif key == "maxLength":
-            if isinstance(value, str) and len(value) > rule:
-                errors.append(f"{at}: longer than {rule} characters ({len(value)})")
-        elif key == "format":
-            if rule == "uri" and isinstance(value, str):
-                parts = urllib.parse.urlsplit(value)
-                if not parts.scheme or not (parts.netloc or parts.path):
-                    errors.append(f"{at}: {value!r} is not a URI")
-            elif rule != "uri":
-                raise AssertionError(f"format {rule!r} is not supported by this validator")
-        else:
-            raise AssertionError(f"schema keyword {key!r} is not supported by this validator: teach it first")
-    return errors
 
 
 def server_json() -> dict[str, Any]:
@@ -181,7 +82,7 @@ def test_the_validator_refuses_a_broken_copy(path: str, value: Any, why: str) ->
 
 
 def test_the_validator_refuses_a_schema_keyword_it_does_not_know() -> None:
-    with pytest.raises(AssertionError, match="not supported"):
+    with pytest.raises(UnsupportedSchema, match="not supported"):
         validate([], {"minItems": 1})
 
 

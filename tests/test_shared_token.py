@@ -16,10 +16,10 @@ from typing import Any, Final
 
 from mcp_server.ops.logs import redact
 from tests.balancer import Process
-from tests.conftest import ROOT, server_env
+from tests.conftest import ROOT, SIGNAL_STOP, server_env, venv_python
 from tests.sandbox_gateway import ACCOUNT_A, ACCOUNT_B, TOKEN_MEMBER_A, TOKEN_MEMBER_B, SandboxGateway
 
-SDK_PYTHON: Final = ROOT / ".venv-sdk" / "bin" / "python"
+SDK_PYTHON: Final = venv_python(ROOT / ".venv-sdk")
 CALLS: Final = ROOT / "tests" / "sdk" / "http_calls.py"
 
 
@@ -39,6 +39,7 @@ def sdk_calls(url: str, wanted: list[tuple[str, str, str | None]]) -> list[dict[
     return results
 
 
+@SIGNAL_STOP
 def test_a_real_client_sending_its_own_token_is_served_as_itself_despite_a_shared_token(
     sandbox: SandboxGateway,
 ) -> None:

@@ -25,12 +25,14 @@ from typing import IO, Any, Final
 
 import pytest
 
-from tests.conftest import ROOT, StdioProcess, server_env
+from tests.conftest import NODE_TOOLS, ROOT, SIGNAL_STOP, StdioProcess, server_env
 from tests.hosts import tool
 from tests.sandbox_gateway import SandboxGateway
 from tests.secret_canaries import record_output
 from tests.test_http import run_cli, wait_for_url
 from tests.test_install import QUIET_CLAUDE, connected, scratch_env
+
+pytestmark = SIGNAL_STOP
 
 WAIT: Final = 30.0  # a cold interpreter on a loaded machine
 SIGNALS: Final = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")]
@@ -340,6 +342,7 @@ def wait_gone(pid: int) -> None:
         os.close(fd)
 
 
+@NODE_TOOLS
 def test_claude_code_stops_the_stdio_server_with_sigint_and_it_leaves_quietly(
     tmp_path: pathlib.Path, sandbox: SandboxGateway
 ) -> None:

@@ -23,7 +23,7 @@ from mcp_server.fairwins.snapshot import load
 from mcp_server.setup.server import build_catalog
 from mcp_server.transports.stdio import MAX_LINE, StdioServer
 from mcp_server.upstream.gateway import Gateway
-from tests.conftest import GATEWAY_TIMEOUT, ROOT, WAIT, StdioProcess, server_env
+from tests.conftest import GATEWAY_TIMEOUT, ROOT, SIGNAL_STOP, WAIT, StdioProcess, server_env, venv_python
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import record_output
 
@@ -475,7 +475,7 @@ NOISY_LIBRARY = textwrap.dedent(
     """
 )
 STRAYS = ("a library prints: connecting", "a library writes to fd 1: connecting")
-SDK_PYTHON = ROOT / ".venv-sdk" / "bin" / "python"
+SDK_PYTHON = venv_python(ROOT / ".venv-sdk")
 
 
 def test_a_library_printing_during_calls_of_the_shipped_entry_point_never_reaches_stdout(
@@ -520,6 +520,7 @@ def test_the_sdk_client_reads_every_line_of_a_session_in_which_a_library_prints(
         assert stray in done.stderr  # the server's stderr, passed through by the SDK
 
 
+@SIGNAL_STOP
 def test_sigterm_answers_every_request_already_read_then_exits_0(
     sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
 ) -> None:
@@ -549,6 +550,7 @@ def test_eof_right_after_a_slow_call_still_delivers_its_answer_then_exits_0(
     assert process.wait() == 0
 
 
+@SIGNAL_STOP
 def test_sigterm_while_idle_exits_0_at_once(stdio_process: Callable[..., StdioProcess]) -> None:
     process = stdio_process()
     process.send(INIT)

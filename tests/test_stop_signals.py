@@ -35,10 +35,12 @@ from typing import IO, Final
 import pytest
 
 from tests.balancer import TOKEN
-from tests.conftest import ROOT, server_env
+from tests.conftest import PROCFS, ROOT, SIGNAL_STOP, server_env
 from tests.crowd import raise_descriptor_limit
 from tests.secret_canaries import record_output
 from tests.test_workers import children
+
+pytestmark = SIGNAL_STOP
 
 SIGNAL_ROUNDS: Final = 20  # the count: each signal, each way of serving
 CROWD: Final = 1000
@@ -303,7 +305,7 @@ def _blocked(pid: int, tid: int) -> int:
 STOP_BITS: Final = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads each thread's signal mask in /proc, which Linux alone has")
+@PROCFS  # each thread's signal mask, read in /proc
 def test_every_stdio_thread_but_the_main_one_blocks_the_stop_signals(gateway_url: str) -> None:
     # POSIX hands a process-directed signal to any thread not blocking it; only the main thread's
     # wait is interrupted by it. Here the call threads, the log writer and the watchdog all run.

@@ -40,7 +40,7 @@ from mcp_server.upstream.gateway import (
     parse_base_url,
 )
 from mcp_server.wire import x402
-from tests.conftest import ROOT, WAIT, McpClient, client_for, server_env
+from tests.conftest import PROCFS, ROOT, WAIT, McpClient, client_for, server_env
 from tests.gateway_drivers import gateway_driver  # noqa: F401
 from tests.outputs import failure_facts
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
@@ -710,6 +710,7 @@ def test_the_server_says_at_start_that_it_sends_tokens_in_clear() -> None:
     assert "--send-token-in-clear: member tokens and payments go to http://10.0.0.5:8787 unencrypted" in stderr
 
 
+@pytest.mark.posix("waits on a child's stdout pipe with a selector: Windows' select() takes sockets only")
 def test_the_sandbox_gateway_serves_https_from_the_command_line_for_trying_it_by_hand() -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.sandbox_gateway", "--port", "0", "--tls"],
@@ -816,6 +817,7 @@ def closes_soon(closed: Callable[[], bool]) -> bool:
     return closed()
 
 
+@PROCFS
 def test_no_thread_socket_or_gateway_connection_outlives_a_tls_failure_or_a_fault_over_tls(trusted: None) -> None:
     WATCHDOG.schedule(time.monotonic(), lambda: None)  # the one timer thread, started before counting
     gc.collect()

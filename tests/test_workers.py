@@ -18,7 +18,9 @@ import pytest
 
 from mcp_server.ops import listener as listening
 from mcp_server.ops import workers
-from tests.conftest import ROOT, WAIT, server_env
+from tests.conftest import PROCFS, ROOT, WAIT, server_env
+
+pytestmark = PROCFS
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@
 One HTML file (ui/app.html) holds the shared page: the postMessage bridge, the theme, the
 price and the failure. Each view is that page with its name set on `<html data-view>`, a
 constant of this module, never anything a client or the gateway sent. The page draws gateway
-data only as text (STYLE.md habit 13) and declares no domains, so hosts apply the spec's
+data only as text (docs/style.md, habit 13) and declares no domains, so hosts apply the spec's
 restrictive default CSP: no network at all.
 """
 

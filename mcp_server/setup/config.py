@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from mcp_server import __version__
+
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LOG_FORMATS: Final = ("text", "json")
 # `--metrics` alone: a listener of its own on loopback, at the port OpenTelemetry's Prometheus
@@ -283,6 +285,8 @@ def argument_parser() -> argparse.ArgumentParser:
         default="serve",
         help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
     )
+    # The one line a release check and a member's `uvx fairwins-mcp --version` read: nothing is started.
+    parser.add_argument("--version", action="version", version=f"fairwins-mcp {__version__}")
     parser.add_argument("--http", type=_port, metavar="PORT", help="serve Streamable HTTP on PORT (0: any free port)")
     parser.add_argument("--host", help="interface to bind in HTTP mode (default 127.0.0.1; 0.0.0.0 on Cloud Run)")
     parser.add_argument(

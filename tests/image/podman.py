@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-import resource
 import shutil
 import socket
 import subprocess
@@ -22,6 +21,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any, Final
+
+if sys.platform != "win32":
+    import resource  # the image test runs on Linux only; Windows still imports this module to collect it
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent.parent
 CACHE: Final = ROOT / ".tools" / "image"

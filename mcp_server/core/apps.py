@@ -9,7 +9,6 @@ does not is served exactly what it was served before the views existed.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Final
 
 from mcp_server.wire.jsonrpc import JSONObject
@@ -56,6 +55,8 @@ def with_icons(definition: JSONObject, icons: list[JSONObject]) -> JSONObject:
 
 def views_session_id() -> str:
     """A session id that says its client declared the views ("globally unique and cryptographically secure")."""
+    import secrets  # only an HTTP handshake that declares the views needs it: not on the stdio start path
+
     return VIEWS_SESSION_PREFIX + secrets.token_hex(16)
 
 

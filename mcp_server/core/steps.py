@@ -40,11 +40,20 @@ Steps = Generator[Step, Any, T]
 
 
 def run(steps: Steps[T]) -> T:
-    """Drive `steps` on this thread: each step waited for in turn; the generator's return value."""
+    """Drive `steps` on this thread: each step waited for in turn; the generator's return value.
+
+    A step that raises raises inside the generator, at its `yield`, as a call made there would:
+    the handler's own `except` (a paid call's words about its payment above all) sees it first.
+    """
     try:
         step = next(steps)
         while True:
-            step = steps.send(step.run())
+            try:
+                value = step.run()
+            except Exception as exc:
+                step = steps.throw(exc)
+            else:
+                step = steps.send(value)
     except StopIteration as done:
         result: T = done.value
         return result

@@ -57,20 +57,29 @@ async def off_loop(work: Callable[[], R]) -> R:
 
 
 async def drive(steps: Steps[T], run: Run | None = None) -> T:
-    """Run `steps` to their end on the running loop; the generator's return value."""
+    """Run `steps` to their end on the running loop; the generator's return value.
+
+    A step that raises raises inside the generator, as with `core.steps.run`; a cancelled drive
+    (the client left) is not an error the handler words: it ends the drive where it waits.
+    """
     value: Any = None
+    failure: Exception | None = None
     while True:
         try:
-            step = steps.send(value)
+            step = steps.send(value) if failure is None else steps.throw(failure)
         except StopIteration as done:
             result: T = done.value
             return result
-        if isinstance(step, GatewayCall):
-            value = await aio.run(step)
-        elif isinstance(step, Compute):
-            # The request's context goes with the work (the log filter finds its credentials there).
-            value = await off_loop(step.work)
-            if run is not None:
-                run.heavy = True
-        else:
-            raise TypeError(f"no way to wait for {type(step).__name__} on the event loop")
+        failure = None
+        try:
+            if isinstance(step, GatewayCall):
+                value = await aio.run(step)
+            elif isinstance(step, Compute):
+                # The request's context goes with the work (the log filter finds its credentials there).
+                value = await off_loop(step.work)
+                if run is not None:
+                    run.heavy = True
+            else:
+                raise TypeError(f"no way to wait for {type(step).__name__} on the event loop")
+        except Exception as exc:
+            failure = exc

@@ -398,7 +398,12 @@ class McpHTTPServer:
             if threading.get_ident() == self._loop_thread:
                 raise RuntimeError("drain() from the loop's own thread: await drained() instead")
             future = asyncio.run_coroutine_threadsafe(self.drained(grace, last=last), loop)
-            return future.result()
+            try:
+                return future.result()
+            finally:
+                # As with the threaded server, a drain is the serving's end: serve_forever returns
+                # (a thread left serving would keep its process alive after main() has returned).
+                self.shutdown()
         own = loops.new_loop(None)
         try:
             self.attach(own, loops.Guard(own))

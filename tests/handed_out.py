@@ -26,6 +26,9 @@ DOCS: Final = (
     "README.md",
     *sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md")),
     "BENCHMARKS.md",
+    "CHANGELOG.md",
+    "CONTRIBUTING.md",
+    "SECURITY.md",
     "assistant_contract/README.md",
     "mcp_server/fairwins/guide.md",
 )

@@ -119,11 +119,11 @@ def test_a_double_slower_than_three_times_the_best_server_fails() -> None:
 
 
 def test_a_docs_block_is_rewritten_between_its_markers_only(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
+    page = tmp_path / "page.txt"
     begin = "<!-- bench.crowd: begin (python -m bench.crowd --write-docs) -->"
     end = "<!-- bench.crowd: end -->"
     page.write_text(f"before\n\n{begin}\nold figures\n{end}\n\nafter\n", encoding="utf-8")
-    other = tmp_path / "other.md"
+    other = tmp_path / "other.txt"
     other.write_text("no markers here\n", encoding="utf-8")
     crowd.replace_block([page, other], "bench.crowd", "new figures")
     crowd.replace_block([page], "bench.crowd", "newer figures")

@@ -238,9 +238,13 @@ def test_server_json_names_the_same_icon_by_an_https_url() -> None:
 
     server = json.loads((ROOT / "server.json").read_text(encoding="utf-8"))
     (icon,) = server["icons"]
-    assert icon["src"].startswith(
-        "https://"
-    )  # the registry's schema takes https only (docs/apps.md: where it is published)
+    # https only, as the registry's schema takes: the bundle's icon file as the release's tag holds
+    # it in the repository pyproject.toml names, so the URL resolves once that tag is pushed.
+    import tomllib
+
+    source = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Source"]
+    repo = source.removeprefix("https://github.com/")
+    assert icon["src"] == f"https://raw.githubusercontent.com/{repo}/v{server['version']}/mcpb/icon.png"
     assert icon["mimeType"] == "image/png" and icon["sizes"] == ["512x512"]
 
 

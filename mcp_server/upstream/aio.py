@@ -247,10 +247,7 @@ async def _read(stream: _Wire | _Tls, reading: http1.Reading[T]) -> T:
 
 # Idle connections (all calls together) kept per gateway and loop: every call waiting at once may
 # leave one behind, and the next burst finds them (the blocking transport keeps one per thread).
-# The in-flight bound's ceiling (FAIRWINS_MCP_MAX_CONCURRENCY, at most 8192): never more are idle
-# than were in use at once, and a cap below the calls in flight closes the surplus after every
-# burst, so each call past it pays a new connection (measured at 4,000 connections: bench.crowd).
-MAX_IDLE: Final = 8192
+MAX_IDLE: Final = 1024
 Pool = dict[tuple[str, str, int], list[_Connection]]
 
 

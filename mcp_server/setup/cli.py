@@ -84,7 +84,7 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     import shutil
     import tempfile
 
-    from mcp_server.ops import listener, workers
+    from mcp_server.ops import heap, listener, workers
     from mcp_server.transports.http.admission import SLOT_WAIT
     from mcp_server.transports.http.drain import Timings
     from mcp_server.transports.http.server import METRICS_DRAIN_LIMIT, announce_metrics, serve
@@ -115,6 +115,9 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
     )
 
     def run(inherited: socket.socket, lifeline: workers.Lifeline | None) -> int:
+        # In each worker after its fork (or in the one process): a crowd's waiting calls must not
+        # make every call's share of the garbage collector grow with the crowd (ops/heap.py).
+        heap.settle()
         try:
             return serve(
                 dispatcher,

@@ -9,15 +9,17 @@ The setup of issue 35: the server under test pinned with taskset to CPU 0; the g
 bench/crowd.lua: every request a stateless `tools/call get_wagers`, protocol 2025-11-25) pinned
 to CPU 1. First the double alone is loaded (wrk on CPU 0), to show it answers at least 3x what
 any server does. Then, for every server, size and delay, --runs runs, each server started fresh:
-a warm-up, then --duration s measured. Per run: answered calls per second, wrk's p99, failed
-calls and timeouts, the server's CPU per answered call (utime+stime of its process tree over the
-window), its context switches per call (voluntary and involuntary, summed over every thread),
-its peak resident memory, and /proc/loadavg before and after. The worst run counts: each figure
-is the worst of the runs (lowest req/s, highest p99, CPU, switches, failures, memory). The
-issue's criteria are checked and printed PASS/FAIL; the results go to bench/results/crowd.json,
-and --write-docs puts the table into BENCHMARKS.md and docs/performance.md (bench/charts.py
-draws the charts from the same JSON). Standard library only; wrk, Node and the SDKs run as
-separate processes.
+one wrk run whose first --warmup s are load only and whose next --duration s are the window (the
+same connections throughout: the window sees a crowd's steady state, not its arrival). Per run:
+calls answered inside the window per second, wrk's p99 (over the whole run, arrival included),
+failed calls and timeouts, the server's CPU per call answered in the window (utime+stime of its
+process tree over it), its context switches per call (voluntary and involuntary, summed over
+every thread), its peak resident memory, and /proc/loadavg before and after. The worst run
+counts: each figure is the worst of the runs (lowest req/s, highest p99, CPU, switches,
+failures, memory). The issue's criteria are checked and printed PASS/FAIL; the results go to
+bench/results/crowd.json, and --write-docs puts the table into BENCHMARKS.md and
+docs/performance.md (bench/charts.py draws the charts from the same JSON). Standard library
+only; wrk, Node and the SDKs run as separate processes.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
 PER_ANSWER = frozenset({"p50_ms", "p99_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
-SETTLE_S = 1.0
+TAIL_S = 1.0  # wrk runs on past the window, so no answer in it is cut off by wrk's own end
 JSON_LINE = re.compile(rb"^crowd-json (\{.*\})\s*$", re.MULTILINE)
 WORST = {  # each figure's worst over the runs
     "rps": min,
@@ -241,24 +243,74 @@ class Double:
         stop(self.proc)
 
 
+def wrk_command(url: str, connections: int, seconds: float, cpus: str, timeout_s: float, threads: int) -> list[str]:
+    return [
+        "taskset", "-c", cpus, "wrk", "-t", str(max(1, min(threads, connections))), "-c", str(connections),
+        "-d", f"{math.ceil(seconds)}s", "--timeout", f"{timeout_s:g}s", "--latency", "-s", str(LUA), url,
+    ]  # fmt: skip
+
+
+def wrk_env(method: str, window: tuple[float, float] | None) -> dict[str, str]:
+    env = child_env("", None)
+    env["CROWD_TOKEN"] = TOKEN
+    env["CROWD_METHOD"] = method
+    if window is not None:
+        env["CROWD_WINDOW"] = f"{window[0]:.6f} {window[1]:.6f}"
+    return env
+
+
+def wrk_result(stdout: bytes, stderr: bytes, returncode: int) -> dict[str, Any]:
+    match = JSON_LINE.search(stdout)
+    if returncode != 0 or not match:
+        raise BenchError(f"wrk failed (exit {returncode}): {(stdout + stderr)[-600:]!r}")
+    result: dict[str, Any] = json.loads(match.group(1))
+    result["text"] = stdout.decode(errors="replace").split("crowd-json")[0].strip()
+    return result
+
+
 def wrk(
     url: str, connections: int, seconds: float, cpus: str, timeout_s: float, threads: int, method: str = "POST"
 ) -> dict[str, Any]:
     """One wrk run pinned to `cpus`; bench/crowd.lua's JSON line, plus wrk's own text."""
-    cmd = [
-        "taskset", "-c", cpus, "wrk", "-t", str(max(1, min(threads, connections))), "-c", str(connections),
-        "-d", f"{seconds:g}s", "--timeout", f"{timeout_s:g}s", "--latency", "-s", str(LUA), url,
-    ]  # fmt: skip
-    env = child_env("", None)
-    env["CROWD_TOKEN"] = TOKEN
-    env["CROWD_METHOD"] = method
-    done = subprocess.run(cmd, capture_output=True, env=env, timeout=seconds + timeout_s + 60, check=False)
-    match = JSON_LINE.search(done.stdout)
-    if done.returncode != 0 or not match:
-        raise BenchError(f"wrk failed (exit {done.returncode}): {(done.stdout + done.stderr)[-600:]!r}")
-    result: dict[str, Any] = json.loads(match.group(1))
-    result["text"] = done.stdout.decode(errors="replace").split("crowd-json")[0].strip()
-    return result
+    cmd = wrk_command(url, connections, seconds, cpus, timeout_s, threads)
+    done = subprocess.run(
+        cmd, capture_output=True, env=wrk_env(method, None), timeout=seconds + timeout_s + 60, check=False
+    )
+    return wrk_result(done.stdout, done.stderr, done.returncode)
+
+
+class Load:
+    """One wrk run in the background, whose answers are also counted inside a window of wall-clock time.
+
+    The crowd connects, sends its first burst and settles before the window opens, on the same
+    connections the window then measures: the window sees the steady state of a crowd, not its
+    arrival. (A warm-up of its own wrk, then a second wrk, put 4,000 fresh connections and their
+    first 4,000 calls inside every window, and left the warm-up's calls to be cancelled.)
+    """
+
+    def __init__(
+        self, url: str, connections: int, warmup: float, duration: float, timeout_s: float, threads: int
+    ) -> None:
+        self.opens = time.time() + warmup
+        self.closes = self.opens + duration
+        self.seconds = warmup + duration + TAIL_S
+        cmd = wrk_command(url, connections, self.seconds, LOAD_CPUS, timeout_s, threads)
+        self.timeout_s = timeout_s
+        self.proc = subprocess.Popen(
+            cmd, env=wrk_env("POST", (self.opens, self.closes)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+
+    def result(self) -> dict[str, Any]:
+        try:
+            stdout, stderr = self.proc.communicate(timeout=self.seconds + self.timeout_s + 60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            stdout, stderr = self.proc.communicate()
+        return wrk_result(stdout, stderr, self.proc.returncode)
+
+
+def sleep_until(when: float) -> None:
+    time.sleep(max(0.0, when - time.time()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,22 +373,22 @@ def one_run(
         port = drain.port
         wait_ready(server, port, proc, deadline)
         url = f"http://127.0.0.1:{port}/mcp"
-        if args.warmup > 0:
-            wrk(url, connections, args.warmup, LOAD_CPUS, args.timeout, args.wrk_threads)
-            time.sleep(
-                SETTLE_S
-            )  # the warm-up's connections close (and, in a thread-per-connection server, their threads end)
-        load_before = full_loadavg()
-        window = Window(proc.pid)
-        result = wrk(url, connections, args.duration, LOAD_CPUS, args.timeout, args.wrk_threads)
-        threads = thread_count(proc.pid)
-        cpu, ctx = window.close()
+        load = Load(url, connections, args.warmup, args.duration, args.timeout, args.wrk_threads)
+        try:
+            sleep_until(load.opens)
+            load_before = full_loadavg()
+            window = Window(proc.pid)
+            sleep_until(load.closes)
+            threads = thread_count(proc.pid)
+            cpu, ctx = window.close()
+        finally:
+            result = load.result()
         if proc.poll() is not None:
             raise BenchError(f"{server.label}: exited during the run; stderr: {drain.tail()!r}")
     finally:
         stop(proc)
-    seconds = result["duration_us"] / 1e6
-    answered = result["answered"]
+    seconds = args.duration
+    answered = result["in_window"]
     per = answered or math.nan
     return {
         "rps": answered / seconds,

@@ -80,7 +80,7 @@ WORKERS_CPUS = "0,1"  # two workers on one core would measure nothing: they get 
 # one: ours runs without its per-peer bounds (the flags an operator behind a proxy sets), else
 # at its defaults.
 OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
-PER_ANSWER = frozenset({"p50_ms", "p99_ms", "cpu_per_call_ms", "ctx_per_call"})
+PER_ANSWER = frozenset({"p50_ms", "p99_ms", "p99_all_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
 TAIL_S = 1.0  # wrk runs on past the window, so no answer in it is cut off by wrk's own end
@@ -89,6 +89,7 @@ WORST = {  # each figure's worst over the runs
     "rps": min,
     "p99_ms": max,
     "p50_ms": max,
+    "p99_all_ms": max,
     "failed": max,
     "timeouts": max,
     "socket_errors": max,
@@ -389,6 +390,7 @@ def one_run(
         stop(proc)
     seconds = args.duration
     answered = result["in_window"]
+    timed = result["window_timed"]
     per = answered or math.nan
     return {
         "rps": answered / seconds,
@@ -397,11 +399,15 @@ def one_run(
         "timeouts": result["timeouts"],
         "socket_errors": result["connect_errors"] + result["read_errors"] + result["write_errors"],
         "first_failure": result["first_failure"],
-        # wrk reports 0 for the latency of a run that got no answer: no answer has no latency.
-        "p50_ms": result["p50_us"] / 1000 if answered else math.nan,
-        "p90_ms": result["p90_us"] / 1000 if answered else math.nan,
-        "p99_ms": result["p99_us"] / 1000 if answered else math.nan,
-        "max_ms": result["max_us"] / 1000 if answered else math.nan,
+        # The window's own latencies (each answer timed from the send time its id carries), so the
+        # crowd's arrival is load, not measurement; wrk's over the whole run, arrival included, beside.
+        # No answer has no latency (wrk reports 0, crowd.lua -1).
+        "p50_ms": result["window_p50_us"] / 1000 if timed else math.nan,
+        "p90_ms": result["window_p90_us"] / 1000 if timed else math.nan,
+        "p99_ms": result["window_p99_us"] / 1000 if timed else math.nan,
+        "max_ms": result["window_max_us"] / 1000 if timed else math.nan,
+        "p99_all_ms": result["p99_us"] / 1000 if result["answered"] else math.nan,
+        "max_all_ms": result["max_us"] / 1000 if result["answered"] else math.nan,
         "cpu_ms": cpu,
         "cpu_per_call_ms": cpu / per,
         "ctx_switches": ctx,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import queue
 import signal
@@ -13,6 +14,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -557,3 +559,140 @@ def test_sigterm_while_idle_exits_0_at_once(stdio_process: Callable[..., StdioPr
     process.response_to("init")
     process.proc.send_signal(signal.SIGTERM)
     assert process.wait(timeout=5) == 0
+
+
+# ---- the stop signal's byte on the wake-up pipe ------------------------------------------------------
+
+
+class _LineQueue:
+    """The claimed stdout, each line it is written parsed onto a queue as it comes."""
+
+    def __init__(self) -> None:
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._partial = b""
+
+    def write(self, data: bytes) -> int:
+        self._partial += data
+        *done, self._partial = self._partial.split(b"\n")
+        for raw in done:
+            self.lines.put(json.loads(raw))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _stdio_log() -> Iterator[_Records]:
+    """What the stdio logger says, whatever an earlier test made of logging (logs.configure stops propagation)."""
+    logger = logging.getLogger("fairwins_mcp.stdio")
+    handler, level = _Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _serve_on_this_thread(client: Callable[[StdioServer, int, queue.Queue[dict[str, Any]]], None]) -> list[str]:
+    """Run StdioServer.run on the test's main thread, over a pipe, while `client` drives it from another thread.
+
+    The main thread is where run() takes the stop signals and registers its wake-up pipe (as in
+    `python -m mcp_server`). `client` gets the server, the pipe's write end and the answers. Should
+    the server not return within WAIT of the client's end, the client closes stdin (EOF), so a
+    failure is an assertion, never a hang. Returns the stdio log; asserts the handlers were restored.
+    """
+    assert threading.current_thread() is threading.main_thread()
+    in_read, in_write = os.pipe()
+    wire = _LineQueue()
+    server = StdioServer(Dispatcher(Catalog()), wire)  # type: ignore[arg-type]
+    returned = threading.Event()
+    failures: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            client(server, in_write, wire.lines)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            if not returned.wait(WAIT):
+                failures.append(AssertionError(f"run() still reading {WAIT:.0f} s after the client's end"))
+            os.close(in_write)  # EOF, for a run() still reading
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    driver = threading.Thread(target=drive, daemon=True)
+    with _stdio_log() as records, open(in_read, "rb") as reader:
+        driver.start()
+        try:
+            assert server.run(reader) == 0
+        finally:
+            returned.set()
+            driver.join(WAIT)
+    assert not failures, failures
+    assert {signum: signal.getsignal(signum) for signum in before} == before, "run() restores the handlers"
+    return records.messages
+
+
+def _answers(lines: queue.Queue[dict[str, Any]], count: int) -> list[Any]:
+    return [lines.get(timeout=WAIT)["id"] for _ in range(count)]
+
+
+@pytest.mark.posix("the wake-up pipe and select() over stdin are the POSIX read path; Windows reads to end of input")
+def test_the_stop_signals_byte_alone_stops_a_read_loop_waiting_on_a_silent_client() -> None:
+    """The lost wake-up of CI's failed round, made deterministic: the signal's byte is there, its handler never runs.
+
+    When SIGTERM reaches a process, CPython's C handler does two things only: it sets a flag for
+    the Python handler, to run at the main thread's next bytecode, and writes the signal's number
+    to the wake-up descriptor. The old loop slept in `readline()`; a signal landing just before the
+    read(2) call (in readline's C code, or while the thread took the GIL back from the busy call
+    threads) interrupted nothing, so no bytecode ran, the Python handler never did, and the read
+    waited for a client that had stopped writing: no `stopping`, ever. That is this test's state
+    exactly: no signal is sent, so no Python handler runs and no call is interrupted; only the byte
+    the C handler would have written is written, to `server.wake_fd`. The old design had nothing
+    such a byte could wake (run against it, this test fails: no wake-up pipe, and its read waits
+    until the EOF sent WAIT seconds later). The new loop waits in select() on stdin and that pipe,
+    so the byte ends the wait: it logs `stopping`, answers every whole line already in the pipe,
+    drops the line not yet ended, and returns 0.
+    """
+
+    def client(server: StdioServer, stdin: int, answers: queue.Queue[dict[str, Any]]) -> None:
+        os.write(stdin, line(ping(1)) + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        assert _answers(answers, 2) == [1, 2]  # read and answered: the loop now waits on a silent client
+        os.write(stdin, line(ping(3)) + line(ping(4)) + b'{"jsonrpc":"2.0","id":5,')  # sent, not yet read
+        wake = server.wake_fd
+        assert wake is not None, "run() waits on a descriptor, so it has a wake-up pipe"
+        os.write(wake, bytes([signal.SIGTERM]))
+        assert _answers(answers, 2) == [3, 4]
+        assert answers.empty()
+
+    log = _serve_on_this_thread(client)
+    assert log == [
+        "stopping on SIGTERM: every request already read is answered",
+        "stopped: every request read before SIGTERM was answered",
+    ]
+
+
+@pytest.mark.posix("the wake-up pipe and select() over stdin are the POSIX read path; Windows reads to end of input")
+def test_another_signals_byte_only_wakes_the_wait_and_serving_goes_on() -> None:
+    def client(server: StdioServer, stdin: int, answers: queue.Queue[dict[str, Any]]) -> None:
+        os.write(stdin, line(ping(1)))
+        assert _answers(answers, 1) == [1]  # serving: the wake-up pipe is in place
+        wake = server.wake_fd
+        assert wake is not None
+        os.write(wake, bytes([signal.SIGUSR1, signal.SIGCHLD]))  # another part of the process handles those
+        os.write(stdin, line(ping(2)))
+        assert _answers(answers, 1) == [2]
+        os.write(wake, bytes([signal.SIGINT]))
+
+    assert _serve_on_this_thread(client)[0] == "stopping on SIGINT: every request already read is answered"

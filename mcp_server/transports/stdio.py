@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import BinaryIO, Final
@@ -19,6 +21,7 @@ from typing import BinaryIO, Final
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
 from mcp_server.ops import logs, records, signals
+from mcp_server.wire import lines
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -36,11 +39,13 @@ from mcp_server.wire.jsonrpc import (
     parse,
     pieces,
 )
+from mcp_server.wire.lines import LineFramer, Oversized
 
 log = logging.getLogger("fairwins_mcp.stdio")
 
-MAX_LINE: Final = 4 * 1024 * 1024
+MAX_LINE: Final = lines.MAX_LINE
 STOP_SIGNALS: Final = signals.STOP_SIGNALS
+CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
 
 
 def claim_stdout() -> BinaryIO:
@@ -77,20 +82,6 @@ def _widen_pipe(fd: int) -> None:
         log.debug("the stdout pipe keeps the system's size (only Linux lets a process set it)")
 
 
-def _set_blocking(fd: int, blocking: bool) -> bool:
-    """`os.set_blocking` where it works on stdin; False where it cannot (Windows: see `StdioServer._on_stop`)."""
-    if sys.platform == "win32":
-        # Python 3.11 has no os.set_blocking on Windows (3.12 added it for pipes), and no signal
-        # there interrupts a pipe read anyway: Desktop ends the process rather than signal it.
-        # End of input is how a Windows client stops us, and that path needs no trick.
-        return False
-    try:
-        os.set_blocking(fd, blocking)
-    except OSError:
-        return False
-    return True
-
-
 def _internal_error(message: JSONObject) -> JSONObject | None:
     """The -32603 answer standing in for a response that could not be encoded (None: not a response)."""
     if "method" in message or "id" not in message:
@@ -109,9 +100,12 @@ class StdioServer:
         self._inflight: dict[Id, RequestContext] = {}
         self._inflight_lock = threading.Lock()
         self._pending: set[Future[None]] = set()
-        self._stopping = False
+        # The stop signal's number once one arrived: read from the wake-up pipe (POSIX, a descriptor
+        # to read), or set by the Python handler (any other reader). 0 while serving.
         self._signal = 0
-        self._input_fd: int | None = None
+        # While run() waits on a descriptor: the wake-up pipe's write end, where the C signal
+        # handler writes each signal's number (signal.set_wakeup_fd, on the main thread).
+        self.wake_fd: int | None = None
         self._wire_broken = False
         self._client_logged = False
 
@@ -237,95 +231,169 @@ class StdioServer:
 
     def _on_stop(self, signum: int, frame: object) -> None:
         # SIGTERM, or SIGINT (how Claude Code stops a stdio server, and a terminal's Ctrl-C).
-        # Never raise here: an exception landing just after readline() returned would lose the
-        # line it read (SIGINT's default, KeyboardInterrupt, did). Instead the input is made
-        # non-blocking, so the interrupted read returns what it has, and run() answers every
-        # whole line already written, then stops.
-        self._stopping = True
-        self._signal = signum
-        if self._input_fd is not None:
-            _set_blocking(self._input_fd, False)
+        # Never raise here: an exception landing between a read and the framing of what it
+        # returned would lose those lines (SIGINT's default, KeyboardInterrupt, did). A flag
+        # only: on POSIX the loop learns of the signal from its byte on the wake-up pipe, since
+        # this handler runs only when the main thread next runs Python code, which a thread
+        # asleep in a read may never do.
+        if not self._signal:
+            self._signal = signum
 
     def run(self, reader: BinaryIO) -> int:
-        if threading.current_thread() is threading.main_thread():
-            try:
-                self._input_fd = reader.fileno()
-            except (AttributeError, OSError, ValueError):
-                self._input_fd = None
-            for signum in STOP_SIGNALS:
-                signal.signal(signum, self._on_stop)
-            if sys.platform != "win32":
-                # cli.main holds them back while the server starts: one sent meanwhile lands now.
-                signals.unblock()
-        partial = b""
+        """Serve `reader` until end of input or a stop signal; 0 once every request read is answered."""
+        framer = LineFramer(MAX_LINE)
+        on_main = threading.current_thread() is threading.main_thread()
+        previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} if on_main else {}
+        for signum in previous:
+            signal.signal(signum, self._on_stop)
         try:
-            while not self._stopping:
-                line = reader.readline(MAX_LINE + 1)
-                if not line:
-                    break  # EOF: the client closed stdin (or the signal found nothing to read)
-                if self._stopping and not line.endswith(b"\n"):
-                    partial = line  # cut short by the signal: the rest of it may be in the pipe
-                    break
-                if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                    self._skip_rest(reader)
-                    err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {MAX_LINE} bytes")
-                    self.write(error_response(None, err))
-                    record = records.Record("stdio")
-                    record.begin(Invalid(None, err))
-                    self.finish(record)
-                    continue
-                line = line.strip(b" \t\r\n")
-                if line:
-                    self.receive(line)
+            if sys.platform != "win32" and (fd := _descriptor(reader)) is not None:
+                self._serve_descriptor(fd, framer, on_main)
+            else:
+                if on_main:
+                    signals.unblock()  # cli.main holds them back while the server starts
+                self._serve_reads(reader, framer)
         finally:
-            signalled = signal.Signals(self._signal).name if self._stopping else None
-            if signalled is not None:
-                log.info("stopping on %s: every request already read is answered", signalled, extra=logs.AHEAD)
-                self._drain_buffered(reader, partial)
-            # Every request already read gets its answer before the process leaves.
-            wait(list(self._pending))
-            self.pool.shutdown(wait=True)
-            if signalled is not None:
-                log.info("stopped: every request read before %s was answered", signalled)
+            signalled = self._signal
+            try:
+                # Every request already read gets its answer before the process leaves.
+                wait(list(self._pending))
+                self.pool.shutdown(wait=True)
+                if signalled:
+                    name = signal.Signals(signalled).name
+                    log.info("stopped: every request read before %s was answered", name)
+            finally:
+                for signum, handler in previous.items():
+                    if handler is not None:
+                        signal.signal(signum, handler)
         return 0
 
-    def _drain_buffered(self, reader: BinaryIO, partial: bytes = b"") -> None:
-        """After SIGTERM or SIGINT, the whole lines the client already wrote are requests too: answer them.
+    def _serve_descriptor(self, fd: int, framer: LineFramer, on_main: bool) -> None:
+        """POSIX: wait in select() on stdin and a wake-up pipe, never in a read; a stop signal's byte wakes the wait.
 
-        The signal can land while readline() holds several lines in its buffer, with more waiting
-        in the pipe; dropping them would leave requests the client saw leave unanswered. Nothing
-        is waited for: the descriptor is made non-blocking, a line not yet complete is not a
-        request, and at most MAX_LINE bytes are taken this way.
+        A thread asleep in read(2) is woken by a signal only if the signal lands inside the call
+        (EINTR). One that lands just before it (in the C code around the call, or while the thread
+        waits for the GIL, which busy call threads make likely) only sets CPython's flag: the
+        Python handler would run at the next bytecode, which never comes while the read waits
+        for a client that has stopped writing. The C handler also writes the signal's number to
+        the wake-up descriptor, at any moment, and select() returns whenever that byte is there,
+        before or during the wait: the stop cannot be missed. select(), not epoll: epoll refuses
+        regular files (`< requests.jsonl`), and both descriptors are small at start-up.
+        """
+        if sys.platform == "win32":
+            raise RuntimeError("select() takes sockets only on Windows: the reader is read instead")
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)  # a full pipe drops a byte rather than block the C handler (required)
+        os.set_blocking(wake_r, False)  # its bytes are taken without ever waiting for more
+        self.wake_fd = wake_w
+        previous_wake = signal.set_wakeup_fd(wake_w) if on_main else -1
+        try:
+            if on_main:
+                # Only once the wake-up pipe is set: one held back during start-up lands as its byte.
+                signals.unblock()
+            while not self._signal:
+                ready, _, _ = select.select([fd, wake_r], [], [])
+                if wake_r in ready:
+                    self._take_wake_bytes(wake_r)
+                    if self._signal:
+                        break
+                if fd in ready:
+                    try:
+                        data = os.read(fd, CHUNK)
+                    except BlockingIOError:
+                        continue  # stdin shared with a process that made it non-blocking: wait again
+                    if not data:
+                        self._answer(framer.end())  # EOF: the client closed stdin
+                        return
+                    self._answer(framer.feed(data))
+            self._log_stopping()
+            self._drain_descriptor(fd, framer)
+        finally:
+            if on_main:
+                signal.set_wakeup_fd(previous_wake)
+            self.wake_fd = None
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _take_wake_bytes(self, wake_r: int) -> None:
+        """Read the signal numbers the C handler wrote; the first SIGTERM or SIGINT among them is the stop.
+
+        Decided from the byte itself: the Python handler may not have run yet, and need not.
+        Any other signal's byte (one another part of the process handles) only woke the wait.
         """
         try:
-            fd = reader.fileno()
-        except (AttributeError, OSError, ValueError):
-            return  # not a pipe (an in-memory reader has nothing buffered beyond what run() reads)
-        if not _set_blocking(fd, False):
+            data = os.read(wake_r, 4096)
+        except BlockingIOError:
             return
-        budget = MAX_LINE  # a client that keeps writing cannot keep the process from leaving
-        try:
-            while budget > 0:
-                try:
-                    line = partial + reader.readline(MAX_LINE + 1)
-                except OSError:
-                    return
-                partial = b""
-                if not line or not line.endswith(b"\n"):
-                    return
-                budget -= len(line)
-                line = line.strip(b" \t\r\n")
-                if line:
-                    self.receive(line)
-        finally:
-            _set_blocking(fd, True)
+        for signum in data:
+            if signum in STOP_SIGNALS and not self._signal:
+                self._signal = signum
 
-    @staticmethod
-    def _skip_rest(reader: BinaryIO) -> None:
-        while True:
-            chunk = reader.readline(MAX_LINE)
-            if not chunk or chunk.endswith(b"\n"):
+    def _serve_reads(self, reader: BinaryIO, framer: LineFramer) -> None:
+        """A reader without a descriptor (io.BytesIO), or Windows: the same framing, fed by the reader's reads.
+
+        On Windows no signal interrupts a pipe read (and select() takes sockets only); end of
+        input is how a client stops us there (Desktop ends the process; it sends no signal). A
+        Ctrl-C in a console is seen by the Python handler, after the read that it waited on.
+        """
+        # read1: what is there, up to CHUNK, without waiting to fill CHUNK (objects without it: read).
+        read: Callable[[int], bytes] = getattr(reader, "read1", reader.read)
+        while not self._signal:
+            data = read(CHUNK)
+            if not data:
+                self._answer(framer.end())
                 return
+            self._answer(framer.feed(data))
+        self._log_stopping()
+
+    def _log_stopping(self) -> None:
+        name = signal.Signals(self._signal).name
+        log.info("stopping on %s: every request already read is answered", name, extra=logs.AHEAD)
+
+    def _drain_descriptor(self, fd: int, framer: LineFramer) -> None:
+        """After SIGTERM or SIGINT, the whole lines the client already wrote are requests too: answer them.
+
+        The signal can land with lines waiting in the pipe; dropping them would leave requests
+        the client saw leave unanswered. Nothing is waited for (select with a timeout of 0), a
+        line not yet ended is not a request and is dropped, and at most MAX_LINE bytes are taken
+        this way: a client that keeps writing cannot keep the process from leaving.
+        """
+        budget = MAX_LINE
+        while budget > 0:
+            ready, _, _ = select.select([fd], [], [], 0)
+            if not ready:
+                return
+            try:
+                data = os.read(fd, min(CHUNK, budget))
+            except OSError:  # BlockingIOError included: nothing there after all
+                return
+            if not data:
+                return
+            budget -= len(data)
+            self._answer(framer.feed(data))
+
+    def _answer(self, framed: Iterable[lines.Framed]) -> None:
+        for item in framed:
+            if isinstance(item, Oversized):
+                err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {item.limit} bytes")
+                self.write(error_response(None, err))
+                record = records.Record("stdio")
+                record.begin(Invalid(None, err))
+                self.finish(record)
+            else:
+                self.receive(item)
+
+
+def _descriptor(reader: BinaryIO) -> int | None:
+    """The reader's file descriptor, or None (an in-memory reader).
+
+    run() is the reader's only reader: the descriptor is read directly, so nothing may sit in
+    the reader's own buffer (nothing has read sys.stdin.buffer before serve()).
+    """
+    try:
+        return reader.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
 
 
 def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 16) -> int:

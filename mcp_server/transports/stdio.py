@@ -399,4 +399,10 @@ def _descriptor(reader: BinaryIO) -> int | None:
 def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 16) -> int:
     wire = claim_stdout()
     log.info("fairwins-mcp serving MCP over stdio")
-    return StdioServer(dispatcher, wire, bearer=bearer, workers=workers).run(sys.stdin.buffer)
+    code = StdioServer(dispatcher, wire, bearer=bearer, workers=workers).run(sys.stdin.buffer)
+    if threading.current_thread() is threading.main_thread():
+        # Every request read is answered: a second SIGTERM or ^C on the way out (run() has put
+        # the handlers it found back) must not turn this clean exit into a killed process.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    return code

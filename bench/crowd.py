@@ -83,7 +83,9 @@ OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
 PER_ANSWER = frozenset({"p50_ms", "p99_ms", "p99_all_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
-TAIL_S = 1.0  # wrk runs on past the window, so no answer in it is cut off by wrk's own end
+# wrk runs on past the window, for the answers to the calls sent in it: this, and two of the
+# gateway's delays. A call sent in the window and still unanswered then counts as slower than all.
+TAIL_S = 1.0
 JSON_LINE = re.compile(rb"^crowd-json (\{.*\})\s*$", re.MULTILINE)
 WORST = {  # each figure's worst over the runs
     "rps": min,
@@ -290,11 +292,18 @@ class Load:
     """
 
     def __init__(
-        self, url: str, connections: int, warmup: float, duration: float, timeout_s: float, threads: int
+        self,
+        url: str,
+        connections: int,
+        warmup: float,
+        duration: float,
+        timeout_s: float,
+        threads: int,
+        delay_s: float,
     ) -> None:
         self.opens = time.time() + warmup
         self.closes = self.opens + duration
-        self.seconds = warmup + duration + TAIL_S
+        self.seconds = warmup + duration + TAIL_S + 2 * delay_s
         cmd = wrk_command(url, connections, self.seconds, LOAD_CPUS, timeout_s, threads)
         self.timeout_s = timeout_s
         self.proc = subprocess.Popen(
@@ -308,6 +317,11 @@ class Load:
             self.proc.kill()
             stdout, stderr = self.proc.communicate()
         return wrk_result(stdout, stderr, self.proc.returncode)
+
+
+def window_ms(us: int) -> float:
+    """A percentile of the window's calls from crowd.lua: -2 means it fell among calls never answered."""
+    return math.inf if us == -2 else us / 1000
 
 
 def sleep_until(when: float) -> None:
@@ -361,7 +375,7 @@ def wait_ready(server: Server, port: int, proc: subprocess.Popen[bytes], deadlin
 
 
 def one_run(
-    server: Server, gateway_url: str, connections: int, args: argparse.Namespace, deadline: Deadline
+    server: Server, gateway_url: str, connections: int, args: argparse.Namespace, deadline: Deadline, delay_ms: float
 ) -> dict[str, Any]:
     env = child_env(gateway_url, None)
     env.update(server.env)
@@ -374,7 +388,7 @@ def one_run(
         port = drain.port
         wait_ready(server, port, proc, deadline)
         url = f"http://127.0.0.1:{port}/mcp"
-        load = Load(url, connections, args.warmup, args.duration, args.timeout, args.wrk_threads)
+        load = Load(url, connections, args.warmup, args.duration, args.timeout, args.wrk_threads, delay_ms / 1000)
         try:
             sleep_until(load.opens)
             load_before = full_loadavg()
@@ -402,10 +416,12 @@ def one_run(
         # The window's own latencies (each answer timed from the send time its id carries), so the
         # crowd's arrival is load, not measurement; wrk's over the whole run, arrival included, beside.
         # No answer has no latency (wrk reports 0, crowd.lua -1).
-        "p50_ms": result["window_p50_us"] / 1000 if timed else math.nan,
-        "p90_ms": result["window_p90_us"] / 1000 if timed else math.nan,
-        "p99_ms": result["window_p99_us"] / 1000 if timed else math.nan,
-        "max_ms": result["window_max_us"] / 1000 if timed else math.nan,
+        "p50_ms": window_ms(result["window_p50_us"]) if timed else math.nan,
+        "p90_ms": window_ms(result["window_p90_us"]) if timed else math.nan,
+        "p99_ms": window_ms(result["window_p99_us"]) if timed else math.nan,
+        "max_ms": window_ms(result["window_max_us"]) if timed else math.nan,
+        "sent_in_window": result["window_sent"],
+        "unanswered_in_window": result["window_sent"] - timed,
         "p99_all_ms": result["p99_us"] / 1000 if result["answered"] else math.nan,
         "max_all_ms": result["max_us"] / 1000 if result["answered"] else math.nan,
         "cpu_ms": cpu,
@@ -813,7 +829,7 @@ def measure_cell(
     for n in range(args.runs):
         progress(f"{server.label}: {size} connections, {delay:g} ms, run {n + 1}/{args.runs}")
         try:
-            run = one_run(server, double.url, size, args, deadline)
+            run = one_run(server, double.url, size, args, deadline, delay)
         except BenchError as exc:
             entry["error"] = str(exc)
             errors.append(f"{server.label} at {size}, {delay:g} ms: {exc}")

@@ -191,7 +191,7 @@ def crowd_series(report: dict[str, Any], metric: str, scale: float) -> tuple[lis
         for size in sizes:
             entry = report["results"].get(key, {}).get(f"{delay:g}/{size}", {})
             value = (entry.get("worst") or {}).get(metric)
-            if isinstance(value, (int, float)) and math.isfinite(value):  # inf: calls never answered (the table says)
+            if isinstance(value, (int, float)):
                 points.append((float(size), value * scale))
         if points:
             found.append(Series(key, report["labels"][key], points))

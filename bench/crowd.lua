@@ -49,29 +49,20 @@ function init(args)
   answered = 0
   failed = 0
   in_window = 0
-  sent_in_window = 0  -- calls sent inside the window
-  window_us = {}  -- the latency of each call sent inside the window and answered, in microseconds
+  window_us = {}  -- the latency of each answer inside the window, in microseconds
   first_failure = ""
 end
 
 -- With a window, each POST carries the time it was sent in its JSON-RPC id ("crowd-<us>"), which
--- every server echoes: an answer's latency is then its own. The window's percentiles are those of
--- the calls SENT inside it, whenever their answers come (wrk runs on past the window for them): a
--- call sent during the warm-up belongs to the crowd's arrival, even when its answer lands in the
--- window, as it does behind a slow gateway, whose first bursts take several round trips to spread
--- out. A call sent in the window and not answered well before wrk stops counts as slower than any
--- answer, so nothing slow is left out. (wrk's own histogram covers the whole run.) The id is a
--- string, so a number in the answer's data can never be taken for it.
+-- every server echoes: an answer's latency is then its own, so the window's percentiles leave out
+-- the crowd's arrival (wrk's own histogram covers the whole run). The id is a string, so a number
+-- in the answer's data can never be taken for it.
 if method == "POST" and window_to ~= math.huge then
   local base = window_from - 3600
   local before = '{"jsonrpc":"2.0","id":"crowd-'
   local after = '","method":"tools/call","params":{"name":"get_wagers","arguments":{}}}'
   function request()
-    local t = now()
-    if t >= window_from and t < window_to then
-      sent_in_window = sent_in_window + 1
-    end
-    return wrk.format(nil, nil, nil, before .. string.format("%d", (t - base) * 1e6) .. after)
+    return wrk.format(nil, nil, nil, before .. string.format("%d", (now() - base) * 1e6) .. after)
   end
   function sent_at(body)
     local us = body:match('"id"%s*:%s*"crowd%-(%d+)"')
@@ -89,10 +80,10 @@ function response(status, headers, body)
     local t = now()
     if t >= window_from and t < window_to then
       in_window = in_window + 1
-    end
-    local sent = sent_at and sent_at(body)
-    if sent and sent >= window_from and sent < window_to then
-      window_us[#window_us + 1] = (t - sent) * 1e6
+      local sent = sent_at and sent_at(body)
+      if sent then
+        window_us[#window_us + 1] = (t - sent) * 1e6
+      end
     end
   else
     failed = failed + 1
@@ -107,38 +98,32 @@ local function quote(text)
 end
 
 function done(summary, latency, requests)
-  local ok, bad, sample, windowed, sent, timed = 0, 0, "", 0, 0, {}
+  local ok, bad, sample, windowed, timed = 0, 0, "", 0, {}
   for _, thread in ipairs(threads) do
     ok = ok + thread:get("answered")
     bad = bad + thread:get("failed")
     windowed = windowed + thread:get("in_window")
-    sent = sent + thread:get("sent_in_window")
     for _, us in ipairs(thread:get("window_us") or {}) do
       timed[#timed + 1] = us
     end
     if sample == "" then sample = thread:get("first_failure") end
   end
   table.sort(timed)
-  -- Nearest-rank percentile over every call sent in the window, the unanswered ones slowest of
-  -- all: -1 when none was sent, -2 when the rank falls among the unanswered.
-  local calls = math.max(sent, #timed)
-  local function at(p)
-    if calls == 0 then return -1 end
-    local rank = math.max(1, math.ceil(calls * p / 100))
-    if rank > #timed then return -2 end
-    return timed[rank]
+  local function at(p)  -- nearest-rank percentile of the window's latencies; -1 when none was timed
+    if #timed == 0 then return -1 end
+    return timed[math.max(1, math.ceil(#timed * p / 100))]
   end
   local e = summary.errors
   io.write(string.format(
     'crowd-json {"requests":%d,"duration_us":%d,"bytes":%d,"answered":%d,"in_window":%d,"failed":%d,' ..
     '"connect_errors":%d,"read_errors":%d,"write_errors":%d,"status_errors":%d,"timeouts":%d,' ..
     '"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d,"max_us":%d,"mean_us":%.1f,' ..
-    '"window_sent":%d,"window_timed":%d,"window_p50_us":%d,"window_p90_us":%d,"window_p99_us":%d,"window_max_us":%d,' ..
+    '"window_timed":%d,"window_p50_us":%d,"window_p90_us":%d,"window_p99_us":%d,"window_max_us":%d,' ..
     '"first_failure":%s}\n',
     summary.requests, summary.duration, summary.bytes, ok, windowed, bad,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9),
     latency.max, latency.mean,
-    sent, #timed, at(50), at(90), at(99), at(100),
+    #timed, at(50), at(90), at(99), at(100),
     quote(sample)))
 end

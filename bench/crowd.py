@@ -9,8 +9,9 @@ The setup of issue 35: the server under test pinned with taskset to CPU 0; the g
 bench/crowd.lua: every request a stateless `tools/call get_wagers`, protocol 2025-11-25) pinned
 to CPU 1. First the double alone is loaded (wrk on CPU 0), to show it answers at least 3x what
 any server does. Then, for every server, size and delay, --runs runs, each server started fresh:
-one wrk run whose first --warmup s are load only and whose next --duration s are the window (the
-same connections throughout: the window sees a crowd's steady state, not its arrival). Per run:
+one wrk run whose first --warmup s (and at least WARMUP_TRIPS of the gateway's delays) are load
+only and whose next --duration s are the window (the same connections throughout: the window
+sees a crowd's steady state, not its arrival). Per run:
 calls answered inside the window per second, wrk's p99 (over the whole run, arrival included),
 failed calls and timeouts, the server's CPU per call answered in the window (utime+stime of its
 process tree over it), its context switches per call (voluntary and involuntary, summed over
@@ -83,9 +84,13 @@ OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
 PER_ANSWER = frozenset({"p50_ms", "p99_ms", "p99_all_ms", "cpu_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
-# wrk runs on past the window, for the answers to the calls sent in it: this, and two of the
-# gateway's delays. A call sent in the window and still unanswered then counts as slower than all.
-TAIL_S = 1.0
+TAIL_S = 1.0  # wrk runs on past the window, so no answer in it is cut off by wrk's own end
+# The warm-up lasts at least this many of the gateway's delays. A crowd starts as one burst of
+# calls, and a gateway that answers each after the same delay hands the burst back whole, so it
+# spreads out only a little each round trip: behind the 1 s double, 3 s of warm-up left the
+# second round trip's calls (1.28 to 1.32 s each) answered inside the window; from the fifth on,
+# no call took more than 1.07 s. At 200 ms, 3 s is already 15 round trips.
+WARMUP_TRIPS = 6
 JSON_LINE = re.compile(rb"^crowd-json (\{.*\})\s*$", re.MULTILINE)
 WORST = {  # each figure's worst over the runs
     "rps": min,
@@ -292,18 +297,11 @@ class Load:
     """
 
     def __init__(
-        self,
-        url: str,
-        connections: int,
-        warmup: float,
-        duration: float,
-        timeout_s: float,
-        threads: int,
-        delay_s: float,
+        self, url: str, connections: int, warmup: float, duration: float, timeout_s: float, threads: int
     ) -> None:
         self.opens = time.time() + warmup
         self.closes = self.opens + duration
-        self.seconds = warmup + duration + TAIL_S + 2 * delay_s
+        self.seconds = warmup + duration + TAIL_S
         cmd = wrk_command(url, connections, self.seconds, LOAD_CPUS, timeout_s, threads)
         self.timeout_s = timeout_s
         self.proc = subprocess.Popen(
@@ -317,11 +315,6 @@ class Load:
             self.proc.kill()
             stdout, stderr = self.proc.communicate()
         return wrk_result(stdout, stderr, self.proc.returncode)
-
-
-def window_ms(us: int) -> float:
-    """A percentile of the window's calls from crowd.lua: -2 means it fell among calls never answered."""
-    return math.inf if us == -2 else us / 1000
 
 
 def sleep_until(when: float) -> None:
@@ -374,6 +367,11 @@ def wait_ready(server: Server, port: int, proc: subprocess.Popen[bytes], deadlin
     raise BenchError(f"{server.label}: never answered a tools/call: {last}")
 
 
+def warmup_s(args: argparse.Namespace, delay_ms: float) -> float:
+    """The warm-up before a cell's window: --warmup, and at least WARMUP_TRIPS of the gateway's delays."""
+    return max(float(args.warmup), WARMUP_TRIPS * delay_ms / 1000)
+
+
 def one_run(
     server: Server, gateway_url: str, connections: int, args: argparse.Namespace, deadline: Deadline, delay_ms: float
 ) -> dict[str, Any]:
@@ -388,7 +386,7 @@ def one_run(
         port = drain.port
         wait_ready(server, port, proc, deadline)
         url = f"http://127.0.0.1:{port}/mcp"
-        load = Load(url, connections, args.warmup, args.duration, args.timeout, args.wrk_threads, delay_ms / 1000)
+        load = Load(url, connections, warmup_s(args, delay_ms), args.duration, args.timeout, args.wrk_threads)
         try:
             sleep_until(load.opens)
             load_before = full_loadavg()
@@ -416,12 +414,10 @@ def one_run(
         # The window's own latencies (each answer timed from the send time its id carries), so the
         # crowd's arrival is load, not measurement; wrk's over the whole run, arrival included, beside.
         # No answer has no latency (wrk reports 0, crowd.lua -1).
-        "p50_ms": window_ms(result["window_p50_us"]) if timed else math.nan,
-        "p90_ms": window_ms(result["window_p90_us"]) if timed else math.nan,
-        "p99_ms": window_ms(result["window_p99_us"]) if timed else math.nan,
-        "max_ms": window_ms(result["window_max_us"]) if timed else math.nan,
-        "sent_in_window": result["window_sent"],
-        "unanswered_in_window": result["window_sent"] - timed,
+        "p50_ms": result["window_p50_us"] / 1000 if timed else math.nan,
+        "p90_ms": result["window_p90_us"] / 1000 if timed else math.nan,
+        "p99_ms": result["window_p99_us"] / 1000 if timed else math.nan,
+        "max_ms": result["window_max_us"] / 1000 if timed else math.nan,
         "p99_all_ms": result["p99_us"] / 1000 if result["answered"] else math.nan,
         "max_all_ms": result["max_us"] / 1000 if result["answered"] else math.nan,
         "cpu_ms": cpu,
@@ -641,7 +637,8 @@ def conditions(report: dict[str, Any]) -> str:
     return (
         f"{ours}; {m['cpus']} CPUs ({m['cpu_model']}), Linux {m['kernel']}, Python {m['python']}; server on CPU "
         f"{SERVER_CPUS}, the double and wrk on CPU {LOAD_CPUS}; {report['config']['runs']} runs of "
-        f"{report['config']['duration']:g} s after {report['config']['warmup']:g} s of warm-up per cell, the worst "
+        f"{report['config']['duration']:g} s after {report['config']['warmup']:g} s of warm-up per cell "
+        f"(at least {WARMUP_TRIPS} of the gateway's delays), the worst "
         f"counts; 1-minute load average {spread} at the start of the runs; started {report['started']}, "
         f"{report['wall_s'] / 60:.0f} min in all"
     )

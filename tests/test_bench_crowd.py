@@ -7,6 +7,7 @@ own part of a page.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import xml.etree.ElementTree as ET
@@ -106,27 +107,10 @@ def test_a_size_that_answered_nothing_fails_rather_than_passing_on_zeros() -> No
     assert found["1 s gateway, 1000 connections: context switches per call in single figures"] == "FAIL"
 
 
-def test_a_p99_among_calls_never_answered_is_slower_than_any_bound() -> None:
-    # crowd.lua's -2: the rank fell among calls sent in the window that no answer came back for.
-    assert crowd.window_ms(-2) == math.inf and crowd.window_ms(1_150_781) == 1150.781
-    report = flat()
-    report["ours"]["1000/1000"] = cell(960, p99_ms=crowd.window_ms(-2), ctx=3.0)
-    report["ours"]["200/1000"] = cell(4000, p99_ms=crowd.window_ms(-2))
-    found = verdicts(crowd.criteria(report, 20000, SIZES, 200.0))
-    assert found["1 s gateway, 1000 connections: p99 ≤ 1.3 s"] == "FAIL"
-    assert found["1000 connections: ours p99 below the TypeScript SDK's"] == "FAIL"
-
-
-def test_a_point_never_answered_is_left_out_of_the_chart() -> None:
-    report = {
-        "config": {"delay_ms": 200.0, "runs": 5},
-        "combos": [[200.0, s] for s in SIZES],
-        "order": ["ours"],
-        "labels": {"ours": "ours"},
-        "results": {"ours": {f"200/{s}": cell(s, p99_ms=math.inf if s == 4000 else 250.0) for s in SIZES}},
-    }
-    series, _, _ = charts.crowd_series(report, "p99_ms", 1 / 1000)
-    assert [x for x, _ in series[0].points] == [64.0, 256.0, 1000.0]
+def test_the_warm_up_lasts_several_round_trips_of_a_slow_gateway() -> None:
+    args = argparse.Namespace(warmup=3.0)
+    assert crowd.warmup_s(args, 200.0) == 3.0
+    assert crowd.warmup_s(args, 1000.0) == crowd.WARMUP_TRIPS * 1.0 > 3.0
 
 
 def test_a_server_not_measured_is_not_applicable_not_passed() -> None:

@@ -12,7 +12,8 @@ any server does. Then, for every server, size and delay, --runs runs, each serve
 one wrk run whose first --warmup s (and at least WARMUP_TRIPS of the gateway's delays) are load
 only and whose next --duration s are the window (the same connections throughout: the window
 sees a crowd's steady state, not its arrival). Per run:
-calls answered inside the window per second, wrk's p99 (over the whole run, arrival included),
+calls answered inside the window per second, the latency percentiles of the window's answers
+(and wrk's whole-run p99, arrival included, beside them),
 failed calls and timeouts, the server's CPU per call answered in the window (utime+stime of its
 process tree over it), its context switches per call (voluntary and involuntary, summed over
 every thread), its peak resident memory, and /proc/loadavg before and after. The worst run

@@ -546,3 +546,38 @@ def test_environment_proxies_are_never_used_for_plain_http(
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     outcome = Gateway(sandbox.url, timeout=2.0).call(GatewayRequest("GET", "/status"))
     assert isinstance(outcome, GatewayResponse) and outcome.status == 200
+
+
+def test_large_answers_to_calls_made_at_once_arrive_whole_each_to_its_own_call(loopback) -> None:  # type: ignore[no-untyped-def]
+    # On the loop every gateway connection is read into one buffer (upstream/receiving.py). Six
+    # calls at once, each answered with its own body of several reads written in pieces, must
+    # each get exactly its own bytes: a read kept by reference, not copied, would be overwritten
+    # by the next connection's read.
+    def bodies(handler: BaseHTTPRequestHandler) -> None:
+        n = int(handler.path.rsplit("/", 1)[1])
+        body = b'{"n":%d,"pad":"%s"}' % (n, bytes([97 + n]) * (200_000 + 7_919 * n))
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for start in range(0, len(body), 30_000):
+            handler.wfile.write(body[start : start + 30_000])
+            handler.wfile.flush()
+            time.sleep(0.002)  # so the six answers' pieces arrive interleaved
+
+    server = loopback(bodies)
+    gateway = Gateway(server.url, timeout=WAIT)
+    outcomes: dict[int, object] = {}
+
+    def call(n: int) -> None:
+        outcomes[n] = gateway.call(GatewayRequest("GET", f"/big/{n}"))
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    for n in range(6):
+        outcome = outcomes.get(n)
+        assert isinstance(outcome, GatewayResponse) and outcome.status == 200, outcome
+        assert outcome.body == b'{"n":%d,"pad":"%s"}' % (n, bytes([97 + n]) * (200_000 + 7_919 * n))

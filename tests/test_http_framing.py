@@ -337,3 +337,36 @@ def test_a_request_pipelined_after_trailers_is_answered_in_step(server: McpHTTPS
 def test_trailers_off_the_grammar_or_over_64_kib_are_400_and_closed(server: McpHTTPServer, trailers: bytes) -> None:
     answer = refused_and_closed(server, chunked_ping_with_trailers(trailers, 9) + ping(10), 400)
     assert refusal(answer.body)[0] == "bad_framing"
+
+
+# ---- reads: one receive buffer serves every connection on the loop ----------------------------------
+
+
+def test_requests_larger_than_one_read_sent_interleaved_from_many_connections_are_each_answered_as_sent(
+    server: McpHTTPServer,
+) -> None:
+    # The loop reads every socket into one buffer (upstream/receiving.py). Bodies of a few reads
+    # each, sent in pieces that alternate between connections, must each reach their own
+    # request whole: a byte kept by reference instead of copied would be overwritten by the next
+    # connection's read, and the request would fail to parse or answer with another's id.
+    port = server.server_address[1]
+    clients = [Raw(port) for _ in range(6)]
+    try:
+        wires = []
+        for i, _ in enumerate(clients):
+            body = b'{"jsonrpc":"2.0","id":%d,"method":"ping"%s}' % (100 + i, b" " * (150_000 + 7_919 * i))
+            wires.append(
+                b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        piece = 40_000
+        for start in range(0, max(len(w) for w in wires), piece):
+            for client, wire in zip(clients, wires, strict=True):
+                if start < len(wire):
+                    client.send(wire[start : start + piece])
+        for i, client in enumerate(clients):
+            answer = client.response()
+            assert answered_ping(answer, 100 + i), answer
+    finally:
+        for client in clients:
+            client.close()

@@ -43,6 +43,7 @@ from mcp_server.upstream.gateway import (
     _https_proxy,
     _size,
 )
+from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.cancellation import Cancellation
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Aborted(Exception):
     """The call's deadline passed or it was cancelled while a connection was being opened."""
 
 
-class _Wire(asyncio.Protocol):
+class _Wire(asyncio.BufferedProtocol):
     """The bytes of one gateway connection as they arrive, and whether it has ended."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -72,8 +73,11 @@ class _Wire(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
-        self._chunks.append(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._chunks.append(bytes(receive_buffer()[:nbytes]))
         self._wake()
 
     def eof_received(self) -> bool:

@@ -32,6 +32,7 @@ from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
 from mcp_server.transports.http.record import Exchange
 from mcp_server.transports.http.response import error_body, error_code, head
+from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.jsonrpc import Part, pieces
 
 log = logging.getLogger("fairwins_mcp.http")
@@ -90,7 +91,7 @@ class Host(Protocol):
         ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """The loop's protocol object for one accepted socket, and the coroutine that serves its requests."""
 
     # Slots: an idle keep-alive connection is this object, its transport and its waiting coroutine,
@@ -155,10 +156,13 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._dropping:
             return
-        self._buf += data
+        self._buf += receive_buffer()[:nbytes]
         if len(self._buf) > READ_AHEAD and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_server.core.catalog import Catalog
 from mcp_server.core.context import RequestContext
@@ -480,6 +482,34 @@ def test_lone_surrogate_names_the_path_of_the_first_one_and_walks_any_depth() ->
     for _ in range(5000):  # deeper than the interpreter's recursion limit
         deep = [deep]
     assert lone_surrogate(deep) == "[0]" * 5000
+
+
+_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=()), max_size=6)
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def _any_lone_surrogate(value: Any) -> bool:
+    """The plain recursive reading of what lone_surrogate looks for, to hold its fast first pass to."""
+    if isinstance(value, str):
+        return any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+    if isinstance(value, list):
+        return any(_any_lone_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(_any_lone_surrogate(key) or _any_lone_surrogate(item) for key, item in value.items())
+    return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSONISH)
+def test_lone_surrogate_finds_one_exactly_when_a_string_or_key_holds_one(value: Any) -> None:
+    # Its first pass keeps no paths (it runs on every call's arguments); whatever it lets through
+    # early must hold none, and whatever it finds must be named.
+    found = lone_surrogate(value)
+    assert (found is not None) == _any_lone_surrogate(value)
 
 
 def test_a_request_the_seam_cannot_write_says_nothing_was_sent_never_a_connection_failure(

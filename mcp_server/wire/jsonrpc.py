@@ -311,6 +311,8 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
     NOT). Iterative, so JSON nested to the parser's limit cannot exhaust the stack here. `root` is
     where `value` itself sits, for the path returned.
     """
+    if not _holds_lone_surrogate(value):
+        return None  # the usual case, found without building a path for every value on the way
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, root)]
     while stack:
         item, path = stack.pop()
@@ -325,6 +327,30 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
         elif isinstance(item, list):
             stack.extend((item[i], (*path, i)) for i in range(len(item) - 1, -1, -1))
     return None
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether any string or key in `value` holds a lone surrogate: lone_surrogate's first pass, which
+    every call's arguments take, so it keeps no paths and stacks only containers."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                    return True
+            items: Any = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            items = (item,)
+        for child in items:
+            if isinstance(child, str):
+                if not child.isascii() and _LONE_SURROGATE.search(child):
+                    return True
+            elif isinstance(child, (dict, list)):
+                stack.append(child)
+    return False
 
 
 def _path(path: tuple[str | int, ...]) -> str:

@@ -123,7 +123,9 @@ def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, 
     token = token.strip()
     # Visible ASCII only (RFC 6750's b64token is narrower still): what the gateway is sent must be
     # what the member pasted, and the stdio side refuses anything else in FAIRWINS_API_TOKEN too.
-    if scheme.lower() != "bearer" or not token or not all("!" <= ch <= "~" for ch in token):
+    # (isascii and isprintable leave exactly 0x20-0x7E, and the space is the one to drop: checked in
+    # C, not a character at a time, since every call on a shared instance passes through here.)
+    if scheme.lower() != "bearer" or not token or not (token.isascii() and token.isprintable()) or " " in token:
         return None
     # A request's own token always wins over the environment's: a shared instance never mixes members.
     return token, "header"

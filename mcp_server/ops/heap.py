@@ -12,11 +12,18 @@ it runs grows with the calls; so the cost of a call grew with the crowd.
 Two settings, measured there, make it flat:
 - `gc.freeze()` once start-up is done: the modules, the tool table and its schemas (some 80,000
   objects) move to a generation no collection walks. They live as long as the process anyway.
-- A young generation of YOUNG allocations instead of 700: a collection at most every few
-  milliseconds of work, so a call's own temporaries are freed by reference counting long before
-  any collection, and the older generations, which keep CPython's ratios, are walked 30 times
-  less often. Cyclic garbage (a connection that closed with a call in flight leaves some) still
-  goes at the next collection of its generation.
+- A young generation of YOUNG allocations instead of 700. CPython counts it net: an allocation
+  adds one, any deallocation takes one off. A call's own temporaries are freed by reference
+  counting, so a steady load hardly moves the count; what moves it is a burst, whose calls all
+  wait on the gateway at once, and a young collection walks every object allocated since the last
+  one that is still alive, so a crowd's waiting calls. At 20,000, 4,000 connections (calls
+  waiting about 2 s for the core) started six young collections a second of some 17 ms each and a
+  middle one of 110 ms every ten, 15 % of the core, and a call cost a fifth more than at 1,000
+  connections, where the count crossed 20,000 ten times in a run. At 200,000 the same crowd
+  started three in 12 s, and a call costs what it does at 1,000 (bench.crowd, BENCHMARKS.md).
+  The older generations keep CPython's ratios. Cyclic garbage (a connection that closed with a
+  call in flight leaves some) still goes at the next collection of its generation: what can wait
+  for one is at most YOUNG objects, some tens of MB at worst, never all of a process's garbage.
 
 The process-wide collector is the process's to set: the command line calls `settle()` for a
 serving process, never the server code, which tests run inside their own process.
@@ -27,7 +34,7 @@ from __future__ import annotations
 import gc
 from typing import Final
 
-YOUNG: Final = 20_000  # allocations between young collections (CPython: 700)
+YOUNG: Final = 200_000  # net allocations between young collections (CPython: 700)
 MIDDLE: Final = 10  # young collections between middle ones (CPython's ratio, kept)
 OLD: Final = 10  # middle collections between considering a full one (CPython's, kept)
 

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
 from mcp_server.upstream import http1
@@ -533,7 +534,7 @@ async def call(
                     gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
                 )
             except TransportError as exc:
-                got = exc
+                got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
             action = policy.send(got)
     except StopIteration as done:
         outcome: Outcome = done.value

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 from mcp_server import __version__
+from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
 from mcp_server.ops.watchdog import WATCHDOG
@@ -462,7 +463,7 @@ class Gateway:
                         self.target, request, action.deadline, cancellation, action.fresh, action.trace
                     )
                 except TransportError as exc:
-                    got = exc
+                    got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
                 action = policy.send(got)
         except StopIteration as done:
             outcome: Outcome = done.value

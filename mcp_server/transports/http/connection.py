@@ -7,9 +7,17 @@ refusal. Which bytes are a request is the reader's decision, made from the head 
 runs; a connection whose request body was not read to its end is closed after the answer, so no
 byte of a body is ever read as the next request.
 
-A client leaving (its end, or a reset) while a call is in flight cancels that call at once: the
-loop tells this protocol, which throws the call's cancellation. A client that sent its next
-request and then closed its sending end is still waiting for the answers, and is not a departure.
+A client leaving while a call is in flight cancels that call at once: the loop tells this
+protocol, which throws the call's cancellation. Leaving is a reset, or an end that comes while a
+call waits with nothing of the client's left unread (in this connection's buffer or the
+reader's). An end that comes with requests still unread, or before a call began, is a half-close
+(`nc -N`, `socat`, a batch script): the client will send no more and waits for its answers, and
+every request it sent is answered.
+
+Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
+connection raises, its coroutine catches, logs and ends that connection with; its last steps
+(the linger, the close) are each total; and the server that started the coroutine retrieves its
+outcome (server.McpHTTPServer._ended), so nothing of a connection ever reaches the loop's handler.
 """
 
 from __future__ import annotations
@@ -105,6 +113,7 @@ class Connection(asyncio.BufferedProtocol):
         "_lost",
         "_on_gone",
         "_reading_paused",
+        "_sock",
         "_waiter",
         "_writing_paused",
         "closing",
@@ -148,6 +157,7 @@ class Connection(asyncio.BufferedProtocol):
         self._answer_until = 0.0  # the answer being written must be out by then (loop time)
         self._on_gone: Callable[[], None] | None = None
         self._counted_head = False
+        self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
 
     # ---- what the loop calls --------------------------------------------------------------
 
@@ -169,11 +179,15 @@ class Connection(asyncio.BufferedProtocol):
         self._wake()
 
     def eof_received(self) -> bool:
-        self._eof = True
-        if not self._buf:
-            self._gone()  # "the client closing the SSE response stream" is cancellation
+        seen, self._eof = self._eof, True
+        if not seen and not self._unread():
+            self._gone()  # a call waiting, nothing more of the client's: "closing the stream" is cancellation
         self._wake()
-        return True  # half-closed: a request it sent before its end is still answered
+        return True  # half-closed: the requests it sent before its end are still answered
+
+    def _unread(self) -> bool:
+        """Bytes of the client's not yet served: in this buffer, or already in the reader's (a pipelined request)."""
+        return bool(self._buf) or self.reader.pending > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = self._eof = True
@@ -215,16 +229,38 @@ class Connection(asyncio.BufferedProtocol):
         self._wake()
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_gone` if the client leaves before the returned function is called (a call in flight)."""
-        if self._lost or (self._eof and not self._buf):
+        """Call `on_gone` if the client leaves before the returned function is called (a call in flight).
+
+        A connection already reset or closed cancels the call at once. An end seen before the call
+        began does not: it came with the request or behind it, so the client sent the request and
+        then said it would send nothing more (a half-close), and it waits for the answer.
+        """
+        if self._lost:
             on_gone()  # it left before the call began
             return _nothing
+        if not self._eof:
+            # An end may already be in the kernel, behind the request's last bytes, not yet read by
+            # the transport: it came before the call began, so it is a half-close, whichever of the
+            # two the loop happens to run first.
+            self._eof = self._ended_in_kernel()
         self._on_gone = on_gone
 
         def unwatch() -> None:
             self._on_gone = None
 
         return unwatch
+
+    def _ended_in_kernel(self) -> bool:
+        """The client's end is the next thing on the socket (a peek: nothing is taken from the transport)."""
+        sock = self._sock
+        if sock is None or self._buf:
+            return False
+        try:
+            return sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, InterruptedError):
+            return False  # nothing arrived: no end yet
+        except OSError:
+            return False  # a reset: the transport reads it and says so (connection_lost)
 
     def _gone(self) -> None:
         on_gone, self._on_gone = self._on_gone, None
@@ -244,6 +280,7 @@ class Connection(asyncio.BufferedProtocol):
             except Exception:
                 sock.close()
                 raise
+            self._sock = sock
             while not self.closing:
                 event = await self._read_head()
                 if event is None:
@@ -267,6 +304,7 @@ class Connection(asyncio.BufferedProtocol):
                 if self.linger and not self._lost:
                     await self._linger_close()
             finally:
+                self._sock = None
                 self._close()
                 self.server.connection_closed(self)
 
@@ -563,7 +601,13 @@ class Connection(asyncio.BufferedProtocol):
             self._reading_paused = False
             transport.resume_reading()
         if transport.can_write_eof():
-            transport.write_eof()
+            try:
+                transport.write_eof()
+            except OSError as exc:
+                # The client is gone already (ENOTCONN: a port probe's newline, then its reset): there is
+                # nothing to linger for. Issue 47: this raised out of run()'s finally, unretrieved.
+                log.debug("a client from %s left before its refusal's end was sent: %s", self.peer, exc)
+                return
         until = time.monotonic() + LINGER_SECONDS
         while not self._eof and await self._wait(until):
             pass

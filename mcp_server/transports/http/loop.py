@@ -1,11 +1,20 @@
-"""The HTTP transport's one event loop: how it is made, what its errors cost, how a stop signal reaches it, how it ends.
+"""The HTTP transport's one event loop: how it is made, who owns its failures, how a stop signal ends it.
 
-One loop per process serves the MCP listener and the metrics listener. Its exception handler
-decides what an error costs: one that the loop reports with a connection's protocol or transport
-ends that connection; anything else means the loop can no longer be trusted to serve, and the
-process leaves with a non-zero exit so that whatever supervises it (Desktop, the workers'
-supervisor, Kubernetes, Cloud Run) replaces it. A process that runs and cannot accept is never
-left behind.
+One loop per process serves the MCP listener and the metrics listener. Every failure on it has
+an owner (docs/architecture.md, "Who owns a failure"): a connection's coroutine owns what
+serving that connection raises, the server that started the coroutine owns its outcome, a
+gateway call owns its connection's failures and returns them as a value. What reaches the
+loop's exception handler (`Guard`) nobody owned: a connection's callback (its transport or
+protocol named) costs that connection; anything else is a bug, logged with its traceback and
+counted, and the loop goes on serving.
+
+Only the loop's vital parts end the process, each by calling `Guard.fail` itself: the accept
+path (a listening socket that can no longer accept, or a bug in accepting), the serving
+coroutine with its drain (whatever it raises), the selector (which raises out of the loop
+itself). Then the loop cannot be trusted to serve, and the process leaves with a non-zero exit
+so that whatever supervises it (Desktop, the workers' supervisor, Kubernetes, Cloud Run)
+replaces it. A process that runs and cannot accept is never left behind; a process that can
+accept is never stopped by one connection.
 """
 
 from __future__ import annotations
@@ -46,18 +55,19 @@ def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.Abstract
 
 
 class Guard:
-    """The loop's exception handler, and the one place that says the loop cannot go on."""
+    """The loop's exception handler: a failure nobody owned costs its connection, or is a logged bug; `fail` ends it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.fatal: BaseException | None = None
+        self.strays = 0  # failures that reached the handler with no connection to charge: bugs, survived
         self._failed: asyncio.Future[None] = loop.create_future()
         loop.set_exception_handler(self._handle)
 
     def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         message = str(context.get("message", "unexpected error on the event loop"))
-        transport = context.get("transport")
+        transport = context.get("transport") or _transport_of(context)
         if transport is not None or context.get("protocol") is not None:
             # One connection's callback failed (its bytes, its end): that connection closes.
             log.error("a connection failed and was closed: %s", message, exc_info=exc)
@@ -68,7 +78,11 @@ class Guard:
                 except Exception:
                     log.debug("the failed connection could not be aborted", exc_info=True)
             return
-        self.fail(exc if exc is not None else RuntimeError(message), message)
+        # Issue 47: a task's exception nobody retrieved, reported when the collector freed the task,
+        # ended the process with every call in flight. Whatever it was, it has already cost what it
+        # could (its own work); the loop serves on, and the log says where the owner was missing.
+        self.strays += 1
+        log.error("a failure on the event loop had no owner (a bug; the server goes on): %s", message, exc_info=exc)
 
     def fail(self, exc: BaseException, why: str = "the event loop cannot go on") -> None:
         """The loop cannot go on: everything waiting on `until` returns, and the process exits non-zero."""
@@ -88,6 +102,27 @@ class Guard:
             if not task.done():
                 task.cancel()
         return task.result() if task.done() and not task.cancelled() else None
+
+
+def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
+    """The transport in whose own step the failure was raised, if it was: its failure is that connection's.
+
+    asyncio reports a transport's scheduled steps (its socket's close() raising as it ends, say)
+    with the handle alone, whose callback it may already have cleared; the callback's owner, or
+    the innermost transport method the traceback crosses, says whose connection failed.
+    """
+    owner = getattr(getattr(context.get("handle"), "_callback", None), "__self__", None)
+    if isinstance(owner, asyncio.BaseTransport):
+        return owner
+    exc = context.get("exception")
+    tb = exc.__traceback__ if isinstance(exc, BaseException) else None
+    found: asyncio.BaseTransport | None = None
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        if isinstance(candidate, asyncio.BaseTransport):
+            found = candidate
+        tb = tb.tb_next
+    return found
 
 
 def on_stop_signals(

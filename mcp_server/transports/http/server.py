@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import functools
 import ipaddress
 import logging
 import os
@@ -247,8 +248,15 @@ class McpHTTPServer:
             self._start_accepting()
 
     def _accept(self) -> None:
-        """The listening socket is readable: accept a burst, each connection admitted (or answered at once)."""
-        self._accept_burst(ACCEPT_BURST)
+        """The listening socket is readable: accept a burst, each connection admitted (or answered at once).
+
+        Vital: a failure here that no connection owns (admit() owns each connection's) is a bug in
+        accepting itself, and a process that cannot be trusted to accept must be replaced.
+        """
+        try:
+            self._accept_burst(ACCEPT_BURST)
+        except Exception as exc:
+            self._fail(exc, "accepting connections failed")
 
     def _accept_burst(self, most: int) -> int:
         taken = 0
@@ -309,6 +317,24 @@ class McpHTTPServer:
             log.error("a connection could not be served", exc_info=True)
             sock.close()
             self.connection_closed(conn)
+            return
+        conn.task.add_done_callback(functools.partial(self._ended, conn))
+
+    def _ended(self, conn: Connection, task: asyncio.Task[None]) -> None:
+        """A connection's coroutine ended: its outcome retrieved here, whatever it was, and its slot given back.
+
+        run() catches what serving raises and ends in total steps, so this finds nothing; it is the
+        owner that makes sure: an exception that got out anyway (a bug) is logged and costs this
+        connection alone, never an "exception was never retrieved" when the task is collected.
+        """
+        conn.task = None  # the task holds its outcome; the connection need not hold the task
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                log.error("a bug ended a connection from %s (it alone was closed): %r", conn.peer, exc, exc_info=exc)
+                if conn.transport is not None:
+                    conn.transport.abort()
+        self.connection_closed(conn)
 
     def _count_refusal(self, turned: Turned) -> None:
         # Turned away before any request was read: no record is logged (a flood would be all the log

@@ -307,12 +307,14 @@ def test_the_envelope_schemas_name_the_three_states() -> None:
         assert chain["required"] == ["chainId", "state"] and key in chain["properties"]
 
 
-def test_failure_kinds_are_every_sentence_kind_and_the_refusals_before_any_call() -> None:
+def test_failure_kinds_are_every_sentence_kind_the_refusals_before_any_call_and_the_undescribed_answer() -> None:
     assert set(answers.FAILURE_KINDS) == set(results.FAILURE_SENTENCES) | {
         "invalid_arguments",
         "payment_refused",
         "settlement_failed",
+        "undescribed_answer",
     }
+    assert "undescribed_answer" not in results.FAILURE_SENTENCES  # it was read: not a "Could not read" sentence
     assert answers.FAILURE["properties"]["code"]["pattern"] == results.ERROR_CODE_PATTERN  # type: ignore[index]
 
 

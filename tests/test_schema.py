@@ -148,7 +148,7 @@ def test_exclusive_bounds() -> None:
 
 def test_a_type_list_accepts_any_of_its_types() -> None:
     assert schema.check(None, {"type": ["string", "null"]}) is None
-    assert "must be a string or a null" in (schema.check(5, {"type": ["string", "null"]}) or "")
+    assert "must be a string or null" in (schema.check(5, {"type": ["string", "null"]}) or "")
 
 
 def test_additional_properties_given_as_a_schema_checks_the_extra_fields() -> None:

@@ -79,7 +79,7 @@ UNDESCRIBED_ANSWER: Final[str] = (
     "Its answer follows as the gateway wrote it, unchecked: report what it says as the gateway's words, "
     "and never call it none or zero for not fitting."
 )
-# {field}: the field's path in the answer (`markets[0].outcomes`), or "the answer" for the whole of it.
+# {field}: the field's path in the answer in backticks (`markets[0].outcomes`), or "the answer" for the whole of it.
 UNDESCRIBED_DETAIL: Final[str] = ": {field} {expected}"
 
 _CODE: Final = re.compile(ERROR_CODE_PATTERN)
@@ -114,6 +114,10 @@ def failure_sentence(
 def undescribed_sentence(
     what: str, field: str, expected: str, *, status: int | None = None, code: str | None = None
 ) -> str:
-    """The whole sentence for a 2xx answer read whole that fits no shape the contract describes."""
-    detail = UNDESCRIBED_DETAIL.format(field=field, expected=expected)
+    """The whole sentence for a 2xx answer read whole that fits no shape the contract describes.
+
+    `field` is the path in the answer ("markets[0].question"; "" for the answer as a whole), and
+    `expected` what the contract expected there ("is required", "must be a string").
+    """
+    detail = UNDESCRIBED_DETAIL.format(field=f"`{field}`" if field else "the answer", expected=expected)
     return UNDESCRIBED_ANSWER.format(what=what, http=http_facts(status, code), detail=detail)

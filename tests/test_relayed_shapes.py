@@ -21,7 +21,10 @@ from typing import Any, Final
 
 import pytest
 
+from assistant_contract import results
 from assistant_contract.tools import RELAYED
+from mcp_server.fairwins.outcomes import Wording, undescribed
+from mcp_server.fairwins.snapshot import load
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from tests.conftest import NODE_TOOLS, ROOT, client_for, server_env
@@ -199,3 +202,16 @@ def test_a_body_that_is_not_json_is_still_unreadable() -> None:
         "Could not read the perpetuals pairs: the gateway's answer could not"
     )
     assert len(result["content"]) == 1  # nothing read, so no text of the gateway's is passed on
+
+
+def test_the_server_words_an_undescribed_answer_as_the_contract_does() -> None:
+    wording = Wording.from_snapshot(load().wording)
+    said = wording.say(undescribed("`markets[0].question` is required", 200), "the prediction markets")
+    assert said == results.undescribed_sentence(
+        "the prediction markets", "markets[0].question", "is required", status=200
+    )
+    whole = undescribed("the arguments must be an object", 200)
+    assert whole.facts() == {"kind": "undescribed_answer", "status": 200, "expected": "must be an object"}
+    assert wording.say(whole, "your wagers") == results.undescribed_sentence(
+        "your wagers", "", "must be an object", status=200
+    )

@@ -285,7 +285,8 @@ RELAYED: Final[dict[str, str]] = {
 
 def _open(*types: str, description: str = "") -> Schema:
     """A field of a relayed answer: any of `types`, or null."""
-    return either(*({"type": t} for t in (*types, "null")), description=description)
+    branches: list[Schema] = [{"type": t} for t in (*types, "null")]
+    return either(*branches, description=description)
 
 
 _LISTED = " A list, or a list JSON-encoded in a string (as Polymarket writes it)."

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
@@ -708,12 +708,12 @@ def _markets(call: _Call) -> _Answer:
     return _json(200, {"chainId": chain_id, "q": q, "markets": found})
 
 
-def _market(market: Json, shape: str) -> Json:
+def _market(market: Mapping[str, Any], shape: str) -> Mapping[str, Any]:
     """One market in `shape`: the sandbox's {name, price} objects, Polymarket's, or plain lists."""
     if shape == "sandbox":
         return market
-    names = [str(o["name"]) for o in market["outcomes"]]  # type: ignore[attr-defined]
-    prices = [str(o["price"]) for o in market["outcomes"]]  # type: ignore[attr-defined]
+    names = [str(o["name"]) for o in market["outcomes"]]
+    prices = [str(o["price"]) for o in market["outcomes"]]
     if shape == "plain":
         return {**market, "outcomes": names, "prices": prices}
     # Polymarket's Gamma market object as it publishes it: outcomes and their prices are

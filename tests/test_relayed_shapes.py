@@ -215,3 +215,44 @@ def test_the_server_words_an_undescribed_answer_as_the_contract_does() -> None:
     assert wording.say(whole, "your wagers") == results.undescribed_sentence(
         "your wagers", "", "must be an object", status=200
     )
+
+
+def polymarket_markets(n: int) -> dict[str, Any]:
+    """`n` markets as Polymarket publishes each one: far over the size read whole, so read in pieces."""
+    return {
+        "chainId": 137,
+        "q": None,
+        "markets": [
+            {
+                "id": str(i),
+                "question": f"Will market {i} resolve Yes?",
+                "slug": f"market-{i}",
+                "outcomes": '["Yes", "No"]',
+                "outcomePrices": '["0.5", "0.5"]',
+                "volume": "1000.5",
+                "volumeNum": 1000.5,
+                "endDate": None,
+                "active": True,
+            }
+            for i in range(n)
+        ],
+    }
+
+
+def test_a_large_answer_in_polymarkets_shape_is_read_in_pieces_and_passed_on() -> None:
+    body = polymarket_markets(3000)
+    with SandboxGateway() as started:
+        started.fault("/v1/polymarket/137/markets", "status", status=200, body=body)
+        result = client_for(started.url).call_tool("get_prediction_markets", {})
+    assert result["isError"] is False and result["structuredContent"] == body
+
+
+def test_a_large_answer_missing_a_question_in_its_1500th_market_is_named_at_that_market() -> None:
+    body = polymarket_markets(3000)
+    del body["markets"][1499]["question"]
+    with SandboxGateway() as started:
+        started.fault("/v1/polymarket/137/markets", "status", status=200, body=body)
+        result = client_for(started.url).call_tool("get_prediction_markets", {})
+    facts = failure_facts(result, "undescribed_answer")
+    assert (facts["field"], facts["expected"]) == ("markets[1499].question", "is required")
+    assert json.loads(result["content"][1]["text"]) == body

@@ -87,11 +87,8 @@ def undescribed(problem: str, status: int | None, code: str | None = None) -> Fa
     """
     match = _PROBLEM.fullmatch(problem)
     field, rest = (match["field"], match["rest"]) if match else ("", problem.removeprefix("the arguments "))
-    return Failure(UNDESCRIBED, status, code, field=_cut(field), expected=_cut(rest))
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _FIELD_LIMIT else text[: _FIELD_LIMIT - 1] + "…"
+    # The path is made of the gateway's own names: quoted only cleaned (one line, no credential, cut).
+    return Failure(UNDESCRIBED, status, code, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ FAILURE_KINDS: Final[tuple[str, ...]] = (
     "invalid_arguments",  # the arguments broke the inputSchema; nothing was sent
     "payment_refused",  # a carried x402 payment was refused; nothing was sent
     "settlement_failed",  # the gateway could not settle a carried payment; the answer is withheld
+    "undescribed_answer",  # a 2xx read whole, in a shape no output schema describes (results.UNDESCRIBED_ANSWER)
 )
 
 _TYPED_DATA: Final = obj(
@@ -86,10 +87,19 @@ FAILURE: Final[Schema] = obj(
         "kind": {"type": "string", "enum": list(FAILURE_KINDS), "description": "Which failure sentence this is."},
         "status": {"type": "integer", "minimum": 100, "maximum": 599, "description": "The gateway's HTTP status."},
         "code": {"type": "string", "pattern": ERROR_CODE_PATTERN, "description": "The gateway's own error code."},
+        "field": {
+            "type": "string",
+            "description": "undescribed_answer: where the answer left the contract's shape, e.g. markets[0].question.",
+        },
+        "expected": {
+            "type": "string",
+            "description": "undescribed_answer: what the contract expected there, e.g. must be a string.",
+        },
     },
     ("kind",),
     "On an error result only: why the call failed. status and code are there when the gateway answered "
-    "and wrote them. An UNKNOWN, never an empty result.",
+    "and wrote them. An UNKNOWN, never an empty result; for undescribed_answer, the gateway's own text "
+    "follows the sentence in content.",
 )
 FAILURE["title"] = "Why the call failed"
 FAILURE["additionalProperties"] = False

@@ -17,6 +17,8 @@ from .results import (
     FAILURE_SENTENCES,
     HTTP_FACTS,
     STATE_PHRASES,
+    UNDESCRIBED_ANSWER,
+    UNDESCRIBED_DETAIL,
     UNKNOWN_SENTENCE,
 )
 from .routes import ALL_SCOPES, PUBLIC_PATHS, ROUTES
@@ -50,6 +52,8 @@ def snapshot() -> dict[str, Any]:
             "httpFacts": HTTP_FACTS,
             "errorCodePattern": ERROR_CODE_PATTERN,
             "failures": FAILURE_SENTENCES,
+            "undescribed": UNDESCRIBED_ANSWER,
+            "undescribedDetail": UNDESCRIBED_DETAIL,
         },
     }
 

@@ -70,6 +70,18 @@ FAILURE_SENTENCES: Final[dict[str, str]] = {
     ),
 }
 
+# A 2xx answer that was read whole but is not in a shape this contract describes (a field missing,
+# or of a type no output schema allows). It was read, so it is not called unreadable, and the
+# member keeps the gateway's text: it follows this sentence in the result, unchecked. {what},
+# {http}; {detail}: ": `<field>` <what was expected>" (UNDESCRIBED_DETAIL).
+UNDESCRIBED_ANSWER: Final[str] = (
+    "The gateway answered with {what}{http}, but in a shape this server's contract does not describe{detail}. "
+    "Its answer follows as the gateway wrote it, unchecked: report what it says as the gateway's words, "
+    "and never call it none or zero for not fitting."
+)
+# {field}: the field's path in the answer in backticks (`markets[0].outcomes`), or "the answer" for the whole of it.
+UNDESCRIBED_DETAIL: Final[str] = ": {field} {expected}"
+
 _CODE: Final = re.compile(ERROR_CODE_PATTERN)
 
 
@@ -97,3 +109,15 @@ def failure_sentence(
         what=what, http=http_facts(status, code), detail=detail, scope=scope, wait=wait
     )
     return f"{sentence} {UNKNOWN_SENTENCE}"
+
+
+def undescribed_sentence(
+    what: str, field: str, expected: str, *, status: int | None = None, code: str | None = None
+) -> str:
+    """The whole sentence for a 2xx answer read whole that fits no shape the contract describes.
+
+    `field` is the path in the answer ("markets[0].question"; "" for the answer as a whole), and
+    `expected` what the contract expected there ("is required", "must be a string").
+    """
+    detail = UNDESCRIBED_DETAIL.format(field=f"`{field}`" if field else "the answer", expected=expected)
+    return UNDESCRIBED_ANSWER.format(what=what, http=http_facts(status, code), detail=detail)

@@ -15,12 +15,15 @@ from .schemas import (
     CHAIN_ID,
     DECIMAL,
     FLAG,
+    NULL,
+    NUMBER,
     OTHERS,
     TEXT,
     WHEN,
     Schema,
     array,
     described,
+    either,
     envelope,
     nullable,
     obj,
@@ -223,8 +226,10 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
 )
 
 # --- what each tool answers: the gateway's 2xx JSON, by tool name -----------------------------
-# What docs/gateway.md guarantees is required; the rest is described with the type its values
-# have. Answers stay open (a gateway may add fields: `additionalProperties` is never false).
+# What FairWins defines (the member routes' bodies, the per-chain envelope, /status) is pinned:
+# what docs/gateway.md guarantees is required, the rest has the type its values have. What the
+# gateway relays from a third party is pinned only where this server relies on it (RELAYED).
+# Answers stay open (a gateway may add fields: `additionalProperties` is never false).
 
 _WAGER: Final = obj(
     {
@@ -254,9 +259,8 @@ _RATES: Final = obj(
     "Fee rates; every *Bps is in basis points (150 = 1.5%).",
 )
 
-# The public reads: docs/gateway.md names what each one holds and guarantees none of its fields,
-# so nothing is required; each field has the type its values have, null where a gateway writes it
-# (a search made without text is echoed as "q": null).
+# The gateway's own status (/status): docs/gateway.md names what it holds and guarantees none of
+# its fields, so nothing is required; each field has the type its values have.
 _PRICE: Final = obj(
     {
         "amount": {"type": "string", "description": "In the asset's atomic units (10000 = 0.01 USDC)."},
@@ -264,6 +268,105 @@ _PRICE: Final = obj(
         "network": {"type": "string", "description": "CAIP-2, e.g. eip155:137."},
         "routes": array(TEXT, "The route ids this class prices."),
     }
+)
+
+# The relayed reads: the gateway passes on what a third party publishes (Polymarket's markets, a
+# perpetuals venue's pairs, a news vendor's items), and that source may change its shape without
+# FairWins changing anything. So only what this server and its views rely on is pinned: the list,
+# each entry an object, a market's question. Every other field is open, and still typed: a union
+# of the types the sources are seen to write, null among them (Polymarket writes `outcomes` and
+# `outcomePrices` as JSON-encoded strings, another gateway plain lists beside `prices`).
+RELAYED: Final[dict[str, str]] = {
+    "get_perps_pairs": "a perpetuals venue",
+    "get_prediction_markets": "Polymarket",
+    "get_token_news": "a news vendor",
+}
+
+
+def _open(*types: str, description: str = "") -> Schema:
+    """A field of a relayed answer: any of `types`, or null."""
+    branches: list[Schema] = [{"type": t} for t in (*types, "null")]
+    return either(*branches, description=description)
+
+
+_LISTED = " A list, or a list JSON-encoded in a string (as Polymarket writes it)."
+_OUTCOME_NAMES = either(
+    TEXT,
+    array(either(TEXT, obj({"name": _open("string"), "price": _open("string", "number")}))),
+    NULL,
+    description="The outcomes: names, or {name, price} objects." + _LISTED,
+)
+_PRICE_LIST = either(
+    TEXT,
+    array(either(TEXT, NUMBER, NULL)),
+    NULL,
+    description="Each outcome's price, in the order of outcomes, 0 to 1." + _LISTED,
+)
+_MARKET: Final = obj(
+    {
+        "id": _open("string", "integer"),
+        "slug": _open("string"),
+        "question": described(TEXT, "What the market asks." + OTHERS),
+        "outcomes": _OUTCOME_NAMES,
+        "outcomePrices": _PRICE_LIST,
+        "prices": _PRICE_LIST,
+        "volume": _open("string", "number", description="The volume traded, a decimal."),
+        "endDate": _open("string", description="When it closes, RFC 3339."),
+    },
+    ("question",),
+)
+_MARKETS: Final = obj(
+    {
+        "chainId": _open("integer", "string", description="The chain searched."),
+        "q": nullable(TEXT, "The search text, as the gateway echoes it (null when none was given)."),
+        "markets": array(_MARKET, "The prediction markets that match, each with its question."),
+    },
+    ("markets",),
+    "Prediction markets on one chain, relayed from Polymarket.",
+)
+_PAIRS: Final = obj(
+    {
+        "asOf": _open("string", description="RFC 3339."),
+        "pairs": array(
+            obj(
+                {
+                    "symbol": _open("string", description="For example BTC-USD."),
+                    "name": _open("string", description="The venue's name for the pair, for example BTC."),
+                    "maxLeverage": _open("number", "string"),
+                    "fundingRate8h": _open("string", "number", description="A decimal rate per 8 hours."),
+                    "funding": _open("string", "number", description="The venue's funding rate, as it writes it."),
+                    "status": _open("string", description="For example open or paused."),
+                }
+            ),
+            "The perpetuals pairs.",
+        ),
+    },
+    ("pairs",),
+    "The perpetuals pairs the gateway offers, relayed from a perpetuals venue.",
+)
+_NEWS: Final = obj(
+    {
+        "chainId": _open("integer", "string"),
+        "asset": _open("string", description="The token asked about."),
+        "slug": _open("string", description="The vendor's tag for the token."),
+        "items": array(
+            obj(
+                {
+                    "headline": _open("string", description="The headline." + OTHERS),
+                    "title": _open("string", description="The headline, as some vendors name it." + OTHERS),
+                    "source": either(
+                        TEXT, {"type": "object"}, NULL, description="Who published it: a name, or an object."
+                    ),
+                    "publishedAt": _open("string", "integer", description="When: RFC 3339, or seconds since 1970."),
+                    "published_at": _open("string", "integer", description="When, as some vendors name it."),
+                    "url": _open("string"),
+                }
+            ),
+            "Recent news items about the token.",
+        ),
+    },
+    ("items",),
+    "Recent news about one token, relayed from a news vendor.",
 )
 
 ANSWERS: Final[dict[str, Schema]] = {
@@ -293,43 +396,8 @@ ANSWERS: Final[dict[str, Schema]] = {
         description="The gateway's public status: health, version, chains and rails that are on, x402 prices.",
     ),
     "get_membership": envelope("membership", _MEMBERSHIP, "the member's membership"),
-    "get_perps_pairs": obj(
-        {
-            "asOf": WHEN,
-            "pairs": array(
-                obj(
-                    {
-                        "symbol": described(TEXT, "For example BTC-USD."),
-                        "maxLeverage": {"type": "integer", "minimum": 1},
-                        "fundingRate8h": described(TEXT, "A decimal rate per 8 hours, e.g. 0.0100."),
-                        "status": described(TEXT, "For example open or paused."),
-                    }
-                ),
-                "The perpetuals pairs.",
-            ),
-        },
-        description="The perpetuals pairs the gateway offers.",
-    ),
-    "get_prediction_markets": obj(
-        {
-            "chainId": CHAIN_ID,
-            "q": nullable(TEXT, "The search text, as the gateway echoes it (null when none was given)."),
-            "markets": array(
-                obj(
-                    {
-                        "id": TEXT,
-                        "slug": TEXT,
-                        "question": described(TEXT, "What the market asks." + OTHERS),
-                        "outcomes": array(obj({"name": TEXT, "price": DECIMAL})),
-                        "volume": DECIMAL,
-                        "endDate": WHEN,
-                    }
-                ),
-                "The prediction markets that match, each with its question.",
-            ),
-        },
-        description="Prediction markets on one chain.",
-    ),
+    "get_perps_pairs": _PAIRS,
+    "get_prediction_markets": _MARKETS,
     "get_profile": obj(
         {
             "account": ADDRESS,
@@ -340,24 +408,6 @@ ANSWERS: Final[dict[str, Schema]] = {
         ("account", "scopes", "expiresAt"),
         "The member's token, introspected: whose it is, what it may do and until when.",
     ),
-    "get_token_news": obj(
-        {
-            "chainId": CHAIN_ID,
-            "asset": described(TEXT, "The token asked about."),
-            "slug": described(TEXT, "The vendor's tag for the token."),
-            "items": array(
-                obj(
-                    {
-                        "headline": described(TEXT, "The headline." + OTHERS),
-                        "source": TEXT,
-                        "publishedAt": WHEN,
-                        "url": TEXT,
-                    }
-                ),
-                "Recent news items about the token, each with its headline.",
-            ),
-        },
-        description="Recent news about one token.",
-    ),
+    "get_token_news": _NEWS,
     "get_wagers": envelope("wagers", array(_WAGER), "the member's wagers"),
 }

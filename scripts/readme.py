@@ -195,7 +195,8 @@ def _type(schema: dict[str, Any]) -> str:
         return "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
     kind = schema.get("type")
     if kind == "array":
-        return "list of " + _type(schema.get("items", {}))
+        inner = _type(schema.get("items", {}))
+        return "list of " + (f"({inner})" if " or " in inner else inner)
     if isinstance(kind, str):
         return kind
     branches = [b for b in schema.get("anyOf", []) if "type" in b or "enum" in b]

@@ -17,7 +17,7 @@ from mcp_server.wire.jsonrpc import Verbatim
 SHIPPED: Final[dict[str, dict[str, Any]]] = {
     t.name: t.definition()["outputSchema"] for t in build_catalog(Gateway(None)).tools
 }
-FACTS: Final = frozenset({"kind", "status", "code"})
+FACTS: Final = frozenset({"kind", "status", "code", "field", "expected"})
 
 
 def problem(output_schema: dict[str, Any] | None, result: object) -> str | None:

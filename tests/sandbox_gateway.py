@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
@@ -51,6 +51,7 @@ __all__ = [
     "FAULT_KINDS",
     "PAYER_ACCOUNT",
     "PAY_TO",
+    "RELAYED_SHAPES",
     "TOKEN_EXPIRED",
     "TOKEN_MEMBER_A",
     "TOKEN_MEMBER_B",
@@ -85,6 +86,11 @@ PAYER_ACCOUNT: Final = "0x857b06519E91e3A54538791bDbb0E22373e36b66"
 PAY_TO: Final = "0xFa1f000000000000000000000000000000000402"
 
 AS_OF: Final = "2026-11-29T20:00:00Z"
+# The shapes the relayed reads (docs/gateway.md: the bodies the gateway passes on from Polymarket,
+# a perpetuals venue and a news vendor) can answer in: the sandbox's own; each source's as it
+# publishes it (Polymarket's outcomes and outcomePrices as JSON-encoded strings); and plain lists
+# and numbers (outcomes ["Yes", "No"] with prices beside them).
+RELAYED_SHAPES: Final = ("sandbox", "source", "plain")
 GATEWAY_VERSION: Final = "2026.11.3-sandbox"
 CHAIN_READ: Final = 137
 CHAIN_UNREADABLE: Final = 8453
@@ -385,6 +391,7 @@ class _Call:
     query: Mapping[str, list[str]]
     account: str  # "" on a public route
     grant: _Grant | None  # None on a public route and for a payer
+    relayed: str = "sandbox"  # the shape the relayed reads answer in (RELAYED_SHAPES)
 
 
 # --- the route records ----------------------------------------------------------------------
@@ -697,8 +704,33 @@ def _markets(call: _Call) -> _Answer:
     if chain_id != CHAIN_READ:
         return _error(404, "not_found", f"no prediction markets on chain {chain_id}")
     q = call.query.get("q", [""])[0]
-    found = [m for m in _MARKETS if q.casefold() in str(m["question"]).casefold()]
+    found = [_market(m, call.relayed) for m in _MARKETS if q.casefold() in str(m["question"]).casefold()]
     return _json(200, {"chainId": chain_id, "q": q, "markets": found})
+
+
+def _market(market: Mapping[str, Any], shape: str) -> Mapping[str, Any]:
+    """One market in `shape`: the sandbox's {name, price} objects, Polymarket's, or plain lists."""
+    if shape == "sandbox":
+        return market
+    names = [str(o["name"]) for o in market["outcomes"]]
+    prices = [str(o["price"]) for o in market["outcomes"]]
+    if shape == "plain":
+        return {**market, "outcomes": names, "prices": prices}
+    # Polymarket's Gamma market object as it publishes it: outcomes and their prices are
+    # JSON-encoded strings, the volume a string beside a number, the id a numeric string.
+    return {
+        "id": str(500 + int(str(market["id"]).removeprefix("pm-"))),
+        "question": market["question"],
+        "conditionId": "0x" + hashlib.sha256(str(market["id"]).encode()).hexdigest(),
+        "slug": market["slug"],
+        "endDate": market["endDate"],
+        "outcomes": json.dumps(names),
+        "outcomePrices": json.dumps(prices),
+        "volume": market["volume"],
+        "volumeNum": float(str(market["volume"])),
+        "active": True,
+        "closed": False,
+    }
 
 
 _PAIRS: Final = (
@@ -711,7 +743,27 @@ _PAIRS: Final = (
 
 @_public_read("get_perps_pairs", "/v1/perps/pairs", "Perpetuals pairs")
 def _perps(call: _Call) -> _Answer:
-    return _json(200, {"asOf": AS_OF, "pairs": list(_PAIRS)})
+    if call.relayed == "sandbox":
+        return _json(200, {"asOf": AS_OF, "pairs": list(_PAIRS)})
+    if call.relayed == "plain":
+        # The same fields, typed as another writer types them: the leverage a string, the rate a number.
+        plain = [
+            {**p, "maxLeverage": str(p["maxLeverage"]), "fundingRate8h": float(str(p["fundingRate8h"]))} for p in _PAIRS
+        ]
+        return _json(200, {"pairs": plain})
+    # A perpetuals venue's own entry (Hyperliquid's universe, with its asset context): the name
+    # without the quote currency, funding per hour as a decimal string.
+    pairs = [
+        {
+            "name": str(p["symbol"]).removesuffix("-USD"),
+            "szDecimals": 2,
+            "maxLeverage": p["maxLeverage"],
+            "funding": f"{float(str(p['fundingRate8h'])) / 8:.7f}",
+            "isDelisted": p["status"] != "open",
+        }
+        for p in _PAIRS
+    ]
+    return _json(200, {"asOf": AS_OF, "pairs": pairs})
 
 
 @_public_read(
@@ -729,28 +781,37 @@ def _news(call: _Call) -> _Answer:
         return _bad_request("slug is required: the vendor tag of the asset")
     asset = call.params["asset"]
     link = f"https://news.sandbox.invalid/{quote(slug, safe='')}"
-    return _json(
-        200,
+    items: list[Json] = [
         {
-            "chainId": chain_id,
-            "asset": asset,
-            "slug": slug,
-            "items": [
-                {
-                    "headline": f"{asset}: network upgrade scheduled for December",
-                    "source": "Sandbox Wire",
-                    "publishedAt": "2026-11-29T18:30:00Z",
-                    "url": link + "/upgrade",
-                },
-                {
-                    "headline": f"Analysts split on {asset} after a volatile week",
-                    "source": "Sandbox Wire",
-                    "publishedAt": "2026-11-28T09:10:00Z",
-                    "url": link + "/analysts",
-                },
-            ],
+            "headline": f"{asset}: network upgrade scheduled for December",
+            "source": "Sandbox Wire",
+            "publishedAt": "2026-11-29T18:30:00Z",
+            "url": link + "/upgrade",
         },
-    )
+        {
+            "headline": f"Analysts split on {asset} after a volatile week",
+            "source": "Sandbox Wire",
+            "publishedAt": "2026-11-28T09:10:00Z",
+            "url": link + "/analysts",
+        },
+    ]
+    if call.relayed != "sandbox":
+        # A news vendor's own item (CryptoPanic's): `title`, `published_at`, the source an object;
+        # in "plain", the time in seconds since 1970 and the source a name.
+        seconds = {"2026-11-29T18:30:00Z": 1796063400, "2026-11-28T09:10:00Z": 1795943400}
+        items = [
+            {
+                "kind": "news",
+                "title": item["headline"],
+                "published_at": seconds[str(item["publishedAt"])] if call.relayed == "plain" else item["publishedAt"],
+                "url": item["url"],
+                "source": item["source"]
+                if call.relayed == "plain"
+                else {"title": item["source"], "domain": "news.sandbox.invalid"},
+            }
+            for item in items
+        ]
+    return _json(200, {"chainId": chain_id, "asset": asset, "slug": slug, "items": items})
 
 
 # --- the route table ---------------------------------------------------------------------------
@@ -977,15 +1038,18 @@ def _offer_answer(
     return _json(status, {}, (("PAYMENT-REQUIRED", _b64json(v2_offer(path, error))), *headers))
 
 
-def _answer_for(request: SeenRequest) -> _Answer:
-    """What the gateway answers to `request` when no fault is set (pure: no I/O, no state)."""
+def _answer_for(request: SeenRequest, relayed: str = "sandbox") -> _Answer:
+    """What the gateway answers to `request` when no fault is set (pure: no I/O, no state).
+
+    `relayed` is the shape of the relayed reads' bodies (RELAYED_SHAPES).
+    """
     matched = _match(request.method, request.path)
     if isinstance(matched, _Answer):
         return matched
     route, params = matched
     query = parse_qs(request.query, keep_blank_values=True)
     if route.scope is None:
-        return route.handler(_Call(request, params, query, "", None))
+        return route.handler(_Call(request, params, query, "", None, relayed))
 
     authorizations = request.header_values("Authorization")
     payments = [(name, value) for name, value in request.headers if name.lower() in _PAYMENT_HEADERS]
@@ -1431,7 +1495,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             fault = gateway._take_fault(path)
             if fault is None:
-                self._send(_answer_for(request))
+                self._send(_answer_for(request, gateway.relayed))
             else:
                 self._apply(fault, request)
         finally:
@@ -1508,18 +1572,18 @@ class _Handler(BaseHTTPRequestHandler):
             if gateway._stop_event.wait(fault.seconds):
                 self._reset()
             else:
-                self._send(_answer_for(request))
+                self._send(_answer_for(request, gateway.relayed))
         elif kind == "reset_before":
             self._reset()
         elif kind == "reset_mid_body":
-            normal = _answer_for(request)
+            normal = _answer_for(request, gateway.relayed)
             self._write_head(normal.status, (*normal.headers, ("Content-Length", str(len(normal.body)))))
             if self.command != "HEAD":
                 self.wfile.write(normal.body[: len(normal.body) // 2])
             self._reset()
         elif kind == "trickle":
             base = (
-                _answer_for(request)
+                _answer_for(request, gateway.relayed)
                 if fault.body is None
                 else _Answer(200, (("Content-Type", "application/json"),), fault.body)
             )
@@ -1650,8 +1714,12 @@ class SandboxGateway:
         delay: float = 0.0,
         verbose: bool = False,
         tls: ssl.SSLContext | None = None,
+        relayed: str = "sandbox",
     ) -> None:
+        if relayed not in RELAYED_SHAPES:
+            raise ValueError(f"relayed must be one of {', '.join(RELAYED_SHAPES)}, got {relayed!r}")
         self.delay = delay
+        self.relayed = relayed
         self.verbose = verbose
         # With a server context, every connection is TLS first (tests/tls_fixtures.py makes them);
         # `handshakes` counts the ones that completed, `handshake_failures` why the others did not.
@@ -1857,6 +1925,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added before every answer")
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
     parser.add_argument(
+        "--relayed",
+        choices=RELAYED_SHAPES,
+        default="sandbox",
+        help="the shape of the relayed reads (markets, perps pairs, news): the sandbox's, the sources' own, or plain",
+    )
+    parser.add_argument(
         "--tls",
         action="store_true",
         help="serve https:// with the test certificate (tests/tls/); trust it with SSL_CERT_FILE=tests/tls/ca.pem",
@@ -1876,7 +1950,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         context = server_context()
     try:
-        gateway = SandboxGateway(args.host, args.port, delay=args.delay, verbose=args.verbose, tls=context)
+        gateway = SandboxGateway(
+            args.host, args.port, delay=args.delay, verbose=args.verbose, tls=context, relayed=args.relayed
+        )
     except OSError as exc:
         print(f"sandbox gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

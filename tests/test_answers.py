@@ -523,18 +523,24 @@ def test_a_large_answer_with_the_bearer_deep_inside_is_searched_and_scrubbed(
     assert not leaks, leaks[:3]
 
 
-def test_a_large_answer_breaking_its_schema_in_the_thousandth_wager_is_an_unreadable_answer(
+def test_a_large_answer_breaking_its_schema_in_the_thousandth_wager_is_an_undescribed_answer(
     sandbox: SandboxGateway,
 ) -> None:
     value = envelope(BIG)
     value["chains"][0]["wagers"][999]["deadline"] = None
     sandbox.fault(WAGERS, "status", status=200, body=value)
     result = client_for(sandbox.url).call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
-    assert failure_facts(result, "unreadable_answer")["status"] == 200
+    assert failure_facts(result, "undescribed_answer") == {
+        "kind": "undescribed_answer",
+        "status": 200,
+        "field": "chains[0].wagers[999].deadline",
+        "expected": "must be a string",
+    }
     assert _texts(result)[0].startswith(
-        "Could not read your wagers: the gateway's answer could not be read (HTTP 200): it is not the shape "
-        "the FairWins contract describes (`chains[0].wagers[999].deadline` must be a string)"
+        "The gateway answered with your wagers (HTTP 200), but in a shape this server's contract does not "
+        "describe: `chains[0].wagers[999].deadline` must be a string."
     )
+    assert json.loads(_texts(result)[1]) == value
 
 
 def test_invalid_utf8_is_unreadable_and_a_lone_surrogate_is_passed_on_as_u_fffd(sandbox: SandboxGateway) -> None:

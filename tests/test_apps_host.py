@@ -8,6 +8,7 @@ frame's DOM, the requests the page made and the messages the bridge saw.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import sys
@@ -305,8 +306,6 @@ def planted(tag: str) -> str:
 
 
 def body(value: Any) -> bytes:
-    import json
-
     text = json.dumps(value, ensure_ascii=False)
     return text.replace('"HALF"', HALF_EMOJI).encode("utf-8")
 
@@ -435,6 +434,44 @@ def test_hostile_gateway_data_stays_text(sandbox: SandboxGateway, http_url: str,
     assert failure["result"]["content"][0]["text"] in failure["after"]["textContent"]
     for report in reports.values():
         assert TOKEN_MEMBER_A not in str(report)
+
+
+# The markets view draws the sources' own shapes too (issue 48): Polymarket's outcomes and
+# outcomePrices as JSON-encoded strings, plain lists with prices beside them, and outcomes it cannot
+# read as a list, shown as the text they are.
+HOSTILE_RELAYED_MARKETS: Final = {
+    "chainId": 137,
+    "markets": [
+        {
+            "question": planted("polymarket"),
+            "outcomes": json.dumps([planted("named"), "No"]),
+            "outcomePrices": json.dumps(["0.42", planted("priced")]),
+        },
+        {"question": planted("plain"), "outcomes": [planted("listed"), "No"], "prices": ["0.3", "0.7"]},
+        {"question": planted("unparsed"), "outcomes": planted("outcomes")},
+    ],
+}
+
+
+def test_the_markets_view_draws_each_sources_shape_and_an_undescribed_answer_as_text(
+    sandbox: SandboxGateway, http_url: str, chromium: str
+) -> None:
+    sandbox.fault("/v1/polymarket/137/markets", "status", status=200, body=body(HOSTILE_RELAYED_MARKETS))
+    sandbox.fault("/v1/polymarket/1/markets", "status", status=200, body=body({"markets": [{"id": planted("id")}]}))
+    cases = [
+        {"name": "markets", "tool": "get_prediction_markets", "arguments": {"chainId": 137}},
+        {"name": "undescribed", "tool": "get_prediction_markets", "arguments": {"chainId": 1}},
+    ]
+    reports = apps_host.run({"transport": "http", "url": http_url, "bearer": TOKEN_MEMBER_A, "cases": cases}, chromium)
+    for case in cases:
+        assert_lifecycle(reports[case["name"]])
+    after = reports["markets"]["after"]
+    assert_literal(after, ["polymarket", "named", "priced", "plain", "listed", "unparsed", "outcomes"])
+    assert "42% (0.42)" in after["textContent"] and "30% (0.3)" in after["textContent"]
+    undescribed = reports["undescribed"]
+    sentence, answer = (block["text"] for block in undescribed["result"]["content"])
+    assert sentence in undescribed["after"]["textContent"] and answer in undescribed["after"]["textContent"]
+    assert "does not describe" in undescribed["after"]["textContent"]
 
 
 # Pieces a hostile string is drawn from: markup and its near misses, script, URLs, CSS, entities,

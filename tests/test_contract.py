@@ -200,6 +200,17 @@ def test_a_failure_sentence_names_the_status_and_the_gateways_code() -> None:
     assert "HTTP" not in results.failure_sentence("unreachable", "x", detail=": the connection was refused")
 
 
+def test_an_undescribed_answer_is_said_to_be_read_and_the_server_says_it_in_the_contracts_words() -> None:
+    sentence = results.undescribed_sentence("the prediction markets", "markets[0].question", "is required", status=200)
+    assert sentence.startswith(
+        "The gateway answered with the prediction markets (HTTP 200), but in a shape this server's contract "
+        "does not describe: `markets[0].question` is required. Its answer follows as the gateway wrote it"
+    )
+    assert "could not be read" not in sentence and results.UNKNOWN_SENTENCE not in sentence
+    whole = results.undescribed_sentence("your wagers", "", "must be an object")
+    assert ": the answer must be an object." in whole and "HTTP" not in whole
+
+
 def _prompt_scopes(prompt: str) -> list[str]:
     block = prompt.split("Scopes a member token can hold:\n", 1)[1]
     return re.findall(r"^- ([a-z]+:[a-z]+): ", block, flags=re.M)
@@ -307,12 +318,14 @@ def test_the_envelope_schemas_name_the_three_states() -> None:
         assert chain["required"] == ["chainId", "state"] and key in chain["properties"]
 
 
-def test_failure_kinds_are_every_sentence_kind_and_the_refusals_before_any_call() -> None:
+def test_failure_kinds_are_every_sentence_kind_the_refusals_before_any_call_and_the_undescribed_answer() -> None:
     assert set(answers.FAILURE_KINDS) == set(results.FAILURE_SENTENCES) | {
         "invalid_arguments",
         "payment_refused",
         "settlement_failed",
+        "undescribed_answer",
     }
+    assert "undescribed_answer" not in results.FAILURE_SENTENCES  # it was read: not a "Could not read" sentence
     assert answers.FAILURE["properties"]["code"]["pattern"] == results.ERROR_CODE_PATTERN  # type: ignore[index]
 
 

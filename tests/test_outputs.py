@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -82,15 +83,20 @@ def test_failures_before_any_gateway_call_carry_their_kind_and_no_status(
     ],
     ids=["a-fourth-state", "read-without-its-data", "no-chains", "a-list"],
 )
-def test_an_answer_that_breaks_the_contracts_shape_is_reported_never_passed_on(
+def test_an_answer_that_breaks_the_contracts_shape_is_refused_as_undescribed_never_as_unreadable(
     mcp: McpClient, sandbox: SandboxGateway, body: object, said: str
 ) -> None:
     sandbox.fault("/v1/member/wagers", "status", status=200, body=body)
     result = mcp.call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
-    assert failure_facts(result, "unreadable_answer")["status"] == 200
-    text = result["content"][0]["text"]
-    assert text.startswith("Could not read your wagers: the gateway's answer could not be read (HTTP 200): ")
-    assert "not the shape the FairWins contract describes" in text and said in text
+    facts = failure_facts(result, "undescribed_answer")
+    assert facts["status"] == 200 and facts["expected"]
+    assert (f"`{facts['field']}`" if "field" in facts else "the answer") in said
+    sentence, answer = (block["text"] for block in result["content"])
+    assert sentence.startswith(
+        "The gateway answered with your wagers (HTTP 200), but in a shape this server's contract does not describe: "
+    )
+    assert said in sentence and "could not be read" not in sentence and "UNKNOWN" not in sentence
+    assert json.loads(answer) == body  # the member keeps the gateway's text; structuredContent keeps the facts
 
 
 def test_an_answer_with_fields_the_gateway_added_is_passed_on_verbatim(mcp: McpClient, sandbox: SandboxGateway) -> None:

@@ -148,7 +148,19 @@ def test_exclusive_bounds() -> None:
 
 def test_a_type_list_accepts_any_of_its_types() -> None:
     assert schema.check(None, {"type": ["string", "null"]}) is None
-    assert "must be a string or a null" in (schema.check(5, {"type": ["string", "null"]}) or "")
+    assert "must be a string or null" in (schema.check(5, {"type": ["string", "null"]}) or "")
+
+
+def test_a_union_of_types_names_them_all_or_the_complaint_of_the_branch_whose_type_fits() -> None:
+    union = {
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+    }
+    assert schema.check(["Yes", "No"], union) is None and schema.check('["Yes"]', union) is None
+    assert schema.check(5, union, "outcomes") == "`outcomes` must be a string, an array or null"
+    assert schema.check(["Yes", 2], union, "outcomes") == "`outcomes[1]` must be a string"
+    # Branches that do not all name a type keep the first branch's complaint.
+    mixed = {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    assert schema.check({}, mixed) == "`a` is required"
 
 
 def test_additional_properties_given_as_a_schema_checks_the_extra_fields() -> None:

@@ -117,21 +117,42 @@ def compile_schema(schema: dict[str, Any]) -> Checker:
     if not (isinstance(branches, list) and branches):
         return own
     alternatives = [compile_schema(branch) for branch in branches]
+    # A union of types (a string, or a list): the branches' own types, each tested on its own.
+    typed = [_branch_types(branch) for branch in branches]
+    names = list(dict.fromkeys(n for names in typed if names is not None for n in names))
+    union = None if any(t is None for t in typed) else _must_be(names)
+    tests = [[_type_test(n) for n in t] if t is not None else [] for t in typed]
 
     def any_of(value: Any, path: str) -> str | None:
         problem = own(value, path)
         if problem is not None:
             return problem
-        # The first branch that fits ends the search; when none does, the first one's complaint.
+        # The first branch that fits ends the search; when none does, the complaint of the first
+        # branch whose type the value has, or, when it has none of them, the types it may have.
         first: str | None = None
-        for alternative in alternatives:
+        for alternative, test in zip(alternatives, tests, strict=True):
             complaint = alternative(value, path)
             if complaint is None:
                 return None
-            first = first or complaint
-        return first
+            if first is None and (union is None or any(t(value) for t in test)):
+                first = complaint
+        return first or f"{_where(path)} {union}"
 
     return any_of
+
+
+def _branch_types(schema: Any) -> list[str] | None:
+    """The types an anyOf branch allows, when it names them (None: it does not)."""
+    wanted = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(wanted, str):
+        return [wanted]
+    return list(wanted) if isinstance(wanted, list) and wanted else None
+
+
+def _must_be(names: list[str]) -> str:
+    """ "must be a string", "must be a string or an array", "must be a string, an array or null"."""
+    words = [n if n == "null" else ("an " if n[0] in "aeiou" else "a ") + n for n in names]
+    return "must be " + (f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0])
 
 
 def _compile_own(schema: dict[str, Any]) -> Checker:
@@ -141,7 +162,7 @@ def _compile_own(schema: dict[str, Any]) -> Checker:
     if wanted is not None:
         names = wanted if isinstance(wanted, list) else [wanted]
         tests = [_type_test(n) for n in names]
-        must = f"must be {' or '.join(('an ' if n[0] in 'aeiou' else 'a ') + n for n in names)}"
+        must = _must_be(names)
 
         def of_type(value: Any, path: str) -> str | None:
             for test in tests:

@@ -10,7 +10,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from mcp_server.core import redaction
 from mcp_server.ops.logs import redact
@@ -57,6 +57,8 @@ class Failure:
     detail: str = ""
     scope: str = ""
     wait: str = ""
+    field: str = ""  # undescribed_answer: where the answer left the contract's shape
+    expected: str = ""  # undescribed_answer: what the contract expected there
 
     def facts(self) -> JSONObject:
         """The same facts as the sentence, for `structuredContent` (the contract's failure schema)."""
@@ -65,7 +67,28 @@ class Failure:
             facts["status"] = self.status
         if self.code is not None:
             facts["code"] = self.code
+        if self.field:
+            facts["field"] = self.field
+        if self.expected:
+            facts["expected"] = self.expected
         return facts
+
+
+UNDESCRIBED: Final = "undescribed_answer"
+_FIELD_LIMIT: Final = 200  # characters kept of field and expected
+_PROBLEM = re.compile(r"`(?P<field>[^`]*)` (?P<rest>.*)", re.DOTALL)
+
+
+def undescribed(problem: str, status: int | None, code: str | None = None) -> Failure:
+    """A 2xx answer read whole that fits no shape the contract describes; `problem` is schema.check's sentence.
+
+    The checker names the field in backticks ("`markets[0].question` must be a string"), or says
+    "the arguments" when the value as a whole misfits.
+    """
+    match = _PROBLEM.fullmatch(problem)
+    field, rest = (match["field"], match["rest"]) if match else ("", problem.removeprefix("the arguments "))
+    # The path is made of the gateway's own names: quoted only cleaned (one line, no credential, cut).
+    return Failure(UNDESCRIBED, status, code, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,8 @@ class Wording:
     failures: dict[str, str]
     http_facts: dict[str, str]
     error_code: re.Pattern[str]
+    undescribed: str = ""
+    undescribed_detail: str = ""
 
     @classmethod
     def from_snapshot(cls, wording: dict[str, Any]) -> Wording:
@@ -86,6 +111,8 @@ class Wording:
             wording["failures"],
             wording["httpFacts"],
             re.compile(wording["errorCodePattern"]),
+            wording["undescribed"],
+            wording["undescribedDetail"],
         )
 
     def failure(
@@ -99,16 +126,28 @@ class Wording:
         status: int | None = None,
         code: str | None = None,
     ) -> str:
-        http = ""
-        if status is not None:
-            with_code = code is not None and self.error_code.fullmatch(code)
-            http = self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
-        sentence = self.failures[cause].format(what=what, detail=detail, scope=scope, wait=wait, http=http)
+        sentence = self.failures[cause].format(
+            what=what, detail=detail, scope=scope, wait=wait, http=self._http(status, code)
+        )
         return f"{sentence} {self.unknown}"
 
+    def _http(self, status: int | None, code: str | None) -> str:
+        if status is None:
+            return ""
+        with_code = code is not None and self.error_code.fullmatch(code)
+        return self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
+
     def say(self, failure: Failure, what: str) -> str:
-        """The contract's sentence for `failure`, with the UNKNOWN sentence after it."""
+        """The contract's sentence for `failure`: a failure's with the UNKNOWN sentence after it.
+
+        An undescribed answer was read, so it gets its own sentence and not the UNKNOWN one (which
+        says "say that it could not be read"): the gateway's text follows it in the result.
+        """
         f = failure
+        if f.kind == UNDESCRIBED:
+            where = f"`{f.field}`" if f.field else "the answer"
+            detail = self.undescribed_detail.format(field=where, expected=f.expected)
+            return self.undescribed.format(what=what, http=self._http(f.status, f.code), detail=detail)
         return self.failure(f.kind, what, detail=f.detail, scope=f.scope, wait=f.wait, status=f.status, code=f.code)
 
 
@@ -116,9 +155,16 @@ def text_block(text: str) -> JSONObject:
     return {"type": "text", "text": text}
 
 
-def error_result(text: str, facts: JSONObject | None = None) -> JSONObject:
-    """A tool error; `facts` (a Failure's) ride as structuredContent where the revision has it."""
+def error_result(text: str, facts: JSONObject | None = None, answer: str | None = None) -> JSONObject:
+    """A tool error; `facts` (a Failure's) ride as structuredContent where the revision has it.
+
+    `answer`, the gateway's own text of an undescribed answer, follows the sentence as a second
+    text block: the outputSchema holds structuredContent and not content, so the answer rides in
+    content, and structuredContent carries the facts, which fit the schema's failure branch.
+    """
     result: JSONObject = {"content": [text_block(text)], "isError": True}
+    if answer is not None:
+        result["content"].append(text_block(answer))
     if facts is not None:
         result["structuredContent"] = facts
     return result

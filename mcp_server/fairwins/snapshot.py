@@ -57,7 +57,16 @@ def parse(text: str) -> Snapshot:
                 if key not in tool:
                     raise SnapshotError(f"tool {tool.get('name', '?')} lacks {key!r}")
         wording = data["wording"]
-        for key in ("unknown", "statePhrases", "chainUnknown", "httpFacts", "errorCodePattern", "failures"):
+        for key in (
+            "unknown",
+            "statePhrases",
+            "chainUnknown",
+            "httpFacts",
+            "errorCodePattern",
+            "failures",
+            "undescribed",
+            "undescribedDetail",
+        ):
             if key not in wording:
                 raise SnapshotError(f"wording lacks {key!r}")
         output_schemas = data["outputSchemas"]

@@ -28,6 +28,7 @@ from mcp_server.fairwins.outcomes import (
     error_result,
     read_json,
     success_result,
+    undescribed,
     verbatim_result,
 )
 from mcp_server.fairwins.snapshot import Snapshot
@@ -257,15 +258,18 @@ class GatewayTool:
             if fast is not None:
                 return fast
         value, problem = read_json(resp)
-        if problem is None:
-            # The outputSchema is a promise ("Servers MUST provide structured results that conform
-            # to this schema"): an answer that breaks it is not passed on as one.
-            shape = None if self._fits_answer(value) else self._check_answer(value, "")
-            if shape is not None:
-                problem = f": it is not the shape the FairWins contract describes ({_answer_path(shape)})"
         if problem is not None:
             failure = Failure("unreadable_answer", resp.status, detail=problem)
             return self._error(self.wording.say(failure, self.what), failure, ctx)
+        shape = None if self._fits_answer(value) else self._check_answer(value, "")
+        if shape is not None:
+            # The outputSchema is a promise ("If an output schema is provided: Servers MUST provide
+            # structured results that conform to this schema"), so an answer that breaks it is not
+            # structuredContent. It was read, though: it is said to be in a shape the contract does
+            # not describe, never unreadable, and its text stays in content, which no schema holds.
+            failure = undescribed(shape, resp.status)
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            return self._error(self.wording.say(failure, self.what), failure, ctx, answer=text)
         return success_result(value, self._notes(value))
 
     def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
@@ -310,10 +314,10 @@ class GatewayTool:
         return self._classify(outcome)
 
     @staticmethod
-    def _error(text: str, failure: Failure, ctx: RequestContext | None) -> JSONObject:
+    def _error(text: str, failure: Failure, ctx: RequestContext | None, answer: str | None = None) -> JSONObject:
         if ctx is not None:
             ctx.record.fail(failure.kind)
-        return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None)
+        return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None, answer)
 
     def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
         """Why the call ended as an error, for its record, where no Failure went through _error."""
@@ -331,11 +335,6 @@ class GatewayTool:
 def _structured(ctx: RequestContext) -> bool:
     """Whether the request's revision has structuredContent (2025-06-18 and later)."""
     return ctx.version in STRUCTURED_OUTPUT_VERSIONS
-
-
-def _answer_path(problem: str) -> str:
-    """schema.check speaks of "the arguments"; here the value checked is the gateway's answer."""
-    return problem.replace("the arguments", "the answer")
 
 
 def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:

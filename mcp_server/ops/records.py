@@ -81,6 +81,7 @@ FAILURE_KINDS: Final = frozenset(
         "unreachable",
         # the gateway answered, and the answer is why the call failed
         "unreadable_answer",
+        "undescribed_answer",
         "redirected",
         "token_refused",
         "scope_missing",

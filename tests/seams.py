@@ -41,7 +41,7 @@ class FaultySocket(socket.socket):
             self.struck.append(name)
             raise OSError(code, os.strerror(code))
 
-    def setsockopt(self, *args: Any) -> None:  # type: ignore[override]
+    def setsockopt(self, *args: Any) -> None:
         self._strike("setsockopt")
         super().setsockopt(*args)
 

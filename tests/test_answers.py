@@ -207,6 +207,66 @@ def test_the_reader_of_every_tool_vouches_only_for_what_the_exact_reading_accept
                         assert exact(candidate, output_schema), (target, candidate[:300])
 
 
+MARKETS_SCHEMA: Final = SCHEMAS["/v1/polymarket/{chainId}/markets"]
+
+
+def market(i: int, rng: random.Random) -> dict[str, Any]:
+    said = ["Will it rain?", 'a "quoted" }, {"id": word', "brackets ] } [ { in a question", "}]"]
+    return {
+        "id": f"0x{i:064x}",
+        "slug": f"market-{i}",
+        "question": rng.choice(said),
+        "outcomes": [{"name": "Yes", "price": "0.40"}, {"name": "No", "price": "0.60"}][: rng.randrange(3)],
+        "volume": f"{i}.00",
+        "endDate": "2027-01-01T00:00:00Z",
+    }
+
+
+def _market_mutations(value: dict[str, Any], rng: random.Random) -> Iterator[dict[str, Any]]:
+    """Markets with one thing wrong, most often inside an item's outcomes (an array in each item)."""
+    bad: list[Any] = [5, 2.5, None, True, [], {}, ["x"], {"a": 1}]
+    for _ in range(6):
+        mutated = copy.deepcopy(value)
+        rows = mutated["markets"]
+        kind = rng.randrange(5)
+        if rows and kind == 0:
+            outcomes = rng.choice(rows)["outcomes"]
+            if outcomes:
+                rng.choice(outcomes)[rng.choice(["name", "price", "other"])] = rng.choice(bad)
+        elif rows and kind == 1:
+            rng.choice(rows)["outcomes"] = rng.choice(bad)
+        elif rows and kind == 2:
+            rng.choice(rows)["outcomes"].append(rng.choice(bad))
+        elif rows and kind == 3:
+            rng.choice(rows)[rng.choice(["id", "question", "volume", "more"])] = rng.choice(bad)
+        else:
+            mutated["markets"].append(rng.choice(bad))
+        yield mutated
+    yield value
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_markets_with_outcomes_are_vouched_for_exactly_when_the_exact_reading_accepts_them(seed: int) -> None:
+    # Each item holds an array of objects, so a "}, {" a chunk's length on is as often between two
+    # outcomes as between two markets, and strings hold "}, {", "}]" and lone brackets.
+    rng = random.Random(seed)
+    reader = Reader(MARKETS_SCHEMA, kept=("chains",), chunk=rng.choice([1, 50, SMALL_CHUNK, 2000]), small=0)
+    vouched = refused = 0
+    for round_ in range(20):
+        value = {"chainId": 137, "q": None, "markets": [market(i, rng) for i in range(rng.choice([0, 1, 5, 80, 400]))]}
+        for mutated in _market_mutations(value, rng):
+            text = written(mutated, rng)
+            fits = exact(text, MARKETS_SCHEMA)
+            assert reader.read(text)[0] is fits, text[:300]  # no doubt about a valid answer either
+            vouched += fits
+            for candidate in _text_mutations(text, rng) if round_ % 4 == 0 else []:
+                if reader.read(candidate)[0]:
+                    assert exact(candidate, MARKETS_SCHEMA), candidate[:300]
+                else:
+                    refused += 1
+    assert vouched > 20 and refused > 20
+
+
 def test_a_schema_violation_deep_in_the_thousandth_item_is_not_vouched_for() -> None:
     value = envelope(1500)
     value["chains"][0]["wagers"][999]["stake"] = 25

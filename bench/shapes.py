@@ -2,7 +2,7 @@
 
     python3 -m bench.shapes                         in this process, from the gateway's bytes to the answer's
     python3 -m bench.shapes --sizes 1 --profile     the same, and cProfile's top functions for each shape
-    python3 -m bench.shapes --stdio                 and end to end: a stdio server against a gateway in this process
+    python3 -m bench.shapes --stdio --http          and end to end: a server against a gateway in this process
 
 In this process (no socket): a gateway transport that hands back one fixed body, the dispatcher
 built as the server builds it, and the JSON-RPC answer encoded as the transports write it
@@ -17,8 +17,9 @@ Shapes, each about 0.25, 1, 2 and 4 MB (4 MB is just under the server's 4 MiB re
   member token and with the unlucky one, which shares a piece ("0000") with the wager ids, so the
   answer's bytes might spell it and it is searched (bench.sizes: SHARED_TOKEN).
 
-`--stdio` runs `python -m mcp_server` over stdio against a gateway served from this process and
-counts the server process's CPU (utime + stime, /proc) per call. Standard library only.
+`--stdio` (`--http`: with `--http 0`, one keep-alive client) runs `python -m mcp_server` against a gateway served from this process and
+counts the server process's CPU (utime + stime, /proc) per call, over windows of calls of at
+least 20 MB of answers (the lesser of two windows, after one to warm up). Standard library only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import io
 import json
 import pstats
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -37,7 +39,18 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bench.runner import REPO, StdioSession, child_env, cpu_ms, initialize_params
+from bench.runner import (
+    REPO,
+    Deadline,
+    HttpConn,
+    StdioSession,
+    child_env,
+    cpu_ms,
+    initialize_params,
+    mcp_post,
+    start_http,
+    stop,
+)
 from bench.sizes import RANDOM_TOKEN, SHARED_TOKEN
 from bench.stub_gateway import wagers
 
@@ -196,18 +209,53 @@ def stdio(shape: str, data: bytes, calls: int) -> float:
     try:
         session.request("initialize", initialize_params())
         session.notify("notifications/initialized")
-        samples = []
-        for i in range(calls + 2):
+        # /proc counts in clock ticks (10 ms): a window of calls, at least 20 MB of answers.
+        windows = []
+        for window in range(3):
+            count = max(calls, int(20 * MB / len(data)))
             before = cpu_ms(session.pid)
-            message, _ = session.request("tools/call", {"name": name, "arguments": arguments})
-            after = cpu_ms(session.pid)
-            if message.get("result", {}).get("isError") is not False:
-                raise SystemExit(f"{shape} over stdio failed: {str(message)[:300]}")
-            if i >= 2:
-                samples.append(after - before)
-        return statistics.median(samples)
+            for _ in range(count):
+                message, _ = session.request("tools/call", {"name": name, "arguments": arguments})
+                if message.get("result", {}).get("isError") is not False:
+                    raise SystemExit(f"{shape} over stdio failed: {str(message)[:300]}")
+            if window:  # the first window warms up
+                windows.append((cpu_ms(session.pid) - before) / count)
+        return min(windows)
     finally:
         session.close()
+        server.shutdown()
+        server.server_close()
+
+
+def http(shape: str, data: bytes, calls: int) -> float:
+    """CPU ms per call of an HTTP server (its process, `--http`) answering `shape` with `data`, one keep-alive client."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.body = data
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    name, arguments, token = _tool_and_token(shape)
+    env = child_env(f"http://127.0.0.1:{server.server_address[1]}", None)
+    proc, drain = start_http([sys.executable, "-m", "mcp_server"], env, Deadline(60), stdout=subprocess.DEVNULL)
+    conn = HttpConn(drain.port or 0)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    request = mcp_post(drain.port or 0, message, token)
+    try:
+        if drain.port is None:
+            raise SystemExit(f"the HTTP server did not start: {drain.tail()}")
+        windows = []
+        for window in range(3):
+            count = max(calls, int(20 * MB / len(data)))
+            before = cpu_ms(proc.pid)
+            for _ in range(count):
+                status, answer = conn.roundtrip(request)
+                if status != 200 or b'"isError":false' not in answer:
+                    raise SystemExit(f"{shape} over HTTP failed: {status} {answer[:300]!r}")
+            if window:
+                windows.append((cpu_ms(proc.pid) - before) / count)
+        return min(windows)
+    finally:
+        conn.close()
+        stop(proc)
         server.shutdown()
         server.server_close()
 
@@ -219,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=9, help="calls per cell (the median is kept)")
     parser.add_argument("--profile", action="store_true", help="cProfile's top functions for each cell")
     parser.add_argument("--stdio", action="store_true", help="also end to end, over stdio")
+    parser.add_argument("--http", action="store_true", help="also end to end, over HTTP (one keep-alive client)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -247,6 +296,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row["stdio_cpu_ms"] = round(e2e, 2)
                 row["stdio_cpu_ms_per_mb"] = round(e2e / (len(data) / MB), 2)
                 line += f"  {row['stdio_cpu_ms_per_mb']:11.1f}"
+            if args.http:
+                e2e = http(shape, data, max(3, args.calls // 2))
+                row["http_cpu_ms"] = round(e2e, 2)
+                row["http_cpu_ms_per_mb"] = round(e2e / (len(data) / MB), 2)
+                line += f"  {row['http_cpu_ms_per_mb']:10.1f}"
             print(line, flush=True)
             if args.profile:
                 print(profile_text(call, 18))

@@ -169,7 +169,7 @@ class _Array:
                 # A chunk ends at a "}, {" between two items, or is the rest of the array ("}]").
                 # Either found inside a string or deeper in an item, the "[...]" made of the
                 # chunk cannot decode (a string or a bracket is left open): so a chunk that
-                # decodes holds exactly whole items. The brackets counted pick the candidate.
+                # decodes holds exactly whole items. The braces counted pick the candidate.
                 boundary, last, looked = self._boundary(s, i, following, ending)
                 if boundary is not None:
                     end_of_chunk = boundary.start() + 1
@@ -212,12 +212,18 @@ class _Array:
         """Where the chunk from s[i] (an item's "{") ends: (its "}, {" or "}]", whether it is "}]", how far looked).
 
         The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
-        chunks' length, at which the brackets since s[i] balance: that is between two items,
+        chunks' length, at which the braces since s[i] balance: that is between two items,
         unless a string holds brackets (then the decode says no). A "}, {" between the objects of
         an inner array (a market's outcomes) is passed over. None: no item ends within reach.
         """
-        depth, counted, last = 0, i, False
         at, reach = i + self.chunk, i + 2 * self.chunk
+        if self.walked is None:  # items holding no arrays: the first candidate, as a rule between two
+            found = following.after(at)
+            if found is not None:
+                return found, False, found.end()
+            found = ending.after(i)
+            return (found, True, found.end()) if found is not None and found.end() <= reach else (None, False, i)
+        depth, counted, last = 0, i, False
         while True:
             found = None if last else following.after(at)
             if found is None:
@@ -226,12 +232,8 @@ class _Array:
             if found is None or found.end() > reach:
                 return None, False, counted
             close = found.start() + 1
-            depth += (
-                s.count("{", counted, close)
-                - s.count("}", counted, close)
-                + s.count("[", counted, close)
-                - s.count("]", counted, close)
-            )
+            # Every item is an object, so within one its own "{" is open: braces alone tell.
+            depth += s.count("{", counted, close) - s.count("}", counted, close)
             if depth < 0 and not last:  # the array ended before this "}, {": its "}]" from s[i] on
                 depth, counted, last = 0, i, True
                 continue

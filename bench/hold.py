@@ -53,7 +53,7 @@ async def _one(dispatcher: Any, session: Any, params: dict[str, Any], token: str
     from mcp_server.transports.http.driver import Run, drive, off_loop
     from mcp_server.wire.jsonrpc import Request, encode, pieces
 
-    stop, late = asyncio.Event(), []
+    stop, late = asyncio.Event(), list[float]()
     beat = asyncio.create_task(_heartbeat(stop, late))
     await asyncio.sleep(0.005)
     late.clear()
@@ -70,7 +70,7 @@ async def _one(dispatcher: Any, session: Any, params: dict[str, Any], token: str
 
 
 async def _alone(seconds: float) -> list[float]:
-    stop, late = asyncio.Event(), []
+    stop, late = asyncio.Event(), list[float]()
     beat = asyncio.create_task(_heartbeat(stop, late))
     await asyncio.sleep(seconds)
     stop.set()

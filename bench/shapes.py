@@ -17,9 +17,10 @@ Shapes, each about 0.25, 1, 2 and 4 MB (4 MB is just under the server's 4 MiB re
   member token and with the unlucky one, which shares a piece ("0000") with the wager ids, so the
   answer's bytes might spell it and it is searched (bench.sizes: SHARED_TOKEN).
 
-`--stdio` (`--http`: with `--http 0`, one keep-alive client) runs `python -m mcp_server` against a gateway served from this process and
-counts the server process's CPU (utime + stime, /proc) per call, over windows of calls of at
-least 20 MB of answers (the lesser of two windows, after one to warm up). Standard library only.
+`--stdio` (`--http`: with `--http 0`, one keep-alive client) runs `python -m mcp_server`
+against a gateway served from this process and counts the server process's CPU (utime + stime,
+/proc) per call, over windows of calls of at least 20 MB of answers (the lesser of two windows,
+after one to warm up). Standard library only.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def stdio(shape: str, data: bytes, calls: int) -> float:
 
 
 def http(shape: str, data: bytes, calls: int) -> float:
-    """CPU ms per call of an HTTP server (its process, `--http`) answering `shape` with `data`, one keep-alive client."""
+    """CPU ms per call of an HTTP server (its process) answering `shape` with `data`, to one keep-alive client."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.body = data
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -430,6 +430,63 @@ def test_the_bulk_check_settles_type_unions_nullables_and_typed_other_names_with
 # ---- the wire --------------------------------------------------------------------------------------
 
 
+def _decoded(text: str) -> tuple[bool, str]:
+    """(whether the decoder reads it, what it reads, written out with its types: 1, 1.0 and true apart)."""
+    try:
+        return True, repr(jsonrpc.DECODER.decode(text))
+    except (ValueError, RecursionError):
+        return False, ""
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_text_decoded_a_slice_at_a_time_reads_as_the_decoder_reads_it_or_not_at_all(seed: int) -> None:
+    rng = random.Random(seed)
+    read = refused = 0
+    for _ in range(60):
+        value: Any = rng.choice(
+            [
+                envelope(rng.choice([0, 1, 20, 40]), rng),
+                {"chainId": 137, "q": None, "markets": [market(i, rng) for i in range(rng.choice([0, 3, 30]))]},
+                [_random_value(rng) for _ in range(rng.choice([0, 5, 40]))],
+                _random_value(rng),
+            ]
+        )
+        text = written(value, rng)
+        for candidate in [text, *_text_mutations(text, rng), " \n" + text + "\t ", text.replace(",", " , ")]:
+            ok, expected = _decoded(candidate)
+            try:
+                got = repr(jsonrpc._loads_in_slices(candidate))
+            except (ValueError, StopIteration, IndexError, RecursionError):
+                refused += 1
+                continue  # loads then reads it whole and says why
+            assert ok and got == expected, candidate[:300]
+            read += 1
+    assert read > 200 and refused > 50
+
+
+def test_a_large_text_is_decoded_a_slice_at_a_time_and_its_faults_still_worded_by_the_decoder() -> None:
+    value = envelope(4000)
+    text = json.dumps(value, separators=(",", ":"))
+    assert len(text) > jsonrpc.SLICED_LOADS
+    assert jsonrpc.loads(text) == value
+    for broken, words in [(text + ",", "Extra data"), (text[:-2] + ",]}", "Expecting value"), (text[:-1], "Expecting")]:
+        with pytest.raises(ValueError, match=words):
+            jsonrpc.loads(broken)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_value_written_a_slice_at_a_time_is_the_text_json_dumps_writes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(300):
+        value = rng.choice([_random_value(rng), [_random_value(rng) for _ in range(rng.choice([3, 40, 600]))]])
+        for ascii_only in (True, False):
+            assert jsonrpc.dumps_in_slices(value, ascii_only) == json.dumps(
+                value, ensure_ascii=ascii_only, separators=(",", ":")
+            )
+    value = envelope(3000)
+    assert jsonrpc.dumps_in_slices(value, False) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -621,6 +678,31 @@ def test_a_large_answer_with_the_bearer_deep_inside_is_searched_and_scrubbed(
     assert result["isError"] is False
     leaks = exposed([json.dumps(message, ensure_ascii=False), *_texts(result)], bearer_secret(SECRET_TOKEN))
     assert not leaks, leaks[:3]
+
+
+def test_an_answer_holding_the_bearer_is_encoded_once_its_text_block_the_scrubbed_structured_content(
+    sandbox: SandboxGateway,
+) -> None:
+    text = json.dumps(envelope(BIG), separators=(",", ":")).replace("w-101400", "w-101400 " + SECRET_TOKEN, 1)
+    sandbox.fault(WAGERS, "status", status=200, body=text.encode())
+    ctx = RequestContext(bearer=SECRET_TOKEN, bearer_source="header")
+    message = client_for(sandbox.url).request("tools/call", {"name": "get_wagers", "arguments": {}}, ctx=ctx)
+    result = message["result"]
+    assert result["isError"] is False
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    wagers = result["structuredContent"]["chains"][0]["wagers"]
+    assert len(wagers) == BIG and SECRET_TOKEN not in json.dumps(message)
+    assert sum(SECRET_TOKEN[-4:] in w["id"] for w in wagers) == 1  # the redacted form, where the bearer was
+
+
+def test_a_verbatim_value_not_held_to_the_credentials_is_never_passed_on_unsearched() -> None:
+    redactor = Redactor(SECRET_TOKEN, None)
+    spelled = '{"a":"' + SECRET_TOKEN + '"}'
+    with pytest.raises(ValueError):
+        redactor.scrub_value({"structuredContent": verbatim(spelled), "content": [{"text": "x " + SECRET_TOKEN}]})
+    held = {"structuredContent": verbatim('{"a":"x"}', held=True), "content": [{"text": "x " + SECRET_TOKEN}]}
+    scrubbed = redactor.scrub_value(held)
+    assert scrubbed["structuredContent"] is held["structuredContent"] and SECRET_TOKEN not in str(scrubbed)
 
 
 def test_a_large_answer_breaking_its_schema_in_the_thousandth_wager_is_an_unreadable_answer(

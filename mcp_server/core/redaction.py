@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_server.ops import logs
+from mcp_server.wire.jsonrpc import Verbatim, dumps_in_slices
 from mcp_server.wire.x402 import Payment
 
 MIN_RUN: Final = 8
@@ -331,11 +332,13 @@ class Redactor:
 
         Its JSON text is read first, by the definition, as the strings in it are (and as a string
         holding JSON text is read once more): a value in which nothing can match is never walked.
+        A jsonrpc.Verbatim in it must be `held` (text already held to the definition), and is left
+        as it is: one that is not is refused (ValueError), never passed on unsearched.
         """
         if not self._needles:
             return value
         try:
-            text = json.dumps(value, ensure_ascii=False)
+            text = dumps_in_slices(value, ensure_ascii=False, default=_held)  # a slice at a time
         except (RecursionError, TypeError, ValueError):
             text = None  # too deep to write out here: walked instead
         if text is not None and self._bytes is not None:
@@ -538,6 +541,14 @@ class Redactor:
         return merged
 
 
+def _held(value: Any) -> None:
+    """A Verbatim held to the request's credentials where it was made (outcomes.success_result)
+    is left as it is; any other is for the caller to read back first (tools._without_credentials)."""
+    if isinstance(value, Verbatim) and value.held:
+        return None
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable here")
+
+
 def _strings(value: Any) -> list[str]:
     """Every string in a JSON value, names and values, without recursion."""
     found: list[str] = []
@@ -551,6 +562,8 @@ def _strings(value: Any) -> list[str]:
             stack += item
         elif isinstance(item, str):
             found.append(item)
+        elif isinstance(item, Verbatim) and not item.held:
+            raise ValueError("a verbatim value not held to the credentials: read it back first")
     return found
 
 

@@ -276,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{'shape':16} {'gateway MB':>10} {'answer MB':>10} {'CPU ms':>8} {'ms/MB':>7}"
         + ("  stdio ms/MB" if args.stdio else "")
+        + ("  http ms/MB" if args.http else "")
     )
     for shape in args.shapes:
         for size in args.sizes:

@@ -8,6 +8,7 @@ tools/call on an event loop against a gateway transport that hands back one fixe
 bench.shapes builds them), then encodes the answer as routes.py does and walks its pieces as a
 connection writes them. Beside it, a task that sleeps 1 ms at a time records how late each wake
 is: the longest lateness is the longest the loop (or the interpreter lock it needs) was held.
+The collector is set as the command line sets it for a serving process (ops/heap.py).
 The same heartbeat with nothing beside it is the machine's own lateness (a shared machine's
 scheduler, the collector), printed first. Each figure is the median over calls of that call's
 longest lateness, and the worst. Standard library only.
@@ -130,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=7)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    from mcp_server.ops import heap
+
+    heap.settle()  # the collector as the command line sets it for a serving process (ops/heap.py)
     alone = asyncio.run(_alone(1.0))
     print(f"heartbeat alone: lateness p50 {statistics.median(alone):.2f} ms, max {max(alone):.2f} ms")
     print(f"{'shape':16} {'gateway MB':>10} {'longest hold, median ms':>24} {'worst ms':>9}")

@@ -474,6 +474,14 @@ def test_a_large_text_is_decoded_a_slice_at_a_time_and_its_faults_still_worded_b
             jsonrpc.loads(broken)
 
 
+def test_a_long_text_outside_ascii_is_escaped_a_slice_at_a_time_as_it_is_whole() -> None:
+    value = {"a": ['caf\u00e9 \U0001f600 \u2026 "q" \\ ' * 3 + "x" * i for i in range(9000)]}
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert len(text) > 4 * 256 * 1024 and not text.isascii()
+    assert verbatim_text(text).data == json.encoder.encode_basestring_ascii(text)
+    assert verbatim(text).data == json.dumps(value, separators=(",", ":"))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_value_written_a_slice_at_a_time_is_the_text_json_dumps_writes(seed: int) -> None:
     rng = random.Random(seed)

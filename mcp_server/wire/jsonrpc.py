@@ -101,6 +101,11 @@ class Verbatim:
 
 
 _NON_ASCII: Final = re.compile("[^\\x00-\\x7f]+")
+_TEXT_SLICE: Final = 256 * 1024  # characters escaped by one C call
+
+
+def _escaped_run(run: re.Match[str]) -> str:
+    return encode_basestring_ascii(run.group())[1:-1]
 
 
 def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
@@ -117,7 +122,9 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
         return Verbatim(data, held)
     text = text.strip(" \t\r\n")
     if not text.isascii():
-        text = _NON_ASCII.sub(lambda run: encode_basestring_ascii(run.group())[1:-1], text)
+        text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
+            _NON_ASCII.sub(_escaped_run, text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
+        )
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")
     return Verbatim(text, held)
@@ -133,7 +140,11 @@ def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Ve
     text holds that a string must escape are then `\\`, `"` and the whitespace between tokens.
     """
     if raw is None or not raw.isascii():
-        return Verbatim(encode_basestring_ascii(text), held)
+        if len(text) <= _TEXT_SLICE:
+            return Verbatim(encode_basestring_ascii(text), held)
+        # A slice at a time (each character's escape is its own, so the slices join exactly).
+        slices = (encode_basestring_ascii(text[at : at + _TEXT_SLICE])[1:-1] for at in range(0, len(text), _TEXT_SLICE))
+        return Verbatim('"' + "".join(slices) + '"', held)
     data = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     for space, escaped in _SPACES:
         if space in data:

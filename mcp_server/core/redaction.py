@@ -454,11 +454,11 @@ class Redactor:
 
         Which strings change is found in bulk: the strings (names and values) are searched
         joined by line breaks, as one text, and the halves of a group that might spell a needle
-        searched again, down to the strings themselves, each then scrubbed. A line break is in no
-        needle and ends every escape, so a group's text spells a needle exactly where one of its
-        strings does (`might_be_in` is sound: it suspects whatever `scrub` would change, for a
-        string short enough; a longer one is scrubbed on its own). So a large answer costs a few
-        passes in C and two walks, not a search per string.
+        searched again, down to the strings themselves, each then scrubbed. A line break ends
+        every escape, so each string decodes in the group's text as it does alone, and whatever
+        one of them spells, the group's text spells (`might_be_in` is sound: it suspects whatever
+        `scrub` would change, for a string short enough; a longer one is scrubbed on its own). So
+        a large answer costs a few passes in C and two walks, not a search per string.
         """
         strings = _strings(value)
         if self._bytes is None:

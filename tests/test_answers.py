@@ -207,6 +207,66 @@ def test_the_reader_of_every_tool_vouches_only_for_what_the_exact_reading_accept
                         assert exact(candidate, output_schema), (target, candidate[:300])
 
 
+MARKETS_SCHEMA: Final = SCHEMAS["/v1/polymarket/{chainId}/markets"]
+
+
+def market(i: int, rng: random.Random) -> dict[str, Any]:
+    said = ["Will it rain?", 'a "quoted" }, {"id": word', "brackets ] } [ { in a question", "}]"]
+    return {
+        "id": f"0x{i:064x}",
+        "slug": f"market-{i}",
+        "question": rng.choice(said),
+        "outcomes": [{"name": "Yes", "price": "0.40"}, {"name": "No", "price": "0.60"}][: rng.randrange(3)],
+        "volume": f"{i}.00",
+        "endDate": "2027-01-01T00:00:00Z",
+    }
+
+
+def _market_mutations(value: dict[str, Any], rng: random.Random) -> Iterator[dict[str, Any]]:
+    """Markets with one thing wrong, most often inside an item's outcomes (an array in each item)."""
+    bad: list[Any] = [5, 2.5, None, True, [], {}, ["x"], {"a": 1}]
+    for _ in range(6):
+        mutated = copy.deepcopy(value)
+        rows = mutated["markets"]
+        kind = rng.randrange(5)
+        if rows and kind == 0:
+            outcomes = rng.choice(rows)["outcomes"]
+            if outcomes:
+                rng.choice(outcomes)[rng.choice(["name", "price", "other"])] = rng.choice(bad)
+        elif rows and kind == 1:
+            rng.choice(rows)["outcomes"] = rng.choice(bad)
+        elif rows and kind == 2:
+            rng.choice(rows)["outcomes"].append(rng.choice(bad))
+        elif rows and kind == 3:
+            rng.choice(rows)[rng.choice(["id", "question", "volume", "more"])] = rng.choice(bad)
+        else:
+            mutated["markets"].append(rng.choice(bad))
+        yield mutated
+    yield value
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_markets_with_outcomes_are_vouched_for_exactly_when_the_exact_reading_accepts_them(seed: int) -> None:
+    # Each item holds an array of objects, so a "}, {" a chunk's length on is as often between two
+    # outcomes as between two markets, and strings hold "}, {", "}]" and lone brackets.
+    rng = random.Random(seed)
+    reader = Reader(MARKETS_SCHEMA, kept=("chains",), chunk=rng.choice([1, 50, SMALL_CHUNK, 2000]), small=0)
+    vouched = refused = 0
+    for round_ in range(20):
+        value = {"chainId": 137, "q": None, "markets": [market(i, rng) for i in range(rng.choice([0, 1, 5, 80, 400]))]}
+        for mutated in _market_mutations(value, rng):
+            text = written(mutated, rng)
+            fits = exact(text, MARKETS_SCHEMA)
+            assert reader.read(text)[0] is fits, text[:300]  # no doubt about a valid answer either
+            vouched += fits
+            for candidate in _text_mutations(text, rng) if round_ % 4 == 0 else []:
+                if reader.read(candidate)[0]:
+                    assert exact(candidate, MARKETS_SCHEMA), candidate[:300]
+                else:
+                    refused += 1
+    assert vouched > 20 and refused > 20
+
+
 def test_a_schema_violation_deep_in_the_thousandth_item_is_not_vouched_for() -> None:
     value = envelope(1500)
     value["chains"][0]["wagers"][999]["stake"] = 25
@@ -320,14 +380,119 @@ def test_the_generated_verdict_agrees_with_the_checker_on_every_value(seed: int)
         ({"type": "object", "properties": {"a": {"type": "string"}}}, [{"a": "x"}, {"a": 5}]),
         ({"type": "object", "additionalProperties": False, "properties": {"a": {}}}, [{"a": 1, "b": 2}]),
         ({"enum": ["a", 1]}, ["a"]),
-        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, ["a", 1]),
+        ({"anyOf": [{"type": "string", "minLength": 2}, {"type": "string", "maxLength": 0}]}, ["ab", ""]),
     ],
 )
 def test_what_the_bulk_check_cannot_settle_it_leaves_to_the_checker(node: dict[str, Any], values: list[Any]) -> None:
     assert schema.compile_bulk(node)(values) is False
 
 
+# Open but typed, as the relayed routes' answers may be: type unions, items of either kind, and
+# names the schema does not list with a type of their own.
+OPEN_MARKET: Final = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "outcomes": {
+            "type": ["string", "array"],
+            "items": {"type": ["string", "object"], "properties": {"price": {"type": ["string", "number"]}}},
+        },
+        "volume": {"anyOf": [{"type": "string", "pattern": "^[0-9.]+$"}, {"type": "null"}]},
+        "liquidity": {"type": ["number", "string"], "minimum": 0},
+    },
+    "required": ["id"],
+    "additionalProperties": {"type": ["string", "number", "boolean", "null", "array", "object"]},
+}
+
+
+def test_the_bulk_check_settles_type_unions_nullables_and_typed_other_names_without_the_checker() -> None:
+    values: list[Any] = [
+        {"id": "a", "outcomes": "Yes/No", "volume": None, "liquidity": 5, "tags": ["x"]},
+        {"id": "b", "outcomes": ["Yes", {"name": "No", "price": 0.4}], "volume": "12.5", "liquidity": "7"},
+        {"id": "c", "outcomes": [{"price": "0.6"}], "volume": "3", "extra": {"k": 1}, "live": True},
+        {"id": "d", "outcomes": [], "liquidity": 0.5, "note": None},
+    ]
+    each = schema.compile_schema(OPEN_MARKET)
+    assert all(each(v, "") is None for v in values)
+    assert schema.compile_bulk(OPEN_MARKET)(values) is True
+    for broken in (
+        {"id": "e", "outcomes": 5},
+        {"id": "e", "outcomes": [5]},
+        {"id": "e", "outcomes": [{"price": True}]},
+        {"id": "e", "volume": "1e3"},
+        {"id": "e", "liquidity": -1},
+        {"id": "e", "other": 1.5j},
+        {"outcomes": "x"},
+    ):
+        assert schema.compile_bulk(OPEN_MARKET)([*values, broken]) is False, broken
+
+
 # ---- the wire --------------------------------------------------------------------------------------
+
+
+def _decoded(text: str) -> tuple[bool, str]:
+    """(whether the decoder reads it, what it reads, written out with its types: 1, 1.0 and true apart)."""
+    try:
+        return True, repr(jsonrpc.DECODER.decode(text))
+    except (ValueError, RecursionError):
+        return False, ""
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_text_decoded_a_slice_at_a_time_reads_as_the_decoder_reads_it_or_not_at_all(seed: int) -> None:
+    rng = random.Random(seed)
+    read = refused = 0
+    for _ in range(60):
+        value: Any = rng.choice(
+            [
+                envelope(rng.choice([0, 1, 20, 40]), rng),
+                {"chainId": 137, "q": None, "markets": [market(i, rng) for i in range(rng.choice([0, 3, 30]))]},
+                [_random_value(rng) for _ in range(rng.choice([0, 5, 40]))],
+                _random_value(rng),
+            ]
+        )
+        text = written(value, rng)
+        for candidate in [text, *_text_mutations(text, rng), " \n" + text + "\t ", text.replace(",", " , ")]:
+            ok, expected = _decoded(candidate)
+            try:
+                got = repr(jsonrpc._loads_in_slices(candidate))
+            except (ValueError, StopIteration, IndexError, RecursionError):
+                refused += 1
+                continue  # loads then reads it whole and says why
+            assert ok and got == expected, candidate[:300]
+            read += 1
+    assert read > 200 and refused > 50
+
+
+def test_a_large_text_is_decoded_a_slice_at_a_time_and_its_faults_still_worded_by_the_decoder() -> None:
+    value = envelope(4000)
+    text = json.dumps(value, separators=(",", ":"))
+    assert len(text) > jsonrpc.SLICED_LOADS
+    assert jsonrpc.loads(text) == value
+    for broken, words in [(text + ",", "Extra data"), (text[:-2] + ",]}", "Expecting value"), (text[:-1], "Expecting")]:
+        with pytest.raises(ValueError, match=words):
+            jsonrpc.loads(broken)
+
+
+def test_a_long_text_outside_ascii_is_escaped_a_slice_at_a_time_as_it_is_whole() -> None:
+    value = {"a": ['caf\u00e9 \U0001f600 \u2026 "q" \\ ' * 3 + "x" * i for i in range(9000)]}
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert len(text) > 4 * 256 * 1024 and not text.isascii()
+    assert verbatim_text(text).data == json.encoder.encode_basestring_ascii(text)
+    assert verbatim(text).data == json.dumps(value, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_value_written_a_slice_at_a_time_is_the_text_json_dumps_writes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(300):
+        value = rng.choice([_random_value(rng), [_random_value(rng) for _ in range(rng.choice([3, 40, 600]))]])
+        for ascii_only in (True, False):
+            assert jsonrpc.dumps_in_slices(value, ascii_only) == json.dumps(
+                value, ensure_ascii=ascii_only, separators=(",", ":")
+            )
+    value = envelope(3000)
+    assert jsonrpc.dumps_in_slices(value, False) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @pytest.mark.parametrize(
@@ -521,6 +686,31 @@ def test_a_large_answer_with_the_bearer_deep_inside_is_searched_and_scrubbed(
     assert result["isError"] is False
     leaks = exposed([json.dumps(message, ensure_ascii=False), *_texts(result)], bearer_secret(SECRET_TOKEN))
     assert not leaks, leaks[:3]
+
+
+def test_an_answer_holding_the_bearer_is_encoded_once_its_text_block_the_scrubbed_structured_content(
+    sandbox: SandboxGateway,
+) -> None:
+    text = json.dumps(envelope(BIG), separators=(",", ":")).replace("w-101400", "w-101400 " + SECRET_TOKEN, 1)
+    sandbox.fault(WAGERS, "status", status=200, body=text.encode())
+    ctx = RequestContext(bearer=SECRET_TOKEN, bearer_source="header")
+    message = client_for(sandbox.url).request("tools/call", {"name": "get_wagers", "arguments": {}}, ctx=ctx)
+    result = message["result"]
+    assert result["isError"] is False
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    wagers = result["structuredContent"]["chains"][0]["wagers"]
+    assert len(wagers) == BIG and SECRET_TOKEN not in json.dumps(message)
+    assert sum(SECRET_TOKEN[-4:] in w["id"] for w in wagers) == 1  # the redacted form, where the bearer was
+
+
+def test_a_verbatim_value_not_held_to_the_credentials_is_never_passed_on_unsearched() -> None:
+    redactor = Redactor(SECRET_TOKEN, None)
+    spelled = '{"a":"' + SECRET_TOKEN + '"}'
+    with pytest.raises(ValueError):
+        redactor.scrub_value({"structuredContent": verbatim(spelled), "content": [{"text": "x " + SECRET_TOKEN}]})
+    held = {"structuredContent": verbatim('{"a":"x"}', held=True), "content": [{"text": "x " + SECRET_TOKEN}]}
+    scrubbed = redactor.scrub_value(held)
+    assert scrubbed["structuredContent"] is held["structuredContent"] and SECRET_TOKEN not in str(scrubbed)
 
 
 def test_a_large_answer_breaking_its_schema_in_the_thousandth_wager_is_an_undescribed_answer(

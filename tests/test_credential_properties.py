@@ -262,6 +262,65 @@ def test_nothing_a_client_reads_of_a_tool_result_spells_the_bearer_on_the_exact_
     assert not leaked
 
 
+def _scrubbed_one_by_one(value: Any, redactor: Redactor) -> Any:
+    """The value with every string (name and value) scrubbed on its own: the walk before issue 50.
+
+    Where two names scrub to one, the value kept is the one the walk filled in last: the first.
+    """
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, top, 0)]
+    while stack:
+        item, parent, key = stack.pop()
+        if isinstance(item, dict):
+            copy: dict[Any, Any] = {}
+            parent[key] = copy
+            for name, sub in item.items():
+                name = redactor.scrub(name) if isinstance(name, str) else name
+                copy[name] = None
+                stack.append((sub, copy, name))
+        elif isinstance(item, list):
+            parent[key] = items = [None] * len(item)
+            stack.extend((sub, items, i) for i, sub in enumerate(item))
+        else:
+            parent[key] = redactor.scrub(item) if isinstance(item, str) else item
+    return top[0]
+
+
+@profile(150)
+@given(st.data())
+def test_a_value_scrubbed_in_bulk_is_the_value_with_each_string_scrubbed_on_its_own(data: st.DataObject) -> None:
+    # Spellings in many strings at once, among strings that end in half an escape ("%4", "\\",
+    # "\\u00") next to ones that start with the rest: the bulk search joins them, and must find
+    # exactly the strings a search of each finds.
+    bearer = data.draw(bearers)
+    pieces = st.one_of(
+        spellings(bearer),
+        st.text(PRINTABLE, max_size=12),
+        st.sampled_from(["%4", "1", "\\", "\\u00", "41", "%", "25", "\u212a", bearer[: MIN_RUN - 1]]),
+    )
+    strings = st.builds("".join, st.lists(pieces, max_size=3))
+    value = data.draw(
+        st.recursive(
+            strings | st.integers() | st.none(),
+            lambda inner: st.lists(inner, max_size=6) | st.dictionaries(strings, inner, max_size=4),
+            max_leaves=40,
+        )
+    )
+    redactor = Redactor(bearer, None)
+    expected = _scrubbed_one_by_one(value, redactor)
+    assert redactor.scrub_value(value) == expected
+    if expected == value:
+        assert redactor.scrub_value(value) is value or not isinstance(value, (dict, list))
+
+
+@pytest.mark.parametrize("before", ["\\", "%", "%4", "\\u00"])
+def test_a_string_ending_in_half_an_escape_hides_nothing_of_the_next_string_from_the_bulk_search(before: str) -> None:
+    # Joined without a break, "\\" and "fw1.0000" read "\\f" (a form feed) and "w1.0000": seven characters.
+    redactor = Redactor("fw1.00000000", None)
+    for value in ([before, "fw1.0000"], {before: "fw1.0000"}, {"a": before, "fw1.0000": 1}):
+        assert redactor.scrub_value(value) == _scrubbed_one_by_one(value, redactor) != value
+
+
 # ---- (c) the scrub of any text --------------------------------------------------------------------------
 
 

@@ -9,8 +9,11 @@ for, the exact reading accepts.
 The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
 each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; by the
 generated verdict, schema.compile_verdict, one by one only where the bulk check cannot vouch),
-then dropped. An object holding such an array is walked name by name: its other values are
-decoded whole and kept (the skeleton that the notes on a chain's state are made from), and it is
+then dropped. Items that hold arrays of their own (a market's outcomes) are decoded a chunk at a
+time too, so many small items cost what few large ones do; where no item ends within two chunks'
+length, items are walked, never decoded whole. An object holding such an array is walked name by
+name: its other values are decoded whole and kept (the skeleton that the notes on a chain's state
+are made from), and it is
 checked with the streamed properties taken as checked, which they were. A schema whose anyOf
 branches name a streamed property is not streamed there; the answer's own anyOf is read as its
 first branch, the answer the tool exists for (an answer fitting another branch is doubted, and
@@ -97,7 +100,7 @@ class _Whole:
 
 
 class _Array:
-    """An array read item by item (items that are walked objects) or a chunk of items at a time."""
+    """An array read a chunk of items at a time; item by item where no chunk can be had, or kept walked."""
 
     def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
         self.schema = schema
@@ -106,7 +109,7 @@ class _Array:
         self.high: int | None = schema.get("maxItems")
         self.walked = plan if not isinstance(plan, _Whole) else None
         self.keep = False  # set for the root's `kept` properties (Reader)
-        checks = self.walked is None and bool(CHECKED & items.keys())
+        checks = bool(CHECKED & items.keys())
         self.bulk = compile_bulk(items) if checks else None
         self.each = compile_verdict(items) if checks else None
 
@@ -126,7 +129,7 @@ class _Array:
         count = 0
         if s[i] == "]":
             i += 1
-        elif self.walked is not None:
+        elif self.walked is not None and self.keep:
             while True:
                 value, i = self.walked.read(s, i)
                 count += 1
@@ -147,9 +150,14 @@ class _Array:
         return (kept if self.keep else STREAMED), i
 
     def _items(self, s: str, i: int, kept: list[Any]) -> tuple[int, int]:
-        """Items decoded whole, a chunk at a time where the array is of objects: (how many, the end)."""
+        """Items decoded whole, a chunk at a time where the array is of objects: (how many, the end).
+
+        Where a chunk cannot be had (an item longer than a chunk, a boundary not found), an item of
+        a walked plan is walked (so a long one is never held whole), any other decoded whole.
+        """
         count = 0
         batch: list[Any] = []
+        walked = self.walked
         single_until = i  # after a chunk that would not decode, item by item past where it ended
         following, ending = _Search(_NEXT_OBJECT, s), _Search(_LAST_OBJECT, s)
         while True:
@@ -158,16 +166,11 @@ class _Array:
                     self._check(batch, kept)
                     count += len(batch)
                     batch = []
-                # A chunk ends at a "}, {" between two items, or is the rest of the array when
-                # that is less than a chunk ("}]"). Either found inside a string or deeper in
-                # an item, the "[...]" made of the chunk cannot decode (a string or a bracket is
-                # left open): so a chunk that decodes holds exactly whole items.
-                # (The end is looked for only when no "}, {" follows a chunk's length on.)
-                last = None
-                boundary = following.after(i + self.chunk)
-                if boundary is None:
-                    last = ending.after(i)
-                    boundary = last = last if last is not None and last.end() <= i + 2 * self.chunk else None
+                # A chunk ends at a "}, {" between two items, or is the rest of the array ("}]").
+                # Either found inside a string or deeper in an item, the "[...]" made of the
+                # chunk cannot decode (a string or a bracket is left open): so a chunk that
+                # decodes holds exactly whole items. The braces counted pick the candidate.
+                boundary, last, looked = self._boundary(s, i, following, ending)
                 if boundary is not None:
                     end_of_chunk = boundary.start() + 1
                     piece = "[" + s[i:end_of_chunk] + "]"
@@ -179,17 +182,23 @@ class _Array:
                     if values is not None and end == end_of_chunk - i + 2:
                         self._check(values, kept)
                         count += len(values)
-                        i = boundary.end() - (0 if boundary is last else 1)
-                        if boundary is last:
+                        i = boundary.end() - (1 if not last else 0)
+                        if last:
                             return count, i
                         continue
                     single_until = boundary.end()  # each character is tried in a chunk once at most
-            value, i = _SCAN(s, i)
-            batch.append(value)
-            if len(batch) >= BATCH:
-                self._check(batch, kept)
-                count += len(batch)
-                batch = []
+                else:
+                    single_until = looked  # no item ends where looked: one by one past there
+            if walked is not None:
+                _, i = walked.read(s, i)  # checked as it is walked
+                count += 1
+            else:
+                value, i = _SCAN(s, i)
+                batch.append(value)
+                if len(batch) >= BATCH:
+                    self._check(batch, kept)
+                    count += len(batch)
+                    batch = []
             i = _skip(s, i)
             if s[i] == ",":
                 i = _skip(s, i + 1)
@@ -198,6 +207,40 @@ class _Array:
                 return count + len(batch), i + 1
             else:
                 raise _Doubt
+
+    def _boundary(self, s: str, i: int, following: _Search, ending: _Search) -> tuple[re.Match[str] | None, bool, int]:
+        """Where the chunk from s[i] (an item's "{") ends: (its "}, {" or "}]", whether it is "}]", how far looked).
+
+        The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
+        chunks' length, at which the braces since s[i] balance: that is between two items,
+        unless a string holds brackets (then the decode says no). A "}, {" between the objects of
+        an inner array (a market's outcomes) is passed over. None: no item ends within reach.
+        """
+        at, reach = i + self.chunk, i + 2 * self.chunk
+        if self.walked is None:  # items holding no arrays: the first candidate, as a rule between two
+            found = following.after(at)
+            if found is not None:
+                return found, False, found.end()
+            found = ending.after(i)
+            return (found, True, found.end()) if found is not None and found.end() <= reach else (None, False, i)
+        depth, counted, last = 0, i, False
+        while True:
+            found = None if last else following.after(at)
+            if found is None:
+                last = True
+                found = ending.after(counted)
+            if found is None or found.end() > reach:
+                return None, False, counted
+            close = found.start() + 1
+            # Every item is an object, so within one its own "{" is open: braces alone tell.
+            depth += s.count("{", counted, close) - s.count("}", counted, close)
+            if depth < 0 and not last:  # the array ended before this "}, {": its "}]" from s[i] on
+                depth, counted, last = 0, i, True
+                continue
+            counted = close
+            if depth == 0:
+                return found, last, counted
+            at = max(at, close)  # a "}, {" is looked for a chunk's length on, never nearer
 
     def _check(self, values: list[Any], kept: list[Any]) -> None:
         if self.keep:

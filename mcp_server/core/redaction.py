@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_server.ops import logs
+from mcp_server.wire.jsonrpc import Verbatim, dumps_in_slices
 from mcp_server.wire.x402 import Payment
 
 MIN_RUN: Final = 8
@@ -331,11 +332,13 @@ class Redactor:
 
         Its JSON text is read first, by the definition, as the strings in it are (and as a string
         holding JSON text is read once more): a value in which nothing can match is never walked.
+        A jsonrpc.Verbatim in it must be `held` (text already held to the definition), and is left
+        as it is: one that is not is refused (ValueError), never passed on unsearched.
         """
         if not self._needles:
             return value
         try:
-            text = json.dumps(value, ensure_ascii=False)
+            text = dumps_in_slices(value, ensure_ascii=False, default=_held)  # a slice at a time
         except (RecursionError, TypeError, ValueError):
             text = None  # too deep to write out here: walked instead
         if text is not None and self._bytes is not None:
@@ -447,7 +450,39 @@ class Redactor:
         return False
 
     def _walk(self, value: Any) -> Any:
-        """A scrubbed copy, built without recursion: JSON may be nested as deep as the parser allows."""
+        """A scrubbed copy (`value` itself when no string changes), built without recursion (JSON nests deep).
+
+        Which strings change is found in bulk: the strings (names and values) are searched
+        joined by line breaks, as one text, and the halves of a group that might spell a needle
+        searched again, down to the strings themselves, each then scrubbed. A line break ends
+        every escape, so each string decodes in the group's text as it does alone, and whatever
+        one of them spells, the group's text spells (`might_be_in` is sound: it suspects whatever
+        `scrub` would change, for a string short enough; a longer one is scrubbed on its own). So
+        a large answer costs a few passes in C and two walks, not a search per string.
+        """
+        strings = _strings(value)
+        if self._bytes is None:
+            changed = {text: self.scrub(text) for text in set(strings)}
+        else:
+            distinct = list(dict.fromkeys(strings))
+            # A string long enough to exhaust the search's budget may be changed where the raw
+            # bytes' test finds nothing (withheld whole): scrubbed on its own.
+            bound = self._anchor_bound
+            changed = {text: self.scrub(text) for text in distinct if len(text) * bound >= MAX_CANDIDATES}
+            groups = [[text for text in distinct if len(text) * bound < MAX_CANDIDATES]]
+            while groups:
+                group = groups.pop()
+                if not group or not self.might_be_in("\n".join(group).encode("utf-8", "surrogatepass")):
+                    continue
+                if len(group) == 1:
+                    changed[group[0]] = self.scrub(group[0])
+                else:
+                    half = len(group) // 2
+                    groups += [group[:half], group[half:]]
+        changed = {text: scrubbed for text, scrubbed in changed.items() if scrubbed is not text}
+        if not changed:
+            return value
+        replace = changed.get
         top: list[Any] = [None]
         stack: list[tuple[Any, Any, Any]] = [(value, top, 0)]  # (item, its new container, its key there)
         while stack:
@@ -456,14 +491,14 @@ class Redactor:
                 copy: dict[Any, Any] = {}
                 parent[key] = copy
                 for name, sub in item.items():
-                    name = self.scrub(name) if isinstance(name, str) else name
+                    name = replace(name, name) if isinstance(name, str) else name
                     copy[name] = None  # the key's place, in order; its value is filled in below
                     stack.append((sub, copy, name))
             elif isinstance(item, list):
                 parent[key] = items = [None] * len(item)
                 stack.extend((sub, items, i) for i, sub in enumerate(item))
             else:
-                parent[key] = self.scrub(item) if isinstance(item, str) else item
+                parent[key] = replace(item, item) if isinstance(item, str) else item
         return top[0]
 
     def _runs(self, folded: bytes) -> list[tuple[int, int, str]] | None:
@@ -504,6 +539,32 @@ class Redactor:
                 continue
             merged.append((start, end, replacement))
         return merged
+
+
+def _held(value: Any) -> None:
+    """A Verbatim held to the request's credentials where it was made (outcomes.success_result)
+    is left as it is; any other is for the caller to read back first (tools._without_credentials)."""
+    if isinstance(value, Verbatim) and value.held:
+        return None
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable here")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, names and values, without recursion."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found += [name for name in item if isinstance(name, str)]
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, Verbatim) and not item.held:
+            raise ValueError("a verbatim value not held to the credentials: read it back first")
+    return found
 
 
 def _splice(text: str, data: bytes, spans: list[tuple[int, int, str]]) -> str:

@@ -19,7 +19,7 @@ import operator
 import re
 from collections import deque
 from collections.abc import Callable
-from itertools import chain
+from itertools import chain, compress, repeat
 from typing import Any, Final
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -501,6 +501,7 @@ _EXACT: dict[str, frozenset[type]] = {
     "null": frozenset({type(None)}),
 }
 _NUMBERS = frozenset({int, float})
+_MANY_NAMES: Final = 64  # other names (additionalProperties) checked a column each; more: one by one
 _ABSENT = object()
 # What the checker reads from a value; anything else in a schema is an annotation it ignores
 # (answers.py streams only what these keywords allow).
@@ -547,9 +548,13 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
     """A check of many values at once, sound where it says yes: True only if each value would pass `check`.
 
     Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
-    `operator.contains`...), so a thousand values cost no Python per value. Whatever it cannot
-    settle so (an integral float, an enum of objects, an anyOf its first branch does not settle)
-    it answers False, and the caller checks those values one by one.
+    `operator.contains`...), so a thousand values cost no Python per value. A keyword that
+    applies to one type (a length, a pattern, items, properties) is checked on the values of that
+    type, picked out in C, so a type union (`["string", "array"]`) is settled as one type is; so
+    are other names an open object gives a schema (additionalProperties), a column each, and an
+    anyOf whose values each type's group fits some branch of (a nullable). Whatever it cannot
+    settle so (an integral float, an enum of objects, a group no branch settles) it answers
+    False, and the caller checks those values one by one.
     """
     steps: list[Callable[[list[Any], set[type]], bool]] = []
     allowed: frozenset[type] | None = None
@@ -576,9 +581,10 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
         def in_bounds(values: list[Any], types: set[type]) -> bool:
             if not types & _NUMBERS:
                 return True  # bounds apply to numbers only (true is no number here)
-            if not types <= _NUMBERS:
-                return False
-            low, high = min(values), max(values)
+            numbers = (
+                values if types <= _NUMBERS else list(compress(values, map(_NUMBERS.__contains__, map(type, values))))
+            )
+            low, high = min(numbers), max(numbers)
             return all(test(low, limit) and test(high, limit) for limit, test in bounds)
 
         steps.append(in_bounds)
@@ -592,9 +598,18 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
     if objects is not None:
         steps.append(objects)
     branches = schema.get("anyOf")
-    if isinstance(branches, list) and branches and isinstance(branches[0], dict):
-        first = compile_bulk(branches[0])  # each value fitting the first branch fits anyOf
-        steps.append(lambda values, types: first(values))
+    if isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches):
+        alternatives = [compile_bulk(branch) for branch in branches]
+
+        def any_of(values: list[Any], types: set[type]) -> bool:
+            # Each value fitting some branch fits anyOf: the first branch for them all, else the
+            # values of each type (a nullable's strings and its nulls) each by a branch of its own.
+            if alternatives[0](values):
+                return True
+            groups = [values] if len(types) == 1 else [_of(values, kind) for kind in types]
+            return all(any(alternative(group) for alternative in alternatives) for group in groups)
+
+        steps.append(any_of)
 
     def bulk(values: list[Any]) -> bool:
         types = set(map(type, values))
@@ -609,6 +624,11 @@ def _never(values: list[Any]) -> bool:
     return not values
 
 
+def _of(values: list[Any], kind: type) -> list[Any]:
+    """The values of exactly this type, in one pass in C (the rest are other keywords' to check)."""
+    return list(compress(values, map(operator.is_, map(type, values), repeat(kind))))
+
+
 def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
     low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
     if low is None and high is None and source is None:
@@ -618,13 +638,12 @@ def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool]
     def texts(values: list[Any], types: set[type]) -> bool:
         if str not in types:
             return True
-        if types != {str}:
-            return False
+        strings = values if len(types) == 1 else _of(values, str)
         if low is not None or high is not None:
-            sizes = list(map(len, values))
+            sizes = list(map(len, strings))
             if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
                 return False
-        return pattern is None or all(map(pattern.search, values))
+        return pattern is None or all(map(pattern.search, strings))
 
     return texts
 
@@ -644,13 +663,12 @@ def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool]
     def lists(values: list[Any], types: set[type]) -> bool:
         if list not in types:
             return True
-        if types != {list}:
-            return False
+        arrays = values if len(types) == 1 else _of(values, list)
         if low is not None or high is not None:
-            sizes = list(map(len, values))
+            sizes = list(map(len, arrays))
             if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
                 return False
-        return each is None or each(list(chain.from_iterable(values)))
+        return each is None or each(list(chain.from_iterable(arrays)))
 
     return lists
 
@@ -660,7 +678,10 @@ def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], boo
     required: list[str] = schema.get("required", [])
     extra = schema.get("additionalProperties", True)
     fields = {name: sub for name, sub in properties.items() if isinstance(sub, dict) and not _checks_nothing(sub)}
-    if not (fields or required or extra is not True):
+    closed = extra is False
+    # Open but typed (additionalProperties a schema): the values of the other names, in bulk.
+    others = compile_bulk(extra) if isinstance(extra, dict) and not _checks_nothing(extra) else None
+    if not (fields or required or closed or others):
         return None
     known = frozenset(properties)
     # Properties whose schema is a type alone are settled together, from the types of every value
@@ -676,10 +697,10 @@ def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], boo
     def objects(values: list[Any], types: set[type]) -> bool:
         if dict not in types:
             return True
-        if types != {dict}:
-            return False
+        if len(types) > 1:
+            values = _of(values, dict)
         names: set[str] | None = None
-        if fetch is not None or extra is not True:
+        if fetch is not None or closed or others is not None:
             sizes = set(map(len, values))
             names = set().union(*values)
             # Objects of one size n whose names number n together all have exactly those names
@@ -690,8 +711,13 @@ def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], boo
                     deque(map(fetch, values), maxlen=0)  # every required name, in every object
                 except KeyError:
                     return False
-        if extra is not True and names is not None and not names <= known:
-            return False  # a name outside properties: closed, or with its own schema, is the checker's
+        unknown = names - known if names is not None and (closed or others is not None) else set()
+        if unknown:
+            if closed or len(unknown) > _MANY_NAMES:
+                return False  # a name outside properties where none may be: the checker's to word
+            assert others is not None
+            if not all(others(_column(values, name, False)) for name in unknown):
+                return False
         settled = False
         if str in common:
             try:

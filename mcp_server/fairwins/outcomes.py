@@ -6,7 +6,6 @@ model reads the same words here as in the app. A failure is never rendered as []
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -16,7 +15,16 @@ from mcp_server.core import redaction
 from mcp_server.ops.logs import redact
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.upstream.retry_after import retry_after_seconds
-from mcp_server.wire.jsonrpc import MAX_DEPTH, JSONObject, NumberTooLong, loads, too_deep, verbatim, verbatim_text
+from mcp_server.wire.jsonrpc import (
+    MAX_DEPTH,
+    JSONObject,
+    NumberTooLong,
+    dumps_in_slices,
+    loads,
+    too_deep,
+    verbatim,
+    verbatim_text,
+)
 
 PUBLIC_NOTE = "This public read needed no token."
 MAX_QUOTED = 200  # characters of gateway-written text quoted inside our own sentences
@@ -297,12 +305,42 @@ def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) ->
     return result
 
 
-def success_result(value: Any, notes: list[str]) -> JSONObject:
-    """The gateway's JSON verbatim as structuredContent and as text, plus the honest notes."""
-    content = [text_block(json.dumps(value, ensure_ascii=False, separators=(",", ":")))]
+def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | None = None) -> JSONObject:
+    """The gateway's JSON verbatim as structuredContent and as text, plus the honest notes.
+
+    Encoded once, a slice at a time (jsonrpc.dumps_in_slices): the text block is that text,
+    escaped once, and structuredContent the same text, written as it is (jsonrpc.Verbatim); each
+    lone surrogate is U+FFFD, as `jsonrpc.encode` writes one. With `redactor`, the value's
+    strings are scrubbed first, and the text is held to the definition as a whole: one that might
+    still spell a credential (a run across two strings) is left as values for the exact search
+    (tools._without_credentials).
+    """
+    if redactor is not None:
+        value = redactor.scrub_value(value)
+    text = dumps_in_slices(value, ensure_ascii=False)
+    if _LONE_SURROGATE.search(text):
+        text = _LONE_SURROGATE.sub("\ufffd", text)
+    raw = text.encode("utf-8")
+    if redactor is not None and redactor.might_be_in(raw):
+        return _success_values(value, text, notes)
+    ascii_raw, held = (raw if raw.isascii() else None), redactor is not None
+    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text, ascii_raw, held)}]
+    if notes:
+        content.append(text_block(" ".join(notes)))
+    result: JSONObject = {"content": content, "isError": False}
+    if isinstance(value, dict):
+        result["structuredContent"] = verbatim(text, ascii_raw, held)
+    return result
+
+
+def _success_values(value: Any, text: str, notes: list[str]) -> JSONObject:
+    content = [text_block(text)]
     if notes:
         content.append(text_block(" ".join(notes)))
     result: JSONObject = {"content": content, "isError": False}
     if isinstance(value, dict):
         result["structuredContent"] = value
     return result
+
+
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")

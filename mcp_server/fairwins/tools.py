@@ -17,6 +17,7 @@ from typing import Any, Final
 from mcp_server.core import schema, steps
 from mcp_server.core.answers import Reader
 from mcp_server.core.context import RequestContext
+from mcp_server.core.redaction import Redactor
 from mcp_server.core.steps import Compute, Steps
 from mcp_server.fairwins import payments
 from mcp_server.fairwins.outcomes import (
@@ -33,7 +34,7 @@ from mcp_server.fairwins.outcomes import (
 )
 from mcp_server.fairwins.snapshot import Snapshot
 from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import JSONObject, too_deep, well_formed
+from mcp_server.wire.jsonrpc import JSONObject, Verbatim, too_deep, well_formed
 from mcp_server.wire.versions import STRUCTURED_OUTPUT_VERSIONS
 
 _PATH_PARAM = re.compile(r"{(\w+)}")
@@ -210,7 +211,7 @@ class GatewayTool:
             exposed = _exposed(outcome, request, ctx)
             # An answer that cannot spell the call's credentials is passed on as the gateway wrote it;
             # one that might is rendered as values and searched (_without_credentials).
-            result = self.render(outcome, request, ctx, verbatim=not exposed)
+            result = self.render(outcome, request, ctx, verbatim=not exposed, scrub=exposed)
             if result.get("isError") is True:
                 self._note_failure(result, outcome, request, ctx)
             return _without_credentials(result, ctx) if exposed else result
@@ -221,21 +222,30 @@ class GatewayTool:
         return finish()
 
     def render(
-        self, outcome: Outcome, request: GatewayRequest, ctx: RequestContext, *, verbatim: bool = False
+        self,
+        outcome: Outcome,
+        request: GatewayRequest,
+        ctx: RequestContext,
+        *,
+        verbatim: bool = False,
+        scrub: bool = False,
     ) -> JSONObject:
+        """The call's result. `scrub`: an answer that might spell the call's credentials has its
+        values scrubbed before it is encoded (the caller still holds the whole result to them)."""
+        redactor = ctx.redactor() if scrub else None
         if request.payment is not None:
             paid = payments.paid_result(
                 outcome,
                 self.name,
                 ctx.response_headers,
-                lambda resp: self._answer(resp, ctx, verbatim),
+                lambda resp: self._answer(resp, ctx, verbatim, redactor),
                 self._failure,
             )
             if paid.get("isError") is True and "structuredContent" not in paid and _structured(ctx):
                 paid["structuredContent"] = self._paid_failure(outcome, paid).facts()
             return paid
         if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            return self._answer(outcome, ctx, verbatim)
+            return self._answer(outcome, ctx, verbatim, redactor)
         if isinstance(outcome, GatewayResponse) and outcome.status in (402, 412) and self.priced:
             price = payments.price_result(outcome, self.name)
             if price is not None:
@@ -245,7 +255,13 @@ class GatewayTool:
             failure = Failure("no_token", failure.status, failure.code)
         return self._error(self.wording.say(failure, self.what), failure, ctx)
 
-    def _answer(self, resp: GatewayResponse, ctx: RequestContext | None = None, verbatim: bool = False) -> JSONObject:
+    def _answer(
+        self,
+        resp: GatewayResponse,
+        ctx: RequestContext | None = None,
+        verbatim: bool = False,
+        redactor: Redactor | None = None,
+    ) -> JSONObject:
         """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read.
 
         With `verbatim`, the answer is first read as text in one pass (answers.Reader): when the
@@ -270,7 +286,7 @@ class GatewayTool:
             failure = undescribed(shape, resp.status)
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
             return self._error(self.wording.say(failure, self.what), failure, ctx, answer=text)
-        return success_result(value, self._notes(value))
+        return success_result(value, self._notes(value), redactor)
 
     def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
         """The answer passed on as the gateway wrote it, when the reader vouches for it; None when in doubt."""
@@ -366,6 +382,13 @@ def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
     for name, value in list(ctx.response_headers.items()):
         if redactor.holds(value):
             del ctx.response_headers[name]
+    # An answer encoded without being held to the credentials is read back, to be searched by value.
+    for block in result.get("content", []):
+        if isinstance(block, dict) and isinstance(block.get("text"), Verbatim) and not block["text"].held:
+            block["text"] = block["text"].value()
+    structured = result.get("structuredContent")
+    if isinstance(structured, Verbatim) and not structured.held:
+        result["structuredContent"] = structured.value()
     scrubbed: JSONObject = redactor.scrub_value(result)
     return scrubbed
 

@@ -6,12 +6,14 @@ carries the error to send back, so every transport answers malformed input the s
 
 from __future__ import annotations
 
+import functools
 import json
+import json.decoder
 import math
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from json.encoder import encode_basestring_ascii
@@ -89,6 +91,9 @@ class Verbatim:
     """
 
     data: bytes | str | tuple[bytes, ...]
+    # Held whole to a request's credentials where it was made (redaction: nothing in it can spell
+    # them), so a search for them leaves it as it is; one not held is read back and searched.
+    held: bool = False
 
     def value(self) -> Any:
         """The value itself, parsed now (for a reader in this process; the wire never needs it)."""
@@ -96,9 +101,14 @@ class Verbatim:
 
 
 _NON_ASCII: Final = re.compile("[^\\x00-\\x7f]+")
+_TEXT_SLICE: Final = 256 * 1024  # characters escaped by one C call
 
 
-def verbatim(text: str, raw: bytes | None = None) -> Verbatim:
+def _escaped_run(run: re.Match[str]) -> str:
+    return encode_basestring_ascii(run.group())[1:-1]
+
+
+def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
     """`text` (JSON `loads` accepted, decoded from `raw` when given) as it may be written on a line-framed wire.
 
     JSON holds a line break only as whitespace between tokens (a string must escape it), so it
@@ -109,16 +119,18 @@ def verbatim(text: str, raw: bytes | None = None) -> Verbatim:
         data = raw.strip(b" \t\r\n")
         if b"\n" in data or b"\r" in data:
             data = data.replace(b"\r", b" ").replace(b"\n", b" ")
-        return Verbatim(data)
+        return Verbatim(data, held)
     text = text.strip(" \t\r\n")
     if not text.isascii():
-        text = _NON_ASCII.sub(lambda run: encode_basestring_ascii(run.group())[1:-1], text)
+        text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
+            _NON_ASCII.sub(_escaped_run, text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
+        )
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")
-    return Verbatim(text)
+    return Verbatim(text, held)
 
 
-def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
+def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
     """`text` as a JSON string, escaped now (ASCII, one line), for a message to carry as it is.
 
     A large string escaped inside the whole message costs that escape again in copies as the
@@ -128,15 +140,75 @@ def verbatim_text(text: str, raw: bytes | None = None) -> Verbatim:
     text holds that a string must escape are then `\\`, `"` and the whitespace between tokens.
     """
     if raw is None or not raw.isascii():
-        return Verbatim(encode_basestring_ascii(text))
+        if len(text) <= _TEXT_SLICE:
+            return Verbatim(encode_basestring_ascii(text), held)
+        # A slice at a time (each character's escape is its own, so the slices join exactly).
+        slices = (encode_basestring_ascii(text[at : at + _TEXT_SLICE])[1:-1] for at in range(0, len(text), _TEXT_SLICE))
+        return Verbatim('"' + "".join(slices) + '"', held)
     data = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     for space, escaped in _SPACES:
         if space in data:
             data = data.replace(space, escaped)
-    return Verbatim((b'"', data, b'"'))  # not joined: that would copy the text once more
+    return Verbatim((b'"', data, b'"'), held)  # not joined: that would copy the text once more
 
 
 _SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
+
+_ITEMS: Final = 256  # items of a long array written by one json.dumps call
+_FEW: Final = 16  # an array of at most this many items is looked into (an envelope's chains)
+
+
+def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
+    """`json.dumps(value, separators=(",", ":"))`, the same text, written a slice at a time.
+
+    One json.dumps of a multi-megabyte value is one C call that holds the interpreter lock for
+    tens of milliseconds, and the event loop waits for it. Here a long array is written _ITEMS
+    items per call, and the objects and short arrays around such arrays (an answer's envelope)
+    member by member, so no call writes more than a slice of a long list (or one long string).
+    """
+    dump = functools.partial(
+        json.dumps, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=default
+    )
+    out: list[str] = []
+    # (what, how): _RAW text as it is, _SLICE_OF items written together, else a value at that depth.
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, how = stack.pop()
+        if how == _RAW:
+            out.append(item)
+        elif how == _SLICE_OF:
+            out.append(dump(item)[1:-1])
+        elif how < _DEEPEST and isinstance(item, list) and len(item) > _FEW:
+            stack.append(("]", _RAW))
+            for at in reversed(range(0, len(item), _ITEMS)):
+                stack.append((item[at : at + _ITEMS], _SLICE_OF))
+                if at:
+                    stack.append((",", _RAW))
+            stack.append(("[", _RAW))
+        elif how < _DEEPEST and isinstance(item, list) and item:
+            stack.append(("]", _RAW))
+            for index in reversed(range(len(item))):
+                stack.append((item[index], how + 1))
+                if index:
+                    stack.append((",", _RAW))
+            stack.append(("[", _RAW))
+        elif how < _DEEPEST and isinstance(item, dict) and item:
+            stack.append(("}", _RAW))
+            names = list(item)
+            for index in reversed(range(len(names))):
+                stack.append((item[names[index]], how + 1))
+                stack.append((dump(names[index]) + ":", _RAW))
+                if index:
+                    stack.append((",", _RAW))
+            stack.append(("{", _RAW))
+        else:
+            out.append(dump(item))
+    return "".join(out)
+
+
+_RAW: Final = -1
+_SLICE_OF: Final = -2
+_DEEPEST: Final = 6  # levels looked into; deeper values are written whole
 
 
 # ---- what the official SDKs read -----------------------------------------------------------------
@@ -294,6 +366,11 @@ def loads(data: bytes | str) -> Any:
                 raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
         else:
             data = data.decode(json.detect_encoding(data), "surrogatepass")
+        if len(data) > SLICED_LOADS:
+            try:
+                return _loads_in_slices(data)
+            except (ValueError, StopIteration, IndexError, RecursionError):
+                pass  # not JSON after all (or too deep): the decoder's own reading says why
         return DECODER.decode(data)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
@@ -301,6 +378,69 @@ def loads(data: bytes | str) -> Any:
         if "integer string conversion" in str(exc):  # int()'s own refusal, raised inside json
             raise NumberTooLong(f"a number over {sys.get_int_max_str_digits()} digits long") from None
         raise
+
+
+SLICED_LOADS: Final = 256 * 1024  # characters from which a text is decoded a slice at a time
+# The C scanner DECODER.decode runs on, one value at a time, and its string reader (typeshed names neither).
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
+_SCAN_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
+_WS: Final = re.compile(r"[ \t\n\r]*")
+
+
+def _loads_in_slices(s: str) -> Any:
+    """`DECODER.decode(s)`, the same value, decoded a slice at a time; raises on what it does not read.
+
+    One decode of a multi-megabyte text is one C call that holds the interpreter lock for tens of
+    milliseconds. Here the objects and the first _FEW items of each array, down to _DEEPEST
+    levels (an answer's envelope), are walked member by member, and every other value decoded by
+    the same C scanner on its own: each call decodes one member or one item of a long array.
+    Whatever does not read as JSON here (a trailing comma, extra data) raises, and the caller's
+    decoder reads it again, to say why.
+    """
+    i = _WS.match(s, 0).end()  # type: ignore[union-attr]
+    value, i = _walk_value(s, i, 0)
+    if _WS.match(s, i).end() != len(s):  # type: ignore[union-attr]
+        raise ValueError("extra data")
+    return value
+
+
+def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
+    opening = s[i]
+    if depth >= _DEEPEST or (opening != "{" and opening != "["):
+        return _SCAN(s, i)
+    space = _WS.match
+    i = space(s, i + 1).end()  # type: ignore[union-attr]
+    if opening == "{":
+        members: dict[str, Any] = {}
+        if s[i] == "}":
+            return members, i + 1
+        while True:
+            if s[i] != '"':
+                raise ValueError("a name was expected")
+            name, i = _SCAN_STRING(s, i + 1, True)
+            i = space(s, i).end()  # type: ignore[union-attr]
+            if s[i] != ":":
+                raise ValueError("a colon was expected")
+            i = space(s, i + 1).end()  # type: ignore[union-attr]
+            members[name], i = _walk_value(s, i, depth + 1)
+            i = space(s, i).end()  # type: ignore[union-attr]
+            if s[i] == "}":
+                return members, i + 1
+            if s[i] != ",":
+                raise ValueError("a comma was expected")
+            i = space(s, i + 1).end()  # type: ignore[union-attr]
+    items: list[Any] = []
+    if s[i] == "]":
+        return items, i + 1
+    while True:
+        item, i = _walk_value(s, i, depth + 1) if len(items) < _FEW else _SCAN(s, i)
+        items.append(item)
+        i = space(s, i).end()  # type: ignore[union-attr]
+        if s[i] == "]":
+            return items, i + 1
+        if s[i] != ",":
+            raise ValueError("a comma was expected")
+        i = space(s, i + 1).end()  # type: ignore[union-attr]
 
 
 def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:

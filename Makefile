@@ -10,10 +10,13 @@ CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x6
 
 .PHONY: test test-tools apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
+# Quiet: setuptools' "Editable installation" notice (that an editable install is one, printed for
+# every editable install with a package list like ours) is filtered by its message; a warning about
+# our own configuration still shows.
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]' -e ./assistant_contract
+	PYTHONWARNINGS='ignore:Editable installation' $(VPY) -m pip install --quiet -e '.[dev]' -e ./assistant_contract
 	touch $(VPY)
 
 # The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector

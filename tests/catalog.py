@@ -16,6 +16,10 @@ from mcp_server.upstream.gateway import Gateway
 _TOOLS: Final = sorted(build_catalog(Gateway(None)).tools, key=lambda t: t.name)
 _GATEWAY: Final = [t for t in _TOOLS if isinstance(t, GatewayTool)]
 
+TITLE: Final[dict[str, str]] = {t.name: str(t.definition()["title"]) for t in _TOOLS}  # as tools/list titles it
+REQUIRED: Final[dict[str, tuple[str, ...]]] = {
+    t.name: tuple(t.definition()["inputSchema"].get("required", ())) for t in _TOOLS
+}
 SERVED: Final[tuple[str, ...]] = tuple(t.name for t in _TOOLS)  # every tool tools/list names, sorted
 PUBLIC: Final[tuple[str, ...]] = tuple(t.name for t in _GATEWAY if t.public)  # need no credential
 MEMBER: Final[tuple[str, ...]] = tuple(t.name for t in _GATEWAY if not t.public)  # need a scoped token

@@ -289,8 +289,24 @@ def assert_one_html5_document(text: str) -> None:
 def test_each_view_is_small_self_contained_and_names_itself(view: views.View) -> None:
     page = view.html()
     assert len(page.encode("utf-8")) <= 40 * 1024
-    assert f'<html lang="en" data-view="{view.name}">' in page
+    assert f'<html lang="en" data-view="{view.name}" data-tools="{" ".join(view.tools)}">' in page
     assert_one_html5_document(page)
+
+
+def test_which_tools_have_a_view_is_views_py_alone_and_the_page_draws_every_view() -> None:
+    """The page names no tool (it reads <html data-tools>), and draws each view views.py declares."""
+    from tests import catalog
+
+    page = views._page()
+    names, tools = "|".join(v.name for v in views.VIEWS), "|".join(catalog.SERVED)
+    paired = re.findall(rf"\b({names})\s*:\s*[\"']({tools})[\"']", page)
+    assert paired == [], f"app.html maps views to tools itself; views.py's View.tools is the one list: {paired}"
+    assert 'data-tools="get_wagers"' in views.VIEWS[0].html()
+    (dispatch,) = re.findall(r"\(\{ ([^}]*) \}\)\[VIEW\]", page)
+    drawn = [entry.split(":")[0].strip() for entry in dispatch.split(",")]
+    assert sorted(drawn) == sorted(v.name for v in views.VIEWS)
+    for view in views.VIEWS:
+        assert set(view.tools) <= set(catalog.SERVED), view
 
 
 def test_the_page_builds_no_markup_from_strings_and_fetches_nothing() -> None:

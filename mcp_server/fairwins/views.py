@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import functools
 import os
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,6 +45,12 @@ class View:
     ttl_ms: int = 3_600_000
     cache_scope: str = "public"
 
+    def __post_init__(self) -> None:
+        # Written into an HTML attribute as they are: names only, never anything to escape.
+        for word in (self.name, *self.tools):
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", word):
+                raise ValueError(f"{word!r} is not a view or tool name")
+
     def definition(self) -> JSONObject:
         return {
             "uri": self.uri,
@@ -57,7 +64,8 @@ class View:
         page = _page()
         if VIEW_MARK not in page:
             raise RuntimeError(f"{PAGE} lost its {VIEW_MARK} mark")
-        return page.replace(VIEW_MARK, f'data-view="{self.name}"', 1)
+        # The page names what it waits for and what failed from data-tools: no tool list of its own.
+        return page.replace(VIEW_MARK, f'data-view="{self.name}" data-tools="{" ".join(self.tools)}"', 1)
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
         # No csp (restrictive default: no network), no permissions but clipboard-write, which only

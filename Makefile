@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
+.PHONY: test test-tools format apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
 # Quiet: setuptools' "Editable installation" notice (that an editable install is one, printed for
 # every editable install with a package list like ours) is filtered by its message; a warning about
@@ -152,10 +152,15 @@ readme: $(VPY)
 readme-check: $(VPY)
 	$(VPY) -m scripts.readme --check
 
-# CONTRIBUTING.md's "Adding a tool", shown: a throwaway public tool added to a copy of the tree by
-# writing only the files it lists, then the tool, contract and sandbox tests and an SDK session there.
-add-tool-check: $(VPY)
+# CONTRIBUTING.md's "Adding a tool", shown: a throwaway public tool and a member tool with a view added
+# to a copy of the tree by writing only the files it lists, then the tool, contract, sandbox and view
+# tests and an official SDK client session (.venv-sdk, installed here when missing) there.
+add-tool-check: $(VPY) $(SDK_READY)
 	$(VPY) -m scripts.add_tool_check
+
+# The code formatted and the fixable lint fixed, as `make lint` then wants them (ruff format, ruff check --fix).
+format: $(VPY)
+	$(PYTHON) -m scripts.ci format
 
 # A wheel in dist/, built offline, with the snapshot inside: pip install / pipx install it anywhere.
 dist: $(VPY)

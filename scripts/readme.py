@@ -135,6 +135,13 @@ def check_sample(current: str) -> str:
     return "\n".join(lines)
 
 
+def sandbox_routes(_: str) -> str:
+    """The routes the sandbox gateway (tests/sandbox_gateway.py) answers, by path."""
+    from tests.sandbox_gateway import _ROUTES
+
+    return ", ".join(f"`{route.method} {route.path}`" for route in sorted(_ROUTES, key=lambda r: (r.path, r.method)))
+
+
 def view_rows(_: str) -> str:
     """docs/apps.md's table of which tools have a view: fairwins/views.py's VIEWS."""
     from mcp_server.fairwins.views import VIEWS
@@ -278,6 +285,7 @@ class Block:
 BLOCKS: Final = (
     Block("README.md", "tool-count", demo_tools_list),
     Block("README.md", "public-tools", public_tools),
+    Block("README.md", "sandbox-routes", sandbox_routes),
     Block("README.md", "catalog", lambda _: "\n" + catalog_markdown() + "\n"),
     Block("docs/configuration.md", "check-sample", check_sample),
     Block("docs/apps.md", "views", view_rows),

@@ -35,6 +35,7 @@ PAGE_ATTRIBUTES: Final = frozenset(
     {
         "lang",
         "data-view",
+        "data-tools",
         "data-theme",
         "charset",
         "name",

@@ -72,8 +72,17 @@ screenshots: $(VPY) apps-host
 	FAIRWINS_SCREENSHOTS=docs/images $(VPY) -m pytest -q -p no:cacheprovider tests/test_apps_host.py tests/test_apps_inspector.py -k screenshots
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
+# Two runs: everything but the `serial` tests on every core (pytest-xdist, a test file whole on one
+# worker), then the serial ones (stop signals, drains, crowds: tests/conftest.py's SERIAL) one at a
+# time, last, so the run closes on pytest's summary line. A line per file as it finishes
+# (tests/progress.py). The second runs even when the first failed; either failing fails the target (a
+# run that selects no test is not a failure). TEST_ARGS adds pytest arguments to both (TEST_ARGS='-k wagers').
+TEST_ARGS ?=
 test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) apps-host test-tools
-	$(VPY) -m pytest
+	status=0; \
+	$(VPY) -m pytest -n auto --dist loadfile --progress-files -m 'not image and not serial' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	$(VPY) -m pytest --progress-files -m 'serial and not image' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	exit $$status
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
 # needs it never skips): nginx in front of the server (tests/test_proxy.py) and running the README's

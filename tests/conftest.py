@@ -93,6 +93,8 @@ SERIAL: dict[str, str] = {
     "tests/test_door.py": "a rolling restart behind nginx and a crowd at the defaults",
     "tests/test_operator_drill.py": "three replicas, nginx and a crowd at once, nothing lost",
     "tests/test_pids_limit.py": "a real pids limit, counted",
+    "tests/test_gateway.py": "a deadline held to within a second of slack",
+    "tests/test_gateway_faults.py": "a deadline held to within a second of slack",
 }
 
 

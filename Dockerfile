@@ -1,11 +1,12 @@
 FROM python:3.11-slim AS build
 # The wheel is built here and only the installed package leaves this stage: no source tree, build
 # directory or wheel reaches a layer of the final image. No runtime dependencies, so nothing is
-# fetched: the base image's setuptools and wheel build it offline, into a venv of its own (the
-# same path in the final stage) so the final stage copies one directory whatever the base
-# interpreter's own install layout is.
+# fetched: the base image's setuptools and wheel build it offline (setuptools 79.0.1: 77 or later
+# reads pyproject.toml's SPDX license and its license-files, LICENSE, which the wheel carries),
+# into a venv of its own (the same path in the final stage) so the final stage copies one
+# directory whatever the base interpreter's own install layout is.
 WORKDIR /src
-COPY pyproject.toml setup.py MANIFEST.in README.md toolDefs.snapshot.json ./
+COPY pyproject.toml LICENSE setup.py MANIFEST.in README.md toolDefs.snapshot.json ./
 COPY mcp_server ./mcp_server
 RUN pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation --wheel-dir /wheels . \
     && python -m venv --without-pip /opt/fairwins-mcp \

@@ -8,12 +8,15 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-tools apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
+.PHONY: test test-tools format apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
+# Quiet: setuptools' "Editable installation" notice (that an editable install is one, printed for
+# every editable install with a package list like ours) is filtered by its message; a warning about
+# our own configuration still shows.
 $(VPY): pyproject.toml setup.py assistant_contract/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[dev]' -e ./assistant_contract
+	PYTHONWARNINGS='ignore:Editable installation' $(VPY) -m pip install --quiet -e '.[dev]' -e ./assistant_contract
 	touch $(VPY)
 
 # The official MCP Python SDK client (tests/test_sdk_client.py) in .venv-sdk and the MCP Inspector
@@ -69,8 +72,17 @@ screenshots: $(VPY) apps-host
 	FAIRWINS_SCREENSHOTS=docs/images $(VPY) -m pytest -q -p no:cacheprovider tests/test_apps_host.py tests/test_apps_inspector.py -k screenshots
 
 # The real CLIs the tests drive (the mcpb CLI, Claude Code) are installed first, pinned, into .tools/.
+# Two runs: everything but the `serial` tests on every core (pytest-xdist, a test file whole on one
+# worker), then the serial ones (stop signals, drains, crowds: tests/conftest.py's SERIAL) one at a
+# time, last, so the run closes on pytest's summary line. A line per file as it finishes
+# (tests/progress.py). The second runs even when the first failed; either failing fails the target (a
+# run that selects no test is not a failure). TEST_ARGS adds pytest arguments to both (TEST_ARGS='-k wagers').
+TEST_ARGS ?=
 test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) apps-host test-tools
-	$(VPY) -m pytest
+	status=0; \
+	$(VPY) -m pytest -n auto --dist loadfile --progress-files -m 'not image and not serial' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	$(VPY) -m pytest --progress-files -m 'serial and not image' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	exit $$status
 
 # Real infrastructure the tests drive, installed from Debian's packages when missing (a test that
 # needs it never skips): nginx in front of the server (tests/test_proxy.py) and running the README's
@@ -149,10 +161,15 @@ readme: $(VPY)
 readme-check: $(VPY)
 	$(VPY) -m scripts.readme --check
 
-# CONTRIBUTING.md's "Adding a tool", shown: a throwaway public tool added to a copy of the tree by
-# writing only the files it lists, then the tool, contract and sandbox tests and an SDK session there.
-add-tool-check: $(VPY)
+# CONTRIBUTING.md's "Adding a tool", shown: a throwaway public tool and a member tool with a view added
+# to a copy of the tree by writing only the files it lists, then the tool, contract, sandbox and view
+# tests and an official SDK client session (.venv-sdk, installed here when missing) there.
+add-tool-check: $(VPY) $(SDK_READY)
 	$(VPY) -m scripts.add_tool_check
+
+# The code formatted and the fixable lint fixed, as `make lint` then wants them (ruff format, ruff check --fix).
+format: $(VPY)
+	$(PYTHON) -m scripts.ci format
 
 # A wheel in dist/, built offline, with the snapshot inside: pip install / pipx install it anywhere.
 dist: $(VPY)

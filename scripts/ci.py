@@ -7,6 +7,8 @@ and both workflows (.github/workflows/) call it; docs/releasing.md says what eac
 
     lint           mypy --strict for linux, darwin and win32, import-linter, ruff, and the workflows
                    checked by actionlint and zizmor
+    format         ruff format and ruff check --fix on what lint checks (not a CI tier: what to run when
+                   lint's ruff steps fail; `make format`)
     types          the type checks alone (the macOS and Windows jobs: the rest is the same anywhere)
     portable       every test that needs only Python and the official SDK client (pytest markers
                    linux_tier and, on Windows, posix deselected; pyproject.toml says why each exists)
@@ -56,14 +58,15 @@ ENVIRONMENTS: Final = {
 }
 
 
-def run(argv: Sequence[str | os.PathLike[str]], env: dict[str, str] | None = None) -> None:
-    """Run one step in the repository, its output passed through; a failed step ends the tier."""
+def run(argv: Sequence[str | os.PathLike[str]], env: dict[str, str] | None = None, fix: str = "") -> None:
+    """Run one step in the repository, its output passed through; a failed step ends the tier (with `fix`, what
+    to run about it)."""
     shown = " ".join(str(part) for part in argv)
     sys.stdout.write(f"scripts.ci: {shown}\n")
     sys.stdout.flush()
     done = subprocess.run([str(part) for part in argv], cwd=ROOT, env=env, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"scripts.ci: failed ({done.returncode}): {shown}")
+        raise SystemExit(f"scripts.ci: failed ({done.returncode}): {shown}" + (f"\n{fix}" if fix else ""))
 
 
 def environment(name: str) -> pathlib.Path:
@@ -92,8 +95,9 @@ def lint() -> None:
     dev, ci = environment("dev"), environment("ci")
     python = interpreter(dev)
     run([executable(dev, "lint-imports")])
-    run([python, "-m", "ruff", "check", *LINTED])
-    run([python, "-m", "ruff", "format", "--check", *LINTED])
+    fix = "fix what it can with: make format   (python -m scripts.ci format)"
+    run([python, "-m", "ruff", "check", *LINTED], fix=fix)
+    run([python, "-m", "ruff", "format", "--check", *LINTED], fix=fix)
     workflows = sorted(str(path.relative_to(ROOT)) for path in (ROOT / WORKFLOWS).glob("*.yml"))
     run([executable(ci, "actionlint"), *workflows])
     # --offline: the audits that ask GitHub's API about each action need a token and the network.
@@ -127,9 +131,15 @@ def linux() -> None:
     run(["bash", ".ci/run"])
 
 
+def format_code() -> None:
+    python = interpreter(environment("dev"))
+    run([python, "-m", "ruff", "format", *LINTED])
+    run([python, "-m", "ruff", "check", "--fix", *LINTED])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.ci", description=__doc__.split("\n")[0])
-    parser.add_argument("tier", choices=["lint", "types", "portable", "release-check", "linux"])
+    parser.add_argument("tier", choices=["lint", "format", "types", "portable", "release-check", "linux"])
     parser.add_argument("pytest_args", nargs="*", help="portable only: more pytest arguments (after --)")
     args = parser.parse_args(argv)
     if args.pytest_args and args.tier != "portable":
@@ -137,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     match args.tier:
         case "lint":
             lint()
+        case "format":
+            format_code()
         case "types":
             types()
         case "portable":

@@ -20,11 +20,11 @@ from typing import Final
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 ICON: Final = ROOT / "mcpb" / "icon.png"
-# The server's own copies (package data): the same 512 px icon for its implementation info, and
-# the same drawing at 64 px for each tool, whose list would otherwise carry ten 11 KB icons.
-PACKAGE_ICON: Final = ROOT / "mcp_server" / "fairwins" / "ui" / "icon.png"
-TOOL_ICON: Final = ROOT / "mcp_server" / "fairwins" / "ui" / "icon-64.png"
-TOOL_SIZE: Final = 64
+# The server's own copy (package data): the same drawing at 64 px, for its implementation info in
+# `initialize` and for each tool (a 512 px icon would make every `initialize` 15 KB and every
+# tools/list 145 KB).
+PACKAGE_ICON: Final = ROOT / "mcp_server" / "fairwins" / "ui" / "icon-64.png"
+PACKAGE_SIZE: Final = 64
 FIX: Final = "make icon   (python -m scripts.icon)"
 SIZE: Final = 512
 
@@ -106,8 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.icon", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if mcpb/icon.png is not current")
     args = parser.parse_args(argv)
-    large = png()
-    wanted = {ICON: large, PACKAGE_ICON: large, TOOL_ICON: png(TOOL_SIZE)}
+    wanted = {ICON: png(), PACKAGE_ICON: png(PACKAGE_SIZE)}
     stale = [path for path, data in wanted.items() if not path.exists() or path.read_bytes() != data]
     if not stale:
         return 0

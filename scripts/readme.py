@@ -111,14 +111,45 @@ def demo_tools_list(current: str) -> str:
     return "\n".join(lines)
 
 
-def check_tools_line(current: str) -> str:
-    """`check`'s sample with its tools line as the served table makes it: a full token, every tool working."""
+def check_sample(current: str) -> str:
+    """`check`'s sample against the sandbox with member A's token (every scope): each line that follows from the
+    code or the contract as they make it (the version, the sandbox's gateway version, the scopes, the tools)."""
+    from assistant_contract.routes import ALL_SCOPES
+    from mcp_server import __version__
+    from tests.sandbox_gateway import GATEWAY_VERSION
+
     gateway_names = [t.name for t in _served()[0]]
-    line = f"ok    tools    all {len(gateway_names)} will work: {', '.join(gateway_names)}"
-    lines = [line if ln.startswith("ok    tools    ") else ln for ln in current.split("\n")]
-    if line not in lines:
-        raise ValueError("the check sample has no `ok    tools` line")
+    sandbox = "http://127.0.0.1:8787"  # make demo's sandbox, as the sample's command line names it
+    wanted = {
+        "fairwins-mcp check (": f"fairwins-mcp check ({__version__})",
+        "ok    gateway  ": f"ok    gateway  {sandbox} answers /status (status ok, version {GATEWAY_VERSION})",
+        "ok    scopes   ": f"ok    scopes   {', '.join(sorted(ALL_SCOPES))}",
+        "ok    tools    ": f"ok    tools    all {len(gateway_names)} will work: {', '.join(gateway_names)}",
+    }
+    lines = current.split("\n")
+    for start, line in wanted.items():
+        found = [n for n, ln in enumerate(lines) if ln.startswith(start)]
+        if len(found) != 1:
+            raise ValueError(f"the check sample has no single `{start.strip()}` line")
+        lines[found[0]] = line
     return "\n".join(lines)
+
+
+def sandbox_routes(_: str) -> str:
+    """The routes the sandbox gateway (tests/sandbox_gateway.py) answers, by path."""
+    from tests.sandbox_gateway import _ROUTES
+
+    return ", ".join(f"`{route.method} {route.path}`" for route in sorted(_ROUTES, key=lambda r: (r.path, r.method)))
+
+
+def view_rows(_: str) -> str:
+    """docs/apps.md's table of which tools have a view: fairwins/views.py's VIEWS."""
+    from mcp_server.fairwins.views import VIEWS
+
+    rows = ["", "| tool | view (`ui://`) | the view |", "|---|---|---|"]
+    for view in VIEWS:
+        rows += [f"| `{tool}` | `{view.uri}` | {view.title}: {view.description} |" for tool in view.tools]
+    return "\n".join([*rows, ""])
 
 
 def scope_rows(_: str) -> str:
@@ -255,8 +286,10 @@ class Block:
 BLOCKS: Final = (
     Block("README.md", "tool-count", demo_tools_list),
     Block("README.md", "public-tools", public_tools),
+    Block("README.md", "sandbox-routes", sandbox_routes),
     Block("README.md", "catalog", lambda _: "\n" + catalog_markdown() + "\n"),
-    Block("docs/configuration.md", "check-sample", check_tools_line),
+    Block("docs/configuration.md", "check-sample", check_sample),
+    Block("docs/apps.md", "views", view_rows),
     Block("mcp_server/fairwins/guide.md", "scopes", scope_rows),
     Block("mcp_server/fairwins/guide.md", "public-tools", public_tools),
     Block("mcp_server/fairwins/guide.md", "priced-tools", priced_tools),

@@ -20,15 +20,17 @@ from mcp_server.core.steps import Steps
 from mcp_server.setup.server import build_catalog
 from mcp_server.upstream.gateway import Gateway
 from mcp_server.wire.jsonrpc import JSONObject, Notification, Request, dumps
-from tests import outputs
-from tests.sandbox_gateway import SandboxGateway
 
 # The whole run is watched for secrets (tests/secret_canaries.py): these hooks record every
 # fairwins_mcp log record and fail the session if a token or a payment shows up anywhere.
+from tests import outputs, progress
+from tests.progress import pytest_addoption  # noqa: F401
+from tests.sandbox_gateway import SandboxGateway
+from tests.secret_canaries import pytest_configure as _watch_secrets
 from tests.secret_canaries import (  # noqa: F401
-    pytest_configure,
     pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_testnodedown,
     pytest_unconfigure,
     record_output,
 )
@@ -73,9 +75,36 @@ def console_script(name: str) -> pathlib.Path:
     return pathlib.Path(sys.executable).parent / name
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _watch_secrets(config)
+    progress.configure(config)
+
+
+# The tests that need the whole machine, by what they do: `make test` runs them one at a time after
+# the rest (pytest -m serial), the rest two at a time (pytest-xdist). Each holds something to a
+# time or a count that another test's load on the same two cores could break.
+SERIAL: dict[str, str] = {
+    "tests/test_stop_signals.py": "a stop signal acted on within a second, under load it makes itself",
+    "tests/test_sigint.py": "SIGINT to a real server, what was read answered before it exits",
+    "tests/test_drain.py": "drains with deadlines, admission sized for waiting calls",
+    "tests/test_disconnects.py": "a cancellation that must not come, watched for a fixed quiet time",
+    "tests/test_workers.py": "worker processes replaced, signalled and drained",
+    "tests/test_http_workers.py": "a real process tree: replaced workers, drains, pre-stop",
+    "tests/test_door.py": "a rolling restart behind nginx and a crowd at the defaults",
+    "tests/test_operator_drill.py": "three replicas, nginx and a crowd at once, nothing lost",
+    "tests/test_pids_limit.py": "a real pids limit, counted",
+    "tests/test_gateway.py": "a deadline held to within a second of slack",
+    "tests/test_gateway_faults.py": "a deadline held to within a second of slack",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A tier marker without its reason is refused: a test that cannot run somewhere says why."""
+    """A tier marker without its reason is refused: a test that cannot run somewhere says why. The SERIAL files'
+    tests are marked serial."""
     for item in items:
+        if item.nodeid.split("::", 1)[0] in SERIAL:
+            item.add_marker(pytest.mark.serial)
         for name in ("linux_tier", "posix"):
             for mark in item.iter_markers(name):
                 if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():

@@ -206,20 +206,52 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         logging.getLogger("fairwins_mcp").setLevel(_previous_level)
 
 
+# Under pytest-xdist (make test) each worker scans what its own tests made and hands its findings
+# to the controller (xdist's workeroutput), which fails the run and prints the one summary: a
+# worker's own exit status would not fail it.
+_FROM_WORKERS: Final[dict[str, Any]] = {"leaks": [], "records": 0, "outputs": 0}
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leaks = RECORDER.leaks()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller decides
+        workeroutput["fairwins_secrets"] = {
+            "leaks": leaks,
+            "records": RECORDER.records,
+            "outputs": len(RECORDER.texts) - RECORDER.records,
+        }
+        return
+    leaks += _FROM_WORKERS["leaks"]
     if leaks:
         session.config._fairwins_leaks = leaks  # type: ignore[attr-defined]
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """An xdist worker is done: what its scan found, and what it scanned."""
+    found = getattr(node, "workeroutput", {}).get("fairwins_secrets")
+    if found is None:
+        if error is None:  # a worker that finished must have reported; one that crashed fails anyway
+            _FROM_WORKERS["leaks"].append(f"xdist worker {getattr(node, 'gateway', node)} reported no secret scan")
+        return
+    _FROM_WORKERS["leaks"] += found["leaks"]
+    _FROM_WORKERS["records"] += found["records"]
+    _FROM_WORKERS["outputs"] += found["outputs"]
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if getattr(config, "workeroutput", None) is not None:
+        return
     leaks: list[str] = getattr(config, "_fairwins_leaks", [])
-    scanned = f"{RECORDER.records} log records and {len(RECORDER.texts) - RECORDER.records} server outputs"
+    records = RECORDER.records + _FROM_WORKERS["records"]
+    outputs = len(RECORDER.texts) - RECORDER.records + _FROM_WORKERS["outputs"]
+    scanned = f"{records} log records and {outputs} server outputs"
     if leaks:
         terminalreporter.section("secrets leaked", sep="!", red=True)
         for leak in leaks:
             terminalreporter.line(leak, red=True)
         terminalreporter.line(f"{len(leaks)} leaks in {scanned}", red=True)
-    elif RECORDER.texts:
+    elif records or outputs:
         terminalreporter.line(f"secrets: {scanned} scanned, no token or payment found")

@@ -41,6 +41,14 @@ def test_contributing_lists_exactly_the_files_the_script_writes_for_a_public_rea
     assert len(add_tool_check.WRITTEN) <= 4
 
 
+def test_contributing_lists_every_file_the_script_writes_for_a_member_read_with_a_view() -> None:
+    listed = listed_files("A member read (scoped)")
+    assert set(add_tool_check.WRITTEN_MEMBER) <= set(listed)
+    # In CONTRIBUTING's order; prompt.py (a new scope) and samples.py (arguments) are not needed here.
+    assert [p for p in listed if p in add_tool_check.WRITTEN_MEMBER] == list(add_tool_check.WRITTEN_MEMBER)
+    assert len(add_tool_check.WRITTEN_MEMBER) <= 5
+
+
 def test_contributing_names_every_file_it_lists_and_each_exists_or_is_the_changelog() -> None:
     for kind in ("A public read", "A member read (scoped)", "A priced member read"):
         files = listed_files(kind)
@@ -63,5 +71,9 @@ def test_a_throwaway_public_tool_added_by_writing_only_those_files_passes_the_te
     expected = [p for p in add_tool_check.WRITTEN if (ROOT / p).exists()]
     assert written.removeprefix("written: ").split(", ") == expected
     assert f"the official SDK client called {add_tool_check.TOOL} and read 2 leaders" in done.stdout
+    (member,) = [line for line in done.stdout.splitlines() if line.startswith("written for the member tool: ")]
+    expected = [p for p in add_tool_check.WRITTEN_MEMBER if (ROOT / p).exists()]
+    assert member.removeprefix("written for the member tool: ").split(", ") == expected
+    assert f"finds {add_tool_check.MEMBER_TOOL} in the wagers view, and reads 1 wager" in done.stdout
     (regenerated,) = [line for line in done.stdout.splitlines() if line.startswith("regenerated: ")]
     assert "toolDefs.snapshot.json" in regenerated and "README.md" in regenerated

@@ -209,22 +209,46 @@ def _icon_bytes(icon: dict[str, Any]) -> bytes:
     return base64.b64decode(src.split(",", 1)[1], validate=True)
 
 
-def test_the_server_and_every_tool_carry_the_bundles_icon_in_both_eras(sandbox: SandboxGateway) -> None:
+def _png_size(data: bytes) -> str:
+    """A PNG's "WxH" from its IHDR chunk, which the format puts first."""
+    import struct
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return f"{width}x{height}"
+
+
+def test_the_server_and_every_tool_carry_the_icon_at_64_px_in_both_eras(sandbox: SandboxGateway) -> None:
     from tests.conftest import ROOT
 
-    bundle_icon = (ROOT / "mcpb" / "icon.png").read_bytes()
+    package_icon = (ROOT / "mcp_server" / "fairwins" / "ui" / "icon-64.png").read_bytes()
     mcp = client_for(sandbox.url)
     (icon,) = legacy(mcp, {})["serverInfo"]["icons"]
-    assert _icon_bytes(icon) == bundle_icon and icon["sizes"] == ["512x512"]
+    assert _icon_bytes(icon) == package_icon and icon["sizes"] == [_png_size(package_icon)] == ["64x64"]
     for tool in mcp.request("tools/list")["result"]["tools"]:
-        (small,) = tool["icons"]
-        assert _icon_bytes(small).startswith(b"\x89PNG") and small["sizes"] == ["64x64"]
+        assert tool["icons"] == [icon]
     dispatcher = mcp.dispatcher
     discover = modern(dispatcher, "server/discover")["result"]
-    assert _icon_bytes(discover["_meta"][META_SERVER_INFO]["icons"][0]) == bundle_icon
+    assert discover["_meta"][META_SERVER_INFO]["icons"] == [icon]
     assert all("icons" in t for t in modern(dispatcher, "tools/list")["result"]["tools"])
-    # Every other modern result is stamped with the plain serverInfo, not 15 KB of icon.
+    # Every other modern result is stamped with the plain serverInfo, no icon.
     assert "icons" not in modern(dispatcher, "tools/list")["result"]["_meta"][META_SERVER_INFO]
+    # The bundles and the registry keep the 512 px drawing (scripts/icon.py draws both files).
+    assert _png_size((ROOT / "mcpb" / "icon.png").read_bytes()) == "512x512"
+
+
+@pytest.mark.parametrize("capabilities", [{}, UI_CAPS], ids=["plain", "apps"])
+def test_initialize_over_http_is_under_3_kb_with_a_decodable_icon_of_its_declared_size(
+    sandbox: SandboxGateway, capabilities: dict[str, Any]
+) -> None:
+    """A newcomer's curl of `initialize` reads as an answer, not a wall of base64: the whole HTTP body under 3 KB."""
+    from tests.mcp_http import serving
+
+    with serving(client_for(sandbox.url).dispatcher) as server:
+        init, _, _ = _legacy_http(server.url, capabilities)
+    assert len(init.body) < 3 * 1024, f"initialize answered {len(init.body)} bytes"
+    (icon,) = init.result["serverInfo"]["icons"]
+    assert icon["sizes"] == [_png_size(_icon_bytes(icon))]
 
 
 def test_revisions_before_icons_existed_are_served_without_them(sandbox: SandboxGateway) -> None:
@@ -265,8 +289,23 @@ def assert_one_html5_document(text: str) -> None:
 def test_each_view_is_small_self_contained_and_names_itself(view: views.View) -> None:
     page = view.html()
     assert len(page.encode("utf-8")) <= 40 * 1024
-    assert f'<html lang="en" data-view="{view.name}">' in page
+    assert f'<html lang="en" data-view="{view.name}" data-tools="{" ".join(view.tools)}">' in page
     assert_one_html5_document(page)
+
+
+def test_which_tools_have_a_view_is_views_py_alone_and_the_page_draws_every_view() -> None:
+    """The page names no tool (it reads <html data-tools>), and draws each view views.py declares."""
+    from tests import catalog
+
+    page = views._page()
+    names, tools = "|".join(v.name for v in views.VIEWS), "|".join(catalog.SERVED)
+    paired = re.findall(rf"\b({names})\s*:\s*[\"']({tools})[\"']", page)
+    assert paired == [], f"app.html maps views to tools itself; views.py's View.tools is the one list: {paired}"
+    (dispatch,) = re.findall(r"\(\{ ([^}]*) \}\)\[VIEW\]", page)
+    drawn = [entry.split(":")[0].strip() for entry in dispatch.split(",")]
+    assert sorted(drawn) == sorted(v.name for v in views.VIEWS)
+    for view in views.VIEWS:
+        assert set(view.tools) <= set(catalog.SERVED), view
 
 
 def test_the_page_builds_no_markup_from_strings_and_fetches_nothing() -> None:

@@ -19,10 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import apps_host
+from mcp_server.fairwins import views
+from tests import apps_host, catalog
 from tests.apps_host import Report
 from tests.conftest import BROWSER, ROOT, client_for
 from tests.mcp_http import serving
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway, v1_offer
 
 pytestmark = BROWSER
@@ -36,6 +38,7 @@ PAGE_ATTRIBUTES: Final = frozenset(
     {
         "lang",
         "data-view",
+        "data-tools",
         "data-theme",
         "charset",
         "name",
@@ -144,11 +147,24 @@ def test_each_view_renders_its_tools_answer_over_stdio(sandbox: SandboxGateway, 
         {"name": "fees", "tool": "get_fees"},
         {"name": "cancelled", "tool": "get_wagers", "cancel": "the member stopped it"},
     ]
+    # Every other tool with a view (fairwins/views.py) is drawn too, with its sample's arguments.
+    drawn = {case["tool"] for case in cases}
+    others = [
+        {"name": f"{view.name}-{tool}", "tool": tool, "arguments": VALID_ARGUMENTS.get(tool, {}), "view": view.name}
+        for view in views.VIEWS
+        for tool in view.tools
+        if tool not in drawn
+    ]
+    cases += others
     reports = apps_host.run(stdio_plan(sandbox.url, TOKEN_MEMBER_A, cases), chromium)
     started = reports["_started"]
     assert started["started"]["capabilities"]["extensions"] == {"io.modelcontextprotocol/ui": {}}
     for case in cases:
         assert_lifecycle(reports[case["name"]])
+    for case in others:
+        after = reports[case["name"]]["after"]
+        assert after["headings"] and "could not answer" not in after["textContent"], (case, after["textContent"])
+        assert "unknown, not empty" not in after["textContent"], (case, after["textContent"])
 
     wagers = reports["wagers"]
     after = wagers["after"]
@@ -230,11 +246,18 @@ def test_each_view_renders_its_tools_answer_over_stdio(sandbox: SandboxGateway, 
 
 
 def test_a_price_is_shown_as_a_price_for_each_priced_tool(sandbox: SandboxGateway, chromium: str) -> None:
+    # Every priced tool with a view (fairwins/views.py), with its sample's arguments.
     cases = [
-        {"name": "wagers", "tool": "get_wagers"},
-        {"name": "fees", "tool": "get_fees"},
-        {"name": "intent", "tool": "build_intent", "arguments": INTENT_ARGS},
+        {
+            "name": tool,
+            "tool": tool,
+            "arguments": INTENT_ARGS if tool == "build_intent" else VALID_ARGUMENTS.get(tool, {}),
+        }
+        for view in views.VIEWS
+        for tool in view.tools
+        if tool in catalog.PRICED
     ]
+    assert {"get_wagers", "get_fees", "build_intent"} <= {case["tool"] for case in cases}
     # The sandbox prices fees only for a payer; as a gateway may, it quotes one here.
     sandbox.fault("/v1/member/fees", "status", status=402, body=body(v1_offer("/v1/member/fees")))
     reports = apps_host.run(stdio_plan(sandbox.url, None, cases), chromium)

@@ -14,13 +14,15 @@ import pathlib
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import pytest
 
-from tests import apps_host
+from mcp_server.fairwins import views
+from tests import apps_host, catalog
 from tests.conftest import BROWSER, NODE_TOOLS, ROOT
 from tests.inspector import LAUNCHER, NODE, VERSION
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.test_inspector import WebInspector, free_port
 
@@ -28,15 +30,37 @@ pytestmark = [BROWSER, NODE_TOOLS]
 
 SCRIPT: Final = ROOT / "tests/browser_host/inspector.mjs"
 SCREENSHOTS: Final = os.environ.get("FAIRWINS_SCREENSHOTS")
-# The title each tool is listed under in the Apps tab, and what its view must show.
-APPS: Final = {
-    "Your wagers": ("wagers", "State: unreadable"),
-    "Prediction markets": ("markets", "Will the Fed cut rates in December 2026?"),
-    "Fee rates": ("fees", "1.5% (150 bps)"),
-    "Prepare an unsigned transaction": ("intent", "25 USDC (raw 25000000)"),
+# Every tool with a view (fairwins/views.py), by the title the Apps tab lists it under: the view it
+# must draw, the arguments it is opened with, and its screenshot's name. A new tool with a view is
+# here without an edit; SHOWS and ARGUMENTS only sharpen what a tool's view must show.
+SHOWS: Final = {
+    "get_wagers": "State: unreadable",
+    "get_prediction_markets": "Will the Fed cut rates in December 2026?",
+    "get_fees": "1.5% (150 bps)",
+    "build_intent": "25 USDC (raw 25000000)",
 }
-ARGUMENTS: Final = {
-    "Prepare an unsigned transaction": {"intent": "create_wager", "chainId": 137, "params": {"stake": "25000000"}}
+# Opened as a person opens it: a tool that requires arguments gets its sample's (tests/samples.py).
+ARGUMENTS: Final[dict[str, dict[str, Any]]] = {
+    "build_intent": {"intent": "create_wager", "chainId": 137, "params": {"stake": "25000000"}}
+}
+
+
+class App(NamedTuple):
+    tool: str
+    view: str
+    arguments: dict[str, Any] | None
+    shot: str
+
+
+APPS: Final = {
+    catalog.TITLE[tool]: App(
+        tool,
+        view.name,
+        ARGUMENTS.get(tool, VALID_ARGUMENTS.get(tool) if catalog.REQUIRED[tool] else None),
+        f"inspector-{view.name}.png" if n == 0 else f"inspector-{view.name}-{tool}.png",
+    )
+    for view in views.VIEWS
+    for n, tool in enumerate(view.tools)
 }
 
 
@@ -93,8 +117,8 @@ def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server_screensh
             "modules": str(apps_host.MODULES),
             "chromium": chromium,
             "apps": [
-                {"title": title, "screenshot": str(shots / f"inspector-{view}.png"), "arguments": ARGUMENTS.get(title)}
-                for title, (view, _) in APPS.items()
+                {"title": title, "screenshot": str(shots / app.shot), "arguments": app.arguments}
+                for title, app in APPS.items()
             ],
         }
         path = tmp_path / "plan.json"
@@ -104,9 +128,13 @@ def test_the_inspectors_apps_tab_renders_each_view_from_the_real_server_screensh
         web.stop()
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
     reports = {r["title"]: r for r in map(json.loads, done.stdout.decode().splitlines())}
-    for title, (view, shows) in APPS.items():
+    assert len(APPS) == sum(len(v.tools) for v in views.VIEWS), "two tools with a view share a title"
+    for title, app in APPS.items():
         report = reports[title]
         assert report["listed"] >= 1 and report["view"] is not None, (title, report)
-        assert report["view"]["view"] == view and shows in report["view"]["text"], report
+        assert report["view"]["view"] == app.view, report
+        text = report["view"]["text"]
+        assert "could not answer" not in text and "unknown, not empty" not in text, report  # drawn, not a failure
+        assert SHOWS.get(app.tool, "") in text, report
         assert TOKEN_MEMBER_A not in json.dumps(report)
-        assert (shots / f"inspector-{view}.png").read_bytes().startswith(b"\x89PNG")
+        assert (shots / app.shot).read_bytes().startswith(b"\x89PNG")

@@ -266,8 +266,11 @@ def test_select_tools_by_scope_and_rail() -> None:
     assert {t["name"] for t in select_tools(None, "guttertoken")} == public_and_local
     everything = {t["name"] for t in select_tools(ALL_SCOPES, "guttertoken")}
     assert everything == set(TOOLS)
-    wagers = {t["name"] for t in select_tools(["read:wagers"], "fairwins")}
-    assert wagers == public_and_local | {"get_wagers"}
+    for scope in ALL_SCOPES:
+        scoped = {t["name"] for t in select_tools([scope], "fairwins")}
+        needing = {t["name"] for t in TOOL_DEFS if t["auth"] == "grant" and t.get("scope") == scope}
+        assert scoped == public_and_local | needing, scope
+    assert "get_wagers" in {t["name"] for t in select_tools(["read:wagers"], "fairwins")}
     with pytest.raises(ValueError):
         select_tools([], "elsewhere")  # type: ignore[arg-type]
 

@@ -23,7 +23,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.server import McpHTTPServer
 
-WAIT = 3.0  # seconds a cancellation may take to be noticed, on a loaded machine
+WAIT = 10.0  # seconds a cancellation may take to be noticed, on a loaded machine (a bound, never a delay)
 QUIET = 0.3  # seconds in which a cancellation that must not come would have come
 
 

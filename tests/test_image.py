@@ -299,7 +299,15 @@ def test_build_context_is_only_the_package_sources(podman: Podman, base: dict[st
     finally:
         podman("rmi", "--force", PROBE, check=False)
     top = {path.split("/")[0] for path in paths}
-    assert top == {"pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "toolDefs.snapshot.json", "mcp_server"}
+    assert top == {
+        "pyproject.toml",
+        "LICENSE",
+        "setup.py",
+        "MANIFEST.in",
+        "README.md",
+        "toolDefs.snapshot.json",
+        "mcp_server",
+    }
     assert not top & set(CONTEXT_KEPT_OUT)
     assert not [p for p in paths if "__pycache__" in p or p.endswith(".pyc") or ".egg-info" in p]
     assert {"mcp_server/__init__.py", "mcp_server/setup/cli.py", "mcp_server/fairwins/guide.md"} <= paths

@@ -146,7 +146,7 @@ def test_the_same_sources_give_the_same_bytes(built: dict[str, Built], tmp_path:
     assert not [i for i in infos if i.is_dir()], "mcpb unpack writes every entry as a file"
 
 
-VIEW_FILES = tuple(f"server/mcp_server/fairwins/ui/{name}" for name in ("app.html", "icon.png", "icon-64.png"))
+VIEW_FILES = tuple(f"server/mcp_server/fairwins/ui/{name}" for name in ("app.html", "icon-64.png"))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -86,7 +86,7 @@ def test_the_wheel_carries_the_snapshot_byte_for_byte_and_the_guide(built: tuple
         assert (
             archive.read("mcp_server/fairwins/guide.md") == (ROOT / "mcp_server" / "fairwins" / "guide.md").read_bytes()
         )
-        for name in ("ui/app.html", "ui/icon.png", "ui/icon-64.png"):  # the MCP Apps page and the icons
+        for name in ("ui/app.html", "ui/icon-64.png"):  # the MCP Apps page and the icon
             assert archive.read(f"mcp_server/fairwins/{name}") == (ROOT / "mcp_server" / "fairwins" / name).read_bytes()
         entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "fairwins-mcp = mcp_server.setup.cli:main" in entry_points

@@ -25,8 +25,10 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.wire import x402
+from tests import catalog
 from tests.conftest import ROOT, WAIT, server_env
 from tests.mcp_http import Raw, refusal, serving
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import PAYER_ACCOUNT, TOKEN_MEMBER_A, V1_OFFER, V2_OFFER, SandboxGateway
 from tests.test_payments import (
     BUILD,
@@ -279,12 +281,14 @@ def test_a_payment_header_on_a_batch_is_never_spent_twice(sandbox: SandboxGatewa
     assert len(payment_headers_seen(sandbox)) <= 1
 
 
-@pytest.mark.parametrize("tool", ["get_profile", "get_membership", "get_gateway_status", "get_perps_pairs"])
+@pytest.mark.parametrize("tool", [name for name in catalog.SERVED if name not in catalog.PRICED])
 def test_a_payment_header_on_a_call_never_priced_is_refused_and_sent_nowhere(
     sandbox: SandboxGateway, server: McpHTTPServer, tool: str
 ) -> None:
     answer = post(
-        server, tools_call(tool), [("Authorization", f"Bearer {TOKEN_MEMBER_A}"), ("X-PAYMENT", b64(v1_payment()))]
+        server,
+        tools_call(tool, VALID_ARGUMENTS.get(tool)),
+        [("Authorization", f"Bearer {TOKEN_MEMBER_A}"), ("X-PAYMENT", b64(v1_payment()))],
     )
     assert answer.result["isError"] is True and "sent nowhere" in words(answer.result)
     assert sandbox.seen == []

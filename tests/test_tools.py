@@ -254,7 +254,7 @@ def test_a_public_tool_sends_no_token_even_when_one_is_held_and_says_so(
     assert "This public read needed no token." in texts(result)[-1]
 
 
-@pytest.mark.parametrize("name", ["get_profile", "get_membership"])
+@pytest.mark.parametrize("name", catalog.UNPRICED_MEMBER)
 def test_an_unpriced_member_tool_without_a_token_says_where_tokens_are_made_and_sends_nothing(
     mcp: McpClient, sandbox: SandboxGateway, name: str
 ) -> None:
@@ -299,7 +299,7 @@ def test_a_public_result_is_the_gateway_json_verbatim_as_structured_content_and_
     assert json.loads(texts(result)[0]) == expected
 
 
-@pytest.mark.parametrize("name", ["get_wagers", "get_fees", "get_membership"])
+@pytest.mark.parametrize("name", catalog.ENVELOPE)
 def test_every_chain_not_read_is_named_as_an_unknown_beside_the_data(mcp: McpClient, name: str) -> None:
     result = mcp.call_tool(name, bearer=TOKEN_MEMBER_A)
     assert result["isError"] is False
@@ -312,11 +312,11 @@ def test_every_chain_not_read_is_named_as_an_unknown_beside_the_data(mcp: McpCli
     assert states == {137: "read", 8453: "unreadable", 1: "not-configured"}, "states are kept verbatim"
 
 
-@pytest.mark.parametrize("name", ["get_gateway_status", "get_perps_pairs", "get_profile"])
+@pytest.mark.parametrize("name", [n for n in catalog.READS if n not in catalog.ENVELOPE])
 def test_a_result_without_per_chain_states_carries_no_chain_notes(mcp: McpClient, name: str) -> None:
     # /status lists chains as {chainId, name, on}: that is not the per-chain envelope, and none
     # of its chains is "in a state this server does not recognise".
-    result = mcp.call_tool(name, bearer=TOKEN_MEMBER_A)
+    result = mcp.call_tool(name, VALID_ARGUMENTS.get(name, {}), bearer=TOKEN_MEMBER_A)
     assert result["isError"] is False
     notes = " ".join(texts(result)[1:])
     assert "Chain " not in notes and "UNKNOWN" not in notes, notes

@@ -20,6 +20,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const plan = JSON.parse(readFileSync(process.argv[2], "utf-8"));
 const { chromium } = await import(path.join(plan.modules, "playwright-core", "index.mjs"));
 
+// Every wait is for a state the page shows, never for a fixed time; the deadline is long because a
+// loaded machine (the whole suite on two cores) makes a browser slow, not wrong.
+const WAIT = { timeout: 60000 };
 const UI = { extensions: { "io.modelcontextprotocol/ui": { mimeTypes: ["text/html;profile=mcp-app"] } } };
 // "If ui.csp is omitted, Host MUST use" (MCP Apps 2026-01-26, Host Behavior), plus the sandbox
 // proxy's object-src, frame-src and base-uri defaults.
@@ -143,6 +146,19 @@ function inspect() {
   };
 }
 
+// The frame's last resize: the iframe as tall as the view's document says it is (the view sends
+// ui/notifications/size-changed from a ResizeObserver, the host page sets the iframe's height).
+async function frameResized(page, frame) {
+  const deadline = Date.now() + WAIT.timeout;
+  for (;;) {
+    const wanted = Math.min(6000, await frame.evaluate(() => Math.ceil(document.documentElement.scrollHeight)));
+    const shown = await page.evaluate(() => window.host.iframe.clientHeight);
+    if (Math.abs(wanted - shown) <= 1) return;
+    if (Date.now() > deadline) throw new Error(`the frame stayed ${shown} px tall; the view is ${wanted} px`);
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => resolve())));
+  }
+}
+
 async function runCase(c) {
   const tool = tools.find((t) => t.name === c.tool);
   const uri = tool && tool._meta && tool._meta.ui && tool._meta.ui.resourceUri;
@@ -165,7 +181,7 @@ async function runCase(c) {
     return answer.result !== undefined ? answer.result : { isError: true, content: [{ type: "text", text: JSON.stringify(answer.error) }] };
   });
   await page.goto(hostOrigin + "/host.html");
-  await page.waitForFunction(() => window.hostReady === true, null, { timeout: 10000 }).catch((e) => {
+  await page.waitForFunction(() => window.hostReady === true, null, WAIT).catch((e) => {
     throw new Error(`the host page did not start: ${e.message}; console: ${consoleLines.join(" | ")}; errors: ${pageErrors.join(" | ")}`);
   });
   const granted = c.clipboardWrite === true;
@@ -183,12 +199,12 @@ async function runCase(c) {
   await page.evaluate((a) => window.host.bridge.sendToolInput({ arguments: a }), args);
   if (c.cancel) await page.evaluate((r) => window.host.bridge.sendToolCancelled({ reason: r }), c.cancel);
   else await page.evaluate((r) => window.host.bridge.sendToolResult(r), answer.result);
-  await frame.waitForFunction(() => !/Waiting for the answer/.test(document.getElementById("root").textContent), null, { timeout: 10000 });
+  await frame.waitForFunction(() => !/Waiting for the answer/.test(document.getElementById("root").textContent), null, WAIT);
   const report = { name: c.name, uri, meta: contents._meta, before, result: answer && answer.result, after: await frame.evaluate(inspect) };
 
   if (c.screenshot) {
     mkdirSync(c.screenshot.dir, { recursive: true });
-    await page.waitForTimeout(100);  // the frame's last resize
+    await frameResized(page, frame);
     await page.locator("iframe").screenshot({ path: path.join(c.screenshot.dir, c.screenshot.file) });
   }
   for (const action of c.actions || []) {
@@ -197,20 +213,16 @@ async function runCase(c) {
       await frame.fill("#q", action.text);
       if (action.via === "enter") await frame.press("#q", "Enter");
       else await frame.click("button:text('Search')");
-      await frame.waitForFunction((q) => document.getElementById("root").textContent.includes("“" + q + "”"), action.text, { timeout: 10000 });
+      await frame.waitForFunction((q) => document.getElementById("root").textContent.includes("“" + q + "”"), action.text, WAIT);
       report[action.as] = { view: await frame.evaluate(inspect), calls: await page.evaluate(() => window.host.calls), serverCalls: serverCalls.slice(calls) };
     } else if (action.type === "theme") {
       await page.evaluate((t) => window.host.bridge.sendHostContextChange({ theme: t }), action.theme);
-      await frame.waitForFunction((t) => document.documentElement.dataset.theme === t, action.theme, { timeout: 10000 });
-      report[action.as] = await frame.evaluate(inspect);
-    } else if (action.type === "context") {
-      await page.evaluate((ctx) => window.host.bridge.sendHostContextChange(ctx), action.context);
-      await page.waitForTimeout(50);
+      await frame.waitForFunction((t) => document.documentElement.dataset.theme === t, action.theme, WAIT);
       report[action.as] = await frame.evaluate(inspect);
     } else if (action.type === "copy") {
       await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: viewOrigin });
       await frame.click("button:text('Copy typed data as JSON')");
-      await frame.waitForFunction(() => /Copied|Could not copy/.test(document.getElementById("root").textContent), null, { timeout: 10000 });
+      await frame.waitForFunction(() => /Copied|Could not copy/.test(document.getElementById("root").textContent), null, WAIT);
       report[action.as] = await frame.evaluate(inspect);
     } else if (action.type === "keyboard") {
       // Tab from the top of the frame: what receives focus, in order.

@@ -17,46 +17,76 @@ const browser = await chromium.launch({
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
 });
-const WAIT = { timeout: 30000 };
+// Each step waits for the state the page shows, never for a fixed time; the deadlines are long
+// because a loaded machine (the whole suite on two cores) makes the Inspector slow, not wrong.
+const WAIT = { timeout: 90000 };
+// A Mantine switch: a transparent <input role=switch> stretched over its track, inside a <label>.
+// The suite used to force-click the page's first [role=switch]: `force` skips Playwright's wait
+// for the element to be visible, stable and enabled, so on a loaded machine the click came while
+// the server's card was still being laid out (the input's box still empty) and failed with
+// "Element is not visible". A person clicks the switch they can see: the label holding the switch
+// of that accessible name, clicked once Playwright sees it visible, stable and enabled.
+function switchTrack(page, name) {
+  return page.locator("label").filter({ has: page.getByRole("switch", { name }) }).first();
+}
+// Polls `probe` until it returns something, up to WAIT.timeout; null after that.
+async function until(page, probe) {
+  const deadline = Date.now() + WAIT.timeout;
+  while (Date.now() < deadline) {
+    const found = await probe();
+    if (found) return found;
+    await page.waitForTimeout(100);
+  }
+  return null;
+}
 try {
   for (const app of plan.apps) {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     await page.goto(plan.url);
-    await page.locator("[role=switch]").first().click({ force: true });
+    // The server's card lists it as `Connect or disconnect "<name>"`; the switch turns it on.
+    await switchTrack(page, /^Connect or disconnect /).click(WAIT);
     await page.waitForSelector('[data-testid="connection-status"][data-status="connected"]', WAIT);
-    await page.getByText("Apps", { exact: true }).first().click();
+    await page.getByText("Apps", { exact: true }).first().click(WAIT);
     await page.getByText(/^MCP Apps \(\d+\)$/).first().waitFor(WAIT);
+    await page.getByText(app.title, { exact: true }).first().waitFor(WAIT);
     const listed = await page.getByText(app.title, { exact: true }).count();
     await page.getByText(app.title, { exact: true }).first().click(WAIT);
+    const open = page.getByRole("button", { name: "Open App" });
     if (app.arguments) {
       // The form's "Edit as JSON" switch: the arguments typed in as the JSON they are.
-      await page.getByRole("switch", { name: "Edit as JSON" }).click({ force: true, timeout: 30000 });
-      // An Ace editor: focused through its scroller, emptied, and the JSON typed in as one paste.
-      await page.locator('[data-testid="apps-form"] .ace_scroller').first().click({ force: true, timeout: 30000 });
+      await switchTrack(page, "Edit as JSON").click(WAIT);
+      // An Ace editor: focused through its scroller (its text layer sits on top, so the click is
+      // forced once the scroller is visible), emptied, and the JSON typed in as one paste.
+      const editor = page.locator('[data-testid="apps-form"] .ace_scroller').first();
+      await editor.waitFor({ state: "visible", ...WAIT });
+      await editor.click({ force: true, ...WAIT });
       await page.keyboard.press("Control+A");
       await page.keyboard.press("Delete");
       await page.keyboard.insertText(JSON.stringify(app.arguments));
       if (plan.failures) await page.screenshot({ path: plan.failures });
+      await open.click(WAIT);
     }
-    // A tool without required arguments opens at once; one with a form waits for "Open App".
-    const open = page.getByRole("button", { name: "Open App" });
-    if (await open.waitFor({ timeout: 3000 }).then(() => true, () => false)) await open.click(WAIT);
-    // The Inspector's sandbox proxy (another origin) holds the view's frame (srcdoc).
-    const view = await (async () => {
-      for (let i = 0; i < 300; i++) {
-        for (const frame of page.frames()) {
-          const found = await frame.evaluate(() => {
-            const root = document.getElementById("root");
-            return root && document.documentElement.dataset.view && !/Waiting for the answer/.test(root.textContent)
-              ? { view: document.documentElement.dataset.view, text: root.innerText, theme: document.documentElement.dataset.theme || null }
-              : null;
-          }).catch(() => null);
-          if (found) return found;
-        }
-        await page.waitForTimeout(100);
+    let opened = Boolean(app.arguments);
+    // The Inspector's sandbox proxy (another origin) holds the view's frame (srcdoc). A tool
+    // without required arguments opens at once; one whose form the Inspector shows anyway waits
+    // for "Open App": whichever the page shows is what happens next.
+    const read = async () => {
+      for (const frame of page.frames()) {
+        const found = await frame.evaluate(() => {
+          const root = document.getElementById("root");
+          return root && document.documentElement.dataset.view && !/Waiting for the answer/.test(root.textContent)
+            ? { view: document.documentElement.dataset.view, text: root.innerText, theme: document.documentElement.dataset.theme || null }
+            : null;
+        }).catch(() => null);
+        if (found) return found;
+      }
+      if (!opened && await open.isVisible().catch(() => false)) {
+        opened = true;
+        await open.click(WAIT);
       }
       return null;
-    })();
+    };
+    const view = await until(page, read);
     if (app.screenshot) await page.screenshot({ path: app.screenshot });
     process.stdout.write(JSON.stringify({ title: app.title, listed, view }) + "\n");
     await page.close();

@@ -284,6 +284,13 @@ def strike(door: Door, state: str, fault: str, code: int) -> None:
         try:
             if NEXT[state]:
                 client.send(NEXT[state])
+            # Our end comes only once the fault struck (a call still waiting when the client's end
+            # arrives is its leaving, and would be cancelled before the armed call is made); a
+            # close strikes only once the connection ends, so its end comes first.
+            if gateway_seam is not None:
+                client.response()  # the call's answer: a tool error naming the gateway's failure
+            elif client_seam and fault != "close":
+                eventually(lambda: fault in accepted.struck, f"{fault} was called in state {state}")
             client.sock.shutdown(socket.SHUT_WR)  # nothing more: the server answers what it has, then closes
         except OSError:
             pass  # already cut off: what the fault cost

@@ -187,6 +187,27 @@ def test_a_half_closed_client_with_a_request_pending_waits_for_its_answers(
             assert not fired.wait(QUIET)
 
 
+def test_a_client_that_pipelined_is_waiting_even_when_its_end_comes_after_its_last_call_began(
+    loop: asyncio.AbstractEventLoop, host: McpHTTPServer
+) -> None:
+    # Its second request came with its first: a batch. Its end, arriving late (a loaded client),
+    # after the second call began, still says only that it sends no more (issue 47).
+    with pair() as (served, client):
+        conn = served_by(loop, host, served)
+        client.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        for _ in range(int(WAIT / 0.01)):
+            if on_loop(loop, lambda: bool(conn._buf)):
+                break
+            threading.Event().wait(0.01)
+        with call(loop, conn) as fired:  # the first call, with the next request already here
+            assert not fired.wait(QUIET)
+        assert take(loop, conn) == b"GET /healthz HTTP/1.1\r\n\r\n"
+        with call(loop, conn) as fired:  # the second call begins; then the end comes
+            client.shutdown(socket.SHUT_WR)
+            seen_end(loop, conn)
+            assert not fired.wait(QUIET)
+
+
 def test_an_unwatched_call_is_never_cancelled(loop: asyncio.AbstractEventLoop, host: McpHTTPServer) -> None:
     with pair() as (served, client):
         conn = served_by(loop, host, served)

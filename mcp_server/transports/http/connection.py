@@ -10,9 +10,10 @@ byte of a body is ever read as the next request.
 A client leaving while a call is in flight cancels that call at once: the loop tells this
 protocol, which throws the call's cancellation. Leaving is a reset, or an end that comes while a
 call waits with nothing of the client's left unread (in this connection's buffer or the
-reader's). An end that comes with requests still unread, or before a call began, is a half-close
-(`nc -N`, `socat`, a batch script): the client will send no more and waits for its answers, and
-every request it sent is answered.
+reader's). An end that comes with requests still unread, or before a call began, or from a
+client that pipelined (sent a request before its last was answered), is a half-close (`nc -N`,
+`socat`, a batch script): the client will send no more and waits for its answers, and every
+request it sent is answered.
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
@@ -112,6 +113,7 @@ class Connection(asyncio.BufferedProtocol):
         "_eof",
         "_lost",
         "_on_gone",
+        "_pipelined",
         "_reading_paused",
         "_sock",
         "_waiter",
@@ -156,6 +158,9 @@ class Connection(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[bool] | None = None
         self._answer_until = 0.0  # the answer being written must be out by then (loop time)
         self._on_gone: Callable[[], None] | None = None
+        # The client sent a request before its last was answered: a batch, not a client waiting on
+        # one call, so its end says only that it will send no more (its reset still cancels).
+        self._pipelined = False
         self._counted_head = False
         self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
 
@@ -173,6 +178,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._dropping:
             return
         self._buf += receive_buffer()[:nbytes]
+        if self._on_gone is not None:
+            self._pipelined = True  # the next request came while a call waited: a client that pipelines
         if len(self._buf) > READ_AHEAD and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -180,7 +187,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         seen, self._eof = self._eof, True
-        if not seen and not self._unread():
+        if not seen and not self._pipelined and not self._unread():
             self._gone()  # a call waiting, nothing more of the client's: "closing the stream" is cancellation
         self._wake()
         return True  # half-closed: the requests it sent before its end are still answered
@@ -238,6 +245,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._lost:
             on_gone()  # it left before the call began
             return _nothing
+        if self._unread():
+            self._pipelined = True
         if not self._eof:
             # An end may already be in the kernel, behind the request's last bytes, not yet read by
             # the transport: it came before the call began, so it is a half-close, whichever of the

@@ -393,7 +393,9 @@ def test_over_http_every_bearer_holding_an_escape_is_400_and_nothing_is_sent(
         forms.append(reference_decoded(bearer).decode("utf-8"))
     except UnicodeDecodeError:
         pass  # `%80` alone: its decoded form is no text to look for
-    texts = [answer.body.decode(), *client_reads(answer.response)]
+    # The refusal's own code is the server's word, not an echo: a bearer that happens to spell eight
+    # of its letters ("…ESCAPED_", as hypothesis once drew) finds it in every refusal.
+    texts = [t.replace("escaped_bearer", "") for t in [answer.body.decode(), *client_reads(answer.response)]]
     assert not [t for t in texts for form in forms if reference_holds(t, form)]
 
 

@@ -17,8 +17,9 @@ request it sent is answered.
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
-(the linger, the close) are each total; and the server that started the coroutine retrieves its
-outcome (server.McpHTTPServer._ended), so nothing of a connection ever reaches the loop's handler.
+(the linger, the close) are each total; the server that started the coroutine retrieves its
+outcome (server.McpHTTPServer._ended); and what the transport's own steps raise, the loop's
+handler charges to this connection alone (loop.Guard).
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
+from _pytest.mark import ParameterSet
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Session
@@ -50,6 +51,17 @@ BROWSER = pytest.mark.linux_tier(
     "drives headless Chromium (Debian's package) and the MCP Apps host page on Node 22, installed on Linux only"
 )
 PROCFS = pytest.mark.linux_tier("reads Linux's /proc (a process's children, descriptors or sockets)")
+# `make test` runs the first FIRST_ROUNDS rounds of a repeated check; `make test-soak` (.ci/run calls
+# it after `make test`) the rest. A round beyond them repeats what the first ones check, under the
+# same load: together they are the issue's count, and no round is skipped in CI.
+FIRST_ROUNDS: Final = 2
+
+
+def rounds(count: int) -> list[ParameterSet]:
+    """`count` rounds of a repeated check as parameters; those after the first FIRST_ROUNDS are marked soak."""
+    return [pytest.param(n, marks=[pytest.mark.soak] if n >= FIRST_ROUNDS else []) for n in range(count)]
+
+
 SIGNAL_STOP = pytest.mark.posix(
     "stops a child with SIGTERM or SIGINT and checks how it drains: Windows can send a child neither "
     "(Popen.send_signal(SIGTERM) there is TerminateProcess, which nothing can catch)"

@@ -35,14 +35,15 @@ from typing import IO, Final
 import pytest
 
 from tests.balancer import TOKEN
-from tests.conftest import PROCFS, ROOT, SIGNAL_STOP, server_env
+from tests.conftest import PROCFS, ROOT, SIGNAL_STOP, rounds, server_env
 from tests.crowd import raise_descriptor_limit
 from tests.secret_canaries import record_output
 from tests.test_workers import children
 
 pytestmark = SIGNAL_STOP
 
-SIGNAL_ROUNDS: Final = 20  # the count: each signal, each way of serving
+# The count: each signal, each way of serving (`make test` runs the first rounds, `make test-soak` the rest).
+SIGNAL_ROUNDS: Final = 20
 CROWD: Final = 1000
 GATEWAY_DELAY: Final = 0.2
 STDIO_IN_FLIGHT: Final = 64
@@ -188,7 +189,7 @@ def _acted_on(server: Stamped, sig: int, pattern: str) -> float:
     return took
 
 
-@pytest.mark.parametrize("round_", range(SIGNAL_ROUNDS))
+@pytest.mark.parametrize("round_", rounds(SIGNAL_ROUNDS))
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_http_alone_stops_within_a_second_in_a_crowd(gateway_url: str, sig: signal.Signals, round_: int) -> None:
     argv = [sys.executable, "-m", "mcp_server", "--http", "0"]
@@ -212,7 +213,7 @@ def _one_worker_leaves(server: Stamped, leaving: int) -> None:
     server.line(rf"worker (?!{leaving}\b)(\d+) serving", after=sent)
 
 
-@pytest.mark.parametrize("round_", range(SIGNAL_ROUNDS))
+@pytest.mark.parametrize("round_", rounds(SIGNAL_ROUNDS))
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_workers_stop_within_a_second_in_a_crowd(gateway_url: str, sig: signal.Signals, round_: int) -> None:
     argv = [sys.executable, "-m", "mcp_server", "--http", "0", "--workers", "2"]
@@ -282,7 +283,7 @@ class BusyClient:
 _INIT: Final = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "busy", "version": "1"}}
 
 
-@pytest.mark.parametrize("round_", range(SIGNAL_ROUNDS))
+@pytest.mark.parametrize("round_", rounds(SIGNAL_ROUNDS))
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_stdio_stops_within_a_second_with_calls_in_flight(gateway_url: str, sig: signal.Signals, round_: int) -> None:
     env = _server_env(gateway_url) | {"FAIRWINS_API_TOKEN": TOKEN}

@@ -825,18 +825,20 @@ def test_no_thread_socket_or_gateway_connection_outlives_a_tls_failure_or_a_faul
     for leaf in (UNTRUSTED, WRONG_HOST, EXPIRED):
         with tls_sandbox(leaf) as gateway:
             honest_error(wagers(client_for(gateway.url, timeout=DEADLINE)), "its TLS certificate")
-            assert connections_to(gateway.port) == 0, leaf
+            # On an event loop the failed connection is closed on the loop's next turn, which may
+            # come just after the answer reached this thread.
+            assert closes_soon(lambda: connections_to(gateway.port) == 0), leaf
     for serve in (answering(b"HTTP/1.1 400 Bad Request\r\n\r\n"), answering(b"SSH-2.0-x\r\n"), trickling_a_handshake):
         with RawServer(serve) as server:
             honest_error(wagers(client_for(server.url, timeout=DEADLINE)))
-            assert connections_to(server.port) == 0, serve
+            assert closes_soon(lambda: connections_to(server.port) == 0), serve
     with tls_sandbox() as gateway:
         client = client_for(gateway.url, timeout=DEADLINE)
         for kind, params in (("reset_mid_body", {}), ("trickle", {"interval": 0.05}), ("large", {})):
             gateway.fault(WAGERS, kind, **params)
             honest_error(wagers(client))
             gateway.clear_faults()
-            assert connections_to(gateway.port) <= 1, kind  # at most the one kept for reuse
+            assert closes_soon(lambda: connections_to(gateway.port) <= 1), kind  # at most the one kept for reuse
             assert wagers(client)["isError"] is False, kind  # and never a broken one
         del client
         gc.collect()

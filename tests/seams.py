@@ -34,6 +34,7 @@ class FaultySocket(socket.socket):
         super().__init__(*args, **kwargs)
         self.faults: dict[str, int] = {}
         self.struck: list[str] = []
+        self.offered: list[int] = []  # the bytes each send() was handed
 
     def _strike(self, name: str) -> None:
         code = self.faults.pop(name, None)
@@ -55,6 +56,7 @@ class FaultySocket(socket.socket):
 
     def send(self, *args: Any) -> int:
         self._strike("send")
+        self.offered.append(memoryview(args[0]).nbytes)
         return super().send(*args)
 
     def shutdown(self, how: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 
 from mcp_server.core.schema import CHECKED, Verdict, compile_bulk, compile_verdict
 from mcp_server.wire.jsonrpc import DECODER
+from mcp_server.wire.pause import pause
 
 CHUNK: Final = 64 * 1024  # characters of an array decoded at once
 BATCH: Final = 512  # items checked at once when an array is read one item at a time
@@ -182,6 +183,7 @@ class _Array:
                     if values is not None and end == end_of_chunk - i + 2:
                         self._check(values, kept)
                         count += len(values)
+                        pause()  # a chunk decoded and checked: a paced thread may wait here
                         i = boundary.end() - (1 if not last else 0)
                         if last:
                             return count, i
@@ -192,6 +194,8 @@ class _Array:
             if walked is not None:
                 _, i = walked.read(s, i)  # checked as it is walked
                 count += 1
+                if not count % BATCH:
+                    pause()
             else:
                 value, i = _SCAN(s, i)
                 batch.append(value)
@@ -199,6 +203,7 @@ class _Array:
                     self._check(batch, kept)
                     count += len(batch)
                     batch = []
+                    pause()
             i = _skip(s, i)
             if s[i] == ",":
                 i = _skip(s, i + 1)

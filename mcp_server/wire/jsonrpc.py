@@ -19,6 +19,8 @@ from itertools import accumulate
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
+from mcp_server.wire.pause import pause
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
@@ -108,6 +110,16 @@ def _escaped_run(run: re.Match[str]) -> str:
     return encode_basestring_ascii(run.group())[1:-1]
 
 
+def _escaped_runs(text: str) -> str:
+    pause()  # between two slices of a long text
+    return _NON_ASCII.sub(_escaped_run, text)
+
+
+def _escaped_slice(text: str) -> str:
+    pause()
+    return encode_basestring_ascii(text)[1:-1]
+
+
 def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
     """`text` (JSON `loads` accepted, decoded from `raw` when given) as it may be written on a line-framed wire.
 
@@ -123,7 +135,7 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
     text = text.strip(" \t\r\n")
     if not text.isascii():
         text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
-            _NON_ASCII.sub(_escaped_run, text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
+            _escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
         )
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")
@@ -143,13 +155,23 @@ def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Ve
         if len(text) <= _TEXT_SLICE:
             return Verbatim(encode_basestring_ascii(text), held)
         # A slice at a time (each character's escape is its own, so the slices join exactly).
-        slices = (encode_basestring_ascii(text[at : at + _TEXT_SLICE])[1:-1] for at in range(0, len(text), _TEXT_SLICE))
+        slices = (_escaped_slice(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
         return Verbatim('"' + "".join(slices) + '"', held)
-    data = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    # A slice at a time (each byte's escape is its own), the slices kept apart: joined, they would
+    # be copied once more, and one replace over megabytes holds the interpreter lock for
+    # milliseconds, which the event loop beside this work would wait for at every turn.
+    return Verbatim(
+        (b'"', *(_escaped_bytes(raw[at : at + _TEXT_SLICE]) for at in range(0, len(raw), _TEXT_SLICE)), b'"'), held
+    )
+
+
+def _escaped_bytes(data: bytes) -> bytes:
+    pause()  # between two slices of a long text
+    data = data.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     for space, escaped in _SPACES:
         if space in data:
             data = data.replace(space, escaped)
-    return Verbatim((b'"', data, b'"'), held)  # not joined: that would copy the text once more
+    return data
 
 
 _SPACES: Final = ((b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
@@ -178,6 +200,7 @@ def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[An
             out.append(item)
         elif how == _SLICE_OF:
             out.append(dump(item)[1:-1])
+            pause()
         elif how < _DEEPEST and isinstance(item, list) and len(item) > _FEW:
             stack.append(("]", _RAW))
             for at in reversed(range(0, len(item), _ITEMS)):
@@ -267,6 +290,11 @@ _BLOCK: Final = 64 * 1024
 _STEP: Final = tuple(1 if byte == ord("[") else -1 for byte in range(256))  # by byte, for the brackets left
 
 
+def _structure(data: bytes) -> bytes:
+    pause()  # between two slices of a long text
+    return data.translate(_ONE_KIND, _NOT_STRUCTURE)
+
+
 def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
     """Whether JSON `text` nests arrays and objects more than `limit` levels deep (`[]` is one level).
 
@@ -282,7 +310,11 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
         return False
     if b"\\" in data:  # left to right, as JSON reads escapes: "\\\\" is one backslash, "\\"" a quote
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    data = data.translate(_ONE_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+    # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): one
+    # translate over megabytes holds the interpreter lock for milliseconds. What is left is a
+    # fraction of the text.
+    data = b"".join(_structure(data[at : at + _BLOCK * 4]) for at in range(0, len(data), _BLOCK * 4))
+    data = data.replace(b'""', b"")
     if b'"' in data:
         data = _STRING.sub(b"", data)
     levels = 0

@@ -6,8 +6,9 @@ another would take most of the core, and the small calls beside them would get w
 (bench.fairness: a third of their throughput alone, their p99 6× as long). So the CPU the
 executor spends is counted against a budget that grows at SHARE of the wall clock (up to BURST
 saved), and while small calls have been answered within the last RECENT seconds, a large answer
-waits for the budget before its work starts. With no small call about, nothing waits: a large
-answer alone has the core. A large answer waiting holds its gateway answer (bounded by the
+waits for the budget before its work starts, and its thread sleeps between two slices of the work
+while the budget is spent (driver.Pacer: once started, a thread holding the interpreter lock would
+take half the core). With no small call about, nothing waits: a large answer alone has the core. A large answer waiting holds its gateway answer (bounded by the
 connections) and nothing else; the wait is the loop's timer, cancelled with its call.
 
 Pure accounting: the caller passes the clock and the CPU spent, so it is tested without waiting.
@@ -15,10 +16,13 @@ Pure accounting: the caller passes the clock and the CPU spent, so it is tested 
 
 from __future__ import annotations
 
+import threading
 from typing import Final
 
-SHARE: Final = 0.15  # of the wall clock, the CPU large answers may take while small calls are served
-BURST: Final = 0.1  # seconds of CPU a large answer may take at once, saved while the share was unused
+SHARE: Final = 0.1  # of the wall clock, the CPU large answers may take while small calls are served
+# Seconds of CPU a large answer may take at once, saved while the share was unused: a few of the
+# pacer's slices (0.1 s let a whole 4 MB answer run unpaced after a quiet moment).
+BURST: Final = 0.005
 RECENT: Final = 0.25  # seconds since a small call was answered, within which the share applies
 
 
@@ -30,6 +34,7 @@ class Share:
         self.budget = burst  # seconds of CPU that may be spent now
         self.updated = 0.0
         self.last_small = -recent - 1.0  # when a small call was last answered
+        self._lock = threading.Lock()  # the loop and the paced threads (driver.Pacer) both count
 
     def _refill(self, now: float) -> None:
         if now > self.updated:
@@ -40,16 +45,18 @@ class Share:
         self.last_small = now
 
     def wait(self, now: float) -> float:
-        """Seconds a large answer's work waits before it starts (0: at once)."""
-        self._refill(now)
-        if self.budget >= 0 or now - self.last_small > self.recent:
-            return 0.0
-        return -self.budget / self.share
+        """Seconds a large answer's work waits before it starts, or goes on (0: at once)."""
+        with self._lock:
+            self._refill(now)
+            if self.budget >= 0 or now - self.last_small > self.recent:
+                return 0.0
+            return -self.budget / self.share
 
     def spent(self, cpu: float, now: float) -> None:
         """`cpu` seconds spent on a large answer. While no small call is about, the debt is at most
         this answer's: what large answers took of an idle core is owed to no one."""
-        self._refill(now)
-        self.budget -= cpu
-        if now - self.last_small > self.recent:
-            self.budget = max(self.budget, -cpu)
+        with self._lock:
+            self._refill(now)
+            self.budget -= cpu
+            if now - self.last_small > self.recent:
+                self.budget = max(self.budget, -cpu)

@@ -1,0 +1,209 @@
+"""A large answer's work lets the rest of the process run (issue 50): paused, paced, written a slice at a time.
+
+Beside the event loop, a thread working on a large answer holds the interpreter lock and takes
+about half the core for as long as it runs. So its passes pause between slices
+(`wire.pause.pause()`), the HTTP transport's pacer (`driver.Pacer`) counts each slice against the
+large answers' share and sleeps while small calls are being answered, and the answer goes to the
+socket a slice at a time. What the small calls gain from it is measured in `bench/fairness.py`,
+never asserted here as a time: these tests hold the mechanism.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from mcp_server.core.answers import CHUNK
+from mcp_server.ops import listener as listening
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_SLICE
+from mcp_server.transports.http.driver import PACE_MAX_SLEEP, PACE_SLICE, Pacer, off_loop
+from mcp_server.transports.http.server import McpHTTPServer
+from mcp_server.transports.http.share import Share
+from mcp_server.wire import pause
+from tests.conftest import McpClient
+from tests.mcp_http import running
+from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
+from tests.seams import Listener
+
+WAGERS: Final = "/v1/member/wagers"
+WAIT: Final = 20.0
+
+
+def many_wagers(count: int) -> bytes:
+    one = {"stake": "1.00", "asset": "USDC", "deadline": "2026-12-01T00:00:00Z", "status": "open"}
+    wagers = [{"id": f"w-{i}", **one, "description": f"wager {i} — ünïcode"} for i in range(count)]
+    envelope = {"asOf": "2026-11-29T20:00:00Z", "chains": [{"chainId": 137, "state": "read", "wagers": wagers}]}
+    return json.dumps(envelope).encode()
+
+
+# ---- pause() and paced() ----------------------------------------------------------------------
+
+
+def test_pause_calls_this_threads_pacer_only_inside_paced_and_the_outer_one_after() -> None:
+    calls: list[str] = []
+    pause.pause()  # no pacer: nothing happens
+    with pause.paced(lambda: calls.append("outer")):
+        pause.pause()
+        with pause.paced(lambda: calls.append("inner")):
+            pause.pause()
+        pause.pause()
+        elsewhere = threading.Thread(target=pause.pause)  # another thread has no pacer of this one's
+        elsewhere.start()
+        elsewhere.join()
+    pause.pause()
+    assert calls == ["outer", "inner", "outer"]
+
+
+# ---- the pacer ---------------------------------------------------------------------------------
+
+
+class Clocks:
+    """The pacer's thread CPU clock, the loop's clock and its sleeps, moved by the test."""
+
+    def __init__(self) -> None:
+        self.cpu_now = 0.0
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def cpu(self) -> float:
+        return self.cpu_now
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_the_pacer_counts_each_slice_and_sleeps_only_while_small_calls_are_answered() -> None:
+    clocks = Clocks()
+    share = Share(share=0.25, burst=0.0, recent=1.0)
+    pacer = Pacer(share, clocks.clock, cpu=clocks.cpu, sleep=clocks.sleep)
+
+    clocks.cpu_now += PACE_SLICE / 2
+    pacer()  # less than a slice: not even counted
+    assert pacer.counted == 0.0 and share.budget == 0.0
+
+    clocks.cpu_now += PACE_SLICE / 2
+    pacer()  # a slice, and no small call about: counted, never slept on
+    assert pacer.counted == pytest.approx(PACE_SLICE)
+    assert clocks.slept == []
+
+    share.small_answered(clocks.now)
+    clocks.cpu_now += PACE_SLICE
+    pacer()  # a slice while small calls are answered: the thread sleeps off its debt at 25 %
+    assert pacer.counted == pytest.approx(2 * PACE_SLICE)
+    assert clocks.slept == [pytest.approx(2 * PACE_SLICE / 0.25)]  # both slices owed, at a quarter of the clock
+
+    # A long stretch of CPU between two pauses (one slow slice) sleeps PACE_MAX_SLEEP at most, then asks again.
+    share.small_answered(clocks.now)
+    clocks.cpu_now += 1.0
+    pacer()
+    assert clocks.slept[-1] == PACE_MAX_SLEEP
+
+
+def test_off_loop_runs_the_work_paced_and_counts_its_cpu_once() -> None:
+    import asyncio
+
+    from mcp_server.transports.http import driver
+
+    seen: list[object] = []
+
+    def work() -> int:
+        seen.append(getattr(pause._local, "pacer", None))
+        total = 0
+        for i in range(300_000):  # a few milliseconds of CPU, paused as the passes pause
+            total += i
+            if not i % 10_000:
+                pause.pause()
+        return total
+
+    assert asyncio.run(off_loop(work)) == sum(range(300_000))
+    (pacer,) = seen
+    assert isinstance(pacer, Pacer) and pacer.share is driver.SHARE
+    assert pacer.counted >= PACE_SLICE  # its slices were counted as it went
+    assert getattr(pause._local, "pacer", None) is None  # this thread was never paced
+
+
+# ---- the passes pause as they go -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [4_000, 20_000])
+def test_reading_and_writing_a_large_answer_pauses_all_along_and_answers_the_same(
+    mcp: McpClient, sandbox: SandboxGateway, count: int
+) -> None:
+    data = many_wagers(count)
+    sandbox.fault(WAGERS, "status", status=200, body=data)
+    unpaced = mcp.call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
+    pauses = [0]
+
+    def count_pause() -> None:
+        pauses[0] += 1
+
+    with pause.paced(count_pause):
+        paced = mcp.call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
+    assert paced == unpaced and paced["isError"] is False
+    assert len(paced["structuredContent"]["chains"][0]["wagers"]) == count
+    # The reader pauses after each chunk it decodes (about one per CHUNK characters), and the
+    # depth check and the text block's escape after each of their slices besides.
+    assert pauses[0] >= len(data) // CHUNK
+
+
+# ---- the socket is handed a slice at a time -------------------------------------------------------
+
+
+@pytest.fixture
+def door() -> Iterator[tuple[McpHTTPServer, Listener, SandboxGateway]]:
+    with SandboxGateway() as gateway:
+        listener = Listener(listening.listen("127.0.0.1", 0))
+        server = McpHTTPServer(
+            ("127.0.0.1", 0),
+            build_dispatcher(Config(api_url=gateway.url)),
+            gate.Policy(loopback_bind=True, max_body=2 * 1024 * 1024),
+            listener=listener,  # type: ignore[arg-type]
+        )
+        with running(server):
+            yield server, listener, gateway
+
+
+def test_a_large_answer_is_handed_to_the_socket_a_slice_at_a_time(
+    door: tuple[McpHTTPServer, Listener, SandboxGateway],
+) -> None:
+    server, listener, gateway = door
+    data = many_wagers(20_000)
+    gateway.fault(WAGERS, "status", status=200, body=data)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers"}}).encode()
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+        f"Authorization: Bearer {TOKEN_MEMBER_A}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", int(server.server_address[1])), timeout=WAIT) as client:
+        client.sendall(head + body)
+        received = bytearray()
+        while b"\r\n\r\n" not in received:
+            received += client.recv(65536)
+        end = received.index(b"\r\n\r\n") + 4
+        length = int(received[:end].lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(received) < end + length:
+            chunk = client.recv(1 << 20)
+            assert chunk, "the server closed before its answer ended"
+            received += chunk
+    answer: dict[str, Any] = json.loads(received[end:])
+    assert len(answer["result"]["structuredContent"]["chains"][0]["wagers"]) == 20_000
+    assert length > 4 * WRITE_SLICE  # an answer of many slices
+    sock = listener.last
+    assert sock is not None
+    # Each send() is handed at most a slice beyond what the transport may hold before it pauses
+    # the writer: never the whole answer (before: one send of all of it).
+    assert max(sock.offered) <= WRITE_HIGH + WRITE_SLICE, sorted(sock.offered)[-5:]
+    assert sum(1 for n in sock.offered if n > 0) >= length // (WRITE_HIGH + WRITE_SLICE)

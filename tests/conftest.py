@@ -110,10 +110,30 @@ SERIAL: dict[str, str] = {
 }
 
 
+# The files that take 20 s or more on one worker (make test's line per file), handed out first in
+# the parallel pass (`--no-loadscope-reorder`: the files go out in collection order). xdist's own
+# order, the most tests first, handed out a 75 s file of two tests last: the pass then waited on it
+# alone. A file missing here only starts later.
+SLOW_FIRST: Final = (
+    "tests/test_apps_host.py",
+    "tests/test_abandoned_work.py",
+    "tests/test_credential_properties.py",
+    "tests/test_add_tool.py",
+    "tests/test_platforms.py",
+    "tests/test_answers.py",
+    "tests/test_credential_spellings.py",
+    "tests/test_install.py",
+    "tests/test_hostile_values.py",
+    "tests/test_prometheus.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A tier marker without its reason is refused: a test that cannot run somewhere says why. The SERIAL files'
-    tests are marked serial."""
+    tests are marked serial. The SLOW_FIRST files come first, in that order, each file's tests together."""
+    first = {path: rank for rank, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::", 1)[0], len(first)))  # stable: the rest as collected
     for item in items:
         if item.nodeid.split("::", 1)[0] in SERIAL:
             item.add_marker(pytest.mark.serial)

@@ -8,8 +8,9 @@ executor spends is counted against a budget that grows at SHARE of the wall cloc
 saved), and while small calls have been answered within the last RECENT seconds, a large answer
 waits for the budget before its work starts, and its thread sleeps between two slices of the work
 while the budget is spent (driver.Pacer: once started, a thread holding the interpreter lock would
-take half the core). With no small call about, nothing waits: a large answer alone has the core. A large answer waiting holds its gateway answer (bounded by the
-connections) and nothing else; the wait is the loop's timer, cancelled with its call.
+take half the core). With no small call about, nothing waits: a large answer alone has the
+core. A large answer waiting to start holds its gateway answer (bounded by the connections) and
+nothing else; that wait is the loop's timer, cancelled with its call.
 
 Pure accounting: the caller passes the clock and the CPU spent, so it is tested without waiting.
 """

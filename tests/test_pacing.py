@@ -34,6 +34,7 @@ from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.seams import Listener
 
 WAGERS: Final = "/v1/member/wagers"
+MARKETS: Final = "/v1/polymarket/137/markets"
 WAIT: Final = 20.0
 
 
@@ -137,24 +138,51 @@ def test_off_loop_runs_the_work_paced_and_counts_its_cpu_once() -> None:
 # ---- the passes pause as they go -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [4_000, 20_000])
+def many_markets(count: int) -> bytes:
+    """Markets as the gateway relays them: each holds an array of objects (its outcomes), so a
+    "}, {" comes inside every market as well as between two."""
+    rows = [
+        {
+            "id": f"0x{i:064x}",
+            "question": f"Will it rain in Lisbon on day {i}? {{not a brace that counts}}",
+            "outcomes": [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}],
+            "volume": f"{i * 7919 % 1000000}.00",
+        }
+        for i in range(count)
+    ]
+    return json.dumps({"chainId": 137, "q": None, "markets": rows}).encode()
+
+
+SHAPES: Final = {
+    # shape: (the gateway's route, the tool, its arguments, the bearer, the answer of `count` items, its list)
+    "wagers": (WAGERS, "get_wagers", {}, TOKEN_MEMBER_A, many_wagers, ("chains", 0, "wagers")),
+    "markets": (MARKETS, "get_prediction_markets", {"chainId": 137}, None, many_markets, ("markets",)),
+}
+
+
+@pytest.mark.parametrize(("shape", "count"), [("wagers", 4_000), ("wagers", 20_000), ("markets", 12_000)])
 def test_reading_and_writing_a_large_answer_pauses_all_along_and_answers_the_same(
-    mcp: McpClient, sandbox: SandboxGateway, count: int
+    mcp: McpClient, sandbox: SandboxGateway, shape: str, count: int
 ) -> None:
-    data = many_wagers(count)
-    sandbox.fault(WAGERS, "status", status=200, body=data)
-    unpaced = mcp.call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
+    route, tool, arguments, bearer, make, where = SHAPES[shape]
+    data = make(count)
+    sandbox.fault(route, "status", status=200, body=data)
+    unpaced = mcp.call_tool(tool, arguments, bearer=bearer)
     pauses = [0]
 
     def count_pause() -> None:
         pauses[0] += 1
 
     with pause.paced(count_pause):
-        paced = mcp.call_tool("get_wagers", bearer=TOKEN_MEMBER_A)
+        paced = mcp.call_tool(tool, arguments, bearer=bearer)
     assert paced == unpaced and paced["isError"] is False
-    assert len(paced["structuredContent"]["chains"][0]["wagers"]) == count
+    items: Any = paced["structuredContent"]
+    for key in where:
+        items = items[key]
+    assert len(items) == count
     # The reader pauses after each chunk it decodes (about one per CHUNK characters), and the
-    # depth check and the text block's escape after each of their slices besides.
+    # depth check and the text block's escape after each of their slices besides (how markets
+    # are cut into chunks: test_answers.py).
     assert pauses[0] >= len(data) // CHUNK
 
 

@@ -167,6 +167,7 @@ class _Array:
                     self._check(batch, kept)
                     count += len(batch)
                     batch = []
+                    pause()
                 # A chunk ends at a "}, {" between two items, or is the rest of the array ("}]").
                 # Either found inside a string or deeper in an item, the "[...]" made of the
                 # chunk cannot decode (a string or a bracket is left open): so a chunk that
@@ -222,12 +223,9 @@ class _Array:
         an inner array (a market's outcomes) is passed over. None: no item ends within reach.
         """
         at, reach = i + self.chunk, i + 2 * self.chunk
-        if self.walked is None:  # items holding no arrays: the first candidate, as a rule between two
-            found = following.after(at)
-            if found is not None:
-                return found, False, found.end()
-            found = ending.after(i)
-            return (found, True, found.end()) if found is not None and found.end() <= reach else (None, False, i)
+        # The braces are counted whatever the plan: items read whole may hold arrays of objects too
+        # (a relayed market's outcomes, typed but open), and a chunk cut between two of those
+        # would not decode, the array then read item by item (it did, for most of a markets answer).
         depth, counted, last = 0, i, False
         while True:
             found = None if last else following.after(at)

@@ -505,6 +505,24 @@ def test_a_long_text_outside_ascii_is_escaped_a_slice_at_a_time_as_it_is_whole()
     assert verbatim(text).data == json.dumps(value, separators=(",", ":"))
 
 
+# Characters whose escapes differ between encodings: Latin-1 (\xe9 to backslashreplace), the BMP,
+# astral (a surrogate pair to JSON), lone surrogates, the separators JSON escapes for lines. (DEL is
+# ASCII: JSON text may hold it as it is, and the text is left as the gateway wrote it there.)
+_ESCAPABLE: Final = ["a", '"', "\\", "\\x", *"\u00e9\u00ff\u0100\u2014\u2028\U0001f600\ud800\uffff"]
+
+
+@pytest.mark.parametrize("backslash", [False, True])
+def test_a_text_outside_ascii_is_escaped_as_json_dumps_escapes_it(backslash: bool) -> None:
+    # A text with no backslash of its own is escaped in C (backslashreplace); any other by the search.
+    rng = random.Random(int(backslash))
+    alphabet = _ESCAPABLE if backslash else [c for c in _ESCAPABLE if "\\" not in c and '"' not in c]
+    for _ in range(3000):
+        value = {"k": "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 30))), "n": [1, "\u00e9"]}
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        assert ("\\" in text) is backslash or backslash  # with none asked for, there is none
+        assert verbatim(text).data == json.dumps(value, separators=(",", ":"))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_value_written_a_slice_at_a_time_is_the_text_json_dumps_writes(seed: int) -> None:
     rng = random.Random(seed)

@@ -378,7 +378,9 @@ class Redactor:
         Worked out for a redactor with many probes (a payment's): each probe is a pass over the
         text, so their number times the text's length is what the probes would cost.
         """
-        if len(self._probes_for(frozenset())) <= _MANY_PROBES:
+        probes = self._probes_for(frozenset())
+        if len(probes) <= _MANY_PROBES:
+            self._short = probes  # what a short text is searched with (_spelled_in): worked out once
             return None
         whole = [needle for needle, min_run in self._bytes or () if min_run == len(needle)]
         runs = [needle for needle, min_run in self._bytes or () if min_run != len(needle)]

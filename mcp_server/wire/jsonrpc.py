@@ -112,6 +112,14 @@ def _escaped_run(run: re.Match[str]) -> str:
 
 def _escaped_runs(text: str) -> str:
     pause()  # between two slices of a long text
+    if "\\" not in text:
+        # With no backslash of its own, each escape in the text's backslashreplace encoding is one
+        # that encoding made: \uXXXX as JSON writes it, \xXX (which JSON spells \u00XX), or
+        # \UXXXXXXXX (an astral character: JSON's surrogate pair, left to the search below).
+        # Three passes in C, where the search calls back into Python once per run.
+        escaped = text.encode("ascii", "backslashreplace")
+        if b"\\U" not in escaped:
+            return escaped.replace(b"\\x", b"\\u00").decode("ascii")
     return _NON_ASCII.sub(_escaped_run, text)
 
 

@@ -16,8 +16,16 @@ import errno
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
+
+from mcp_server.ops import listener as listening
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
+from mcp_server.transports.http import gate
+from mcp_server.transports.http.server import McpHTTPServer
+from tests.mcp_http import running
 
 # The socket calls a connection's transport makes, by the method asyncio calls: the accept-time
 # ones (setsockopt: TCP_NODELAY; getpeername: the transport's peername) and the running ones
@@ -101,6 +109,24 @@ class Listener:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
+
+
+@contextmanager
+def served(gateway_url: str, **options: Any) -> Iterator[tuple[McpHTTPServer, Listener]]:
+    """An HTTP server on its loop, on loopback, in front of `gateway_url`, accepting through a `Listener`.
+
+    `options`: McpHTTPServer's own (read_timeout, write_timeout). Bodies up to 2 MiB.
+    """
+    listener = Listener(listening.listen("127.0.0.1", 0))
+    server = McpHTTPServer(
+        ("127.0.0.1", 0),
+        build_dispatcher(Config(api_url=gateway_url)),
+        gate.Policy(loopback_bind=True, max_body=2 * 1024 * 1024),
+        listener=listener,  # type: ignore[arg-type]
+        **options,
+    )
+    with running(server):
+        yield server, listener
 
 
 class GatewayDialer:

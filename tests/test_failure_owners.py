@@ -35,15 +35,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_server.ops import listener as listening
-from mcp_server.setup.config import Config
-from mcp_server.setup.server import build_dispatcher
-from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.upstream import aio
-from tests.mcp_http import MODERN, Raw, running
+from tests.mcp_http import MODERN, Raw
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
-from tests.seams import ERRNOS, GATEWAY_SEAMS, FaultySocket, GatewayDialer, Listener
+from tests.seams import ERRNOS, GATEWAY_SEAMS, FaultySocket, GatewayDialer, Listener, served
 
 WAIT: Final = 10.0
 GATEWAY_DELAY: Final = 0.4  # the waiting state's call: long enough to strike it while it waits
@@ -137,16 +133,7 @@ class Door:
 @pytest.fixture(scope="module")
 def door() -> Iterator[Door]:
     with SandboxGateway() as gateway:
-        listener = Listener(listening.listen("127.0.0.1", 0))
-        server = McpHTTPServer(
-            ("127.0.0.1", 0),
-            build_dispatcher(Config(api_url=gateway.url)),
-            gate.Policy(loopback_bind=True, max_body=2 * 1024 * 1024),
-            listener=listener,  # type: ignore[arg-type]
-            read_timeout=WAIT,
-            write_timeout=WRITE_TIMEOUT,
-        )
-        with running(server):
+        with served(gateway.url, read_timeout=WAIT, write_timeout=WRITE_TIMEOUT) as (server, listener):
             eventually(lambda: server.loop is not None and server.guard is not None, "the loop runs")
             assert server.loop is not None
             dialer = GatewayDialer(server.loop)

@@ -19,19 +19,14 @@ from typing import Any, Final
 import pytest
 
 from mcp_server.core.answers import CHUNK
-from mcp_server.ops import listener as listening
-from mcp_server.setup.config import Config
-from mcp_server.setup.server import build_dispatcher
-from mcp_server.transports.http import gate
 from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_SLICE
 from mcp_server.transports.http.driver import PACE_MAX_SLEEP, PACE_SLICE, Pacer, off_loop
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.transports.http.share import Share
 from mcp_server.wire import pause
 from tests.conftest import McpClient
-from tests.mcp_http import running
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
-from tests.seams import Listener
+from tests.seams import Listener, served
 
 WAGERS: Final = "/v1/member/wagers"
 MARKETS: Final = "/v1/polymarket/137/markets"
@@ -191,16 +186,8 @@ def test_reading_and_writing_a_large_answer_pauses_all_along_and_answers_the_sam
 
 @pytest.fixture
 def door() -> Iterator[tuple[McpHTTPServer, Listener, SandboxGateway]]:
-    with SandboxGateway() as gateway:
-        listener = Listener(listening.listen("127.0.0.1", 0))
-        server = McpHTTPServer(
-            ("127.0.0.1", 0),
-            build_dispatcher(Config(api_url=gateway.url)),
-            gate.Policy(loopback_bind=True, max_body=2 * 1024 * 1024),
-            listener=listener,  # type: ignore[arg-type]
-        )
-        with running(server):
-            yield server, listener, gateway
+    with SandboxGateway() as gateway, served(gateway.url) as (server, listener):
+        yield server, listener, gateway
 
 
 def test_a_large_answer_is_handed_to_the_socket_a_slice_at_a_time(

@@ -116,7 +116,7 @@ def _escaped_runs(text: str) -> str:
         # With no backslash of its own, each escape in the text's backslashreplace encoding is one
         # that encoding made: \uXXXX as JSON writes it, \xXX (which JSON spells \u00XX), or
         # \UXXXXXXXX (an astral character: JSON's surrogate pair, left to the search below).
-        # Three passes in C, where the search calls back into Python once per run.
+        # A few passes in C, where the search calls back into Python once per run.
         escaped = text.encode("ascii", "backslashreplace")
         if b"\\U" not in escaped:
             return escaped.replace(b"\\x", b"\\u00").decode("ascii")
@@ -141,7 +141,9 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
             data = data.replace(b"\r", b" ").replace(b"\n", b" ")
         return Verbatim(data, held)
     text = text.strip(" \t\r\n")
-    if not text.isascii():
+    if len(text) <= _TEXT_SLICE:
+        text = text if text.isascii() else _escaped_runs(text)
+    elif not text.isascii():
         text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
             _escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
         )
@@ -321,7 +323,11 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
     # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): one
     # translate over megabytes holds the interpreter lock for milliseconds. What is left is a
     # fraction of the text.
-    data = b"".join(_structure(data[at : at + _BLOCK * 4]) for at in range(0, len(data), _BLOCK * 4))
+    step = _BLOCK * 4
+    if len(data) <= step:
+        data = _structure(data)  # an answer of one slice (most are): no generator, no join
+    else:
+        data = b"".join(_structure(data[at : at + step]) for at in range(0, len(data), step))
     data = data.replace(b'""', b"")
     if b'"' in data:
         data = _STRING.sub(b"", data)

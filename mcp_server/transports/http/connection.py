@@ -30,7 +30,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from mcp_server.core.protocol import Dispatcher
@@ -591,14 +591,12 @@ class Connection(asyncio.BufferedProtocol):
         # 4 MB answers).
         self.start_answer()
         sent = self.write(data)
-        for piece in pieces(parts):
-            view = memoryview(piece)
-            for at in range(0, len(view), WRITE_SLICE):
-                if not (sent and await self.flush()):
-                    break
-                if at:
-                    await asyncio.sleep(0)  # one turn of the loop for the others
-                sent = self.write(view[at : at + WRITE_SLICE])
+        for at, chunk in _slices(parts):
+            if not (sent and await self.flush()):
+                break
+            if at:
+                await asyncio.sleep(0)  # one turn of the loop for the others
+            sent = self.write(chunk)
         if sent:
             await self.flush()
         self.finish(status)
@@ -634,6 +632,14 @@ class Connection(asyncio.BufferedProtocol):
         until = time.monotonic() + LINGER_SECONDS
         while not self._eof and await self._wait(until):
             pass
+
+
+def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, memoryview]]:
+    """Each piece of `parts`, WRITE_SLICE bytes at a time: (where the slice starts in its piece, the slice)."""
+    for piece in pieces(parts):
+        view = memoryview(piece)
+        for at in range(0, len(view), WRITE_SLICE):
+            yield at, view[at : at + WRITE_SLICE]
 
 
 def _expire(waiter: asyncio.Future[bool]) -> None:

@@ -40,6 +40,7 @@ from mcp_server.upstream import aio
 from tests.mcp_http import MODERN, Raw
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.seams import ERRNOS, GATEWAY_SEAMS, FaultySocket, GatewayDialer, Listener, served
+from tests.test_pacing import many_wagers
 
 WAIT: Final = 10.0
 GATEWAY_DELAY: Final = 0.4  # the waiting state's call: long enough to strike it while it waits
@@ -178,6 +179,15 @@ def writing(door: Door, client: Raw) -> None:
     eventually(lambda: door.connection()._writing_paused, "the answers wait for the client to read")
 
 
+def writing_large(door: Door, client: Raw) -> None:
+    # One answer of megabytes, handed to the socket a slice at a time with a turn of the loop
+    # between two (connection.respond): the coroutine waits, between slices, for the client to read.
+    door.gateway.fault(WAGERS, "status", status=200, body=many_wagers(20_000), times=1)
+    socket.socket.setsockopt(door.accepted(), socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client.send(call())
+    eventually(lambda: door.connection()._writing_paused, "the large answer waits for the client to read")
+
+
 def lingering(door: Door, client: Raw) -> None:
     # A head the reader refuses, with a body declared: refused, then the sending half closed and
     # the rest read and dropped for a while (RFC 9112 §9.6).
@@ -204,6 +214,7 @@ STATES: Final[dict[str, Callable[[Door, Raw], None]]] = {
     "waiting": waiting,
     "calling": calling,
     "writing": writing,
+    "writing a large answer": writing_large,
     "lingering": lingering,
     "idle": idle,
     "pipelined+half-close": pipelined_half_closed,
@@ -218,6 +229,7 @@ NEXT: Final[dict[str, bytes]] = {
     "waiting": HEALTH,
     "calling": b"",
     "writing": b"",
+    "writing a large answer": b"",
     "lingering": b"y" * 100,
     "idle": HEALTH,
     "pipelined+half-close": b"",
@@ -231,6 +243,7 @@ SEAMS_IN: Final[dict[str, tuple[str, ...]]] = {
     "body": ("recv_into", "send", "close"),
     "waiting": ("recv_into", "send", "close"),
     "writing": ("send", "setsockopt", "close"),
+    "writing a large answer": ("send", "setsockopt", "close"),
     "lingering": ("recv_into", "close"),
     "idle": ("recv_into", "send", "close"),
     "pipelined+half-close": ("send", "close"),

@@ -11,7 +11,15 @@ import random
 import pytest
 
 from mcp_server.transports.http.admission import BUSY, HEADS_FULL, PEER_FULL, Admission, Limits
-from mcp_server.transports.http.head import MAX_HEAD_BYTES, TOO_LARGE, Head, Refusal, content_length, parse_head
+from mcp_server.transports.http.head import (
+    MAX_HEAD_BYTES,
+    SINGLE_FIELDS,
+    TOO_LARGE,
+    Head,
+    Refusal,
+    content_length,
+    parse_head,
+)
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, Event, RequestReader
 
 GET = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
@@ -293,6 +301,44 @@ def test_random_bytes_are_always_an_event_never_an_exception() -> None:
         data = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
         found = events(data, step=rng.randint(1, 16))
         assert found, data
+
+
+def _line_by_line(data: bytes) -> dict[str, str] | Refusal:
+    """The header fields as RFC 9112 §5 reads them a line at a time: what parse_head's two passes must equal."""
+    fields: dict[str, str] = {}
+    for raw in data.split(b"\r\n")[1:]:
+        name, colon, value = raw.partition(b":")
+        if not colon or not name or any(c not in TOKEN_BYTES for c in name) or any(c in CONTROL for c in value):
+            return Refusal(400, "bad_header", "Refused: a header line is malformed (RFC 9112 §5)")
+        key, text = name.decode().lower(), value.strip(b" \t").decode("latin-1")
+        if key in fields and key in SINGLE_FIELDS:
+            return Refusal(400, "duplicate_header", f"The {key} header must appear once")
+        fields[key] = f"{fields[key]}, {text}" if key in fields else text
+    return fields
+
+
+TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+CONTROL = frozenset([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F])
+
+
+def test_header_fields_are_read_as_a_line_at_a_time_reads_them() -> None:
+    # Lines made of the bytes that matter at a field line's edges: a repeated single field before
+    # or after a malformed line, values of spaces only, controls, obs-text and obs-fold.
+    rng = random.Random(35)
+    names = [b"Host", b"host", b"X-A", b"Accept", b"Content-Type", b"x a", b"", b"\xe9", b"Expect"]
+    values = [b"", b" ", b"v", b" \tv w\t ", b"a\x00b", b"a\rb", b"\x7f", b"\xff\x80", b"a:b", b" \t"]
+    for _ in range(4000):
+        lines = []
+        for _ in range(rng.randint(0, 6)):
+            line = rng.choice(names) + rng.choice([b":", b":", b" :", b""]) + rng.choice(values)
+            lines.append(rng.choice([b" ", b"\t"]) + line if rng.random() < 0.05 else line)
+        data = b"\r\n".join([b"GET / HTTP/1.0", *lines])
+        found = parse_head(data)
+        expected = _line_by_line(data)
+        if isinstance(expected, Refusal):
+            assert found == expected, data
+        else:
+            assert isinstance(found, Head) and found.headers == expected, data
 
 
 def test_in_head_and_started_tell_an_unfinished_head_from_an_idle_connection() -> None:

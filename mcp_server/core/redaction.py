@@ -45,8 +45,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from mcp_server.ops import logs
 from mcp_server.wire.jsonrpc import Verbatim, dumps_in_slices
@@ -217,8 +216,7 @@ def _round(
     return b"".join(out), moved
 
 
-@dataclass(frozen=True, slots=True)
-class _Needle:
+class _Needle(NamedTuple):  # a tuple: made once a request, and a frozen dataclass is slow to make
     folded: bytes
     min_run: int  # MIN_RUN, or the whole length for values only secret whole
     whole: str | None  # what replaces a match of the whole needle (None: MARK)
@@ -234,18 +232,23 @@ class Redactor:
         if payment is not None:
             needles += _payment_needles(payment.value)
         self._needles = needles
-        self._ascii = all(needle.folded.isascii() for needle in needles)
+        joined = b"".join([needle.folded for needle in needles])
+        self._ascii = joined.isascii()
         # Characters fewer than this cannot decode to a run (every character is a byte or more).
-        self._shortest = min((needle.min_run for needle in needles), default=0) if self._ascii else 1
+        self._shortest = min([needle.min_run for needle in needles], default=0) if self._ascii else 1
         # For raw bytes (might_be_in): each needle with its probes, None when a needle is not
         # ASCII or holds a backslash (the exact search is then used for every text).
         self._bytes: list[tuple[bytes, int]] | None = None
-        if self._ascii and not any(b"\\" in needle.folded for needle in needles):
+        if self._ascii and b"\\" not in joined:
             self._bytes = [(needle.folded, needle.min_run) for needle in needles]
-        self._short: list[tuple[bytes, list[tuple[int, bytes]]]] | None = None  # probes for short texts
+        self._short: list[_Probe] | None = None  # probes for short texts
+        # _grams, worked out on first use: a plain attribute, not functools.cached_property, which
+        # on Python 3.11 takes a lock shared by every redactor at each first use (one a request).
+        self._sampling: tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None = None
+        self._sampled = False
         # No more places a text of n characters can be searched at than n times this (_runs):
         # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
-        self._anchor_bound = sum(len(needle.folded) // _ANCHOR + 2 for needle in needles)
+        self._anchor_bound = sum([len(needle.folded) // _ANCHOR + 2 for needle in needles])
 
     @functools.cached_property
     def _letters(self) -> frozenset[int]:
@@ -366,13 +369,22 @@ class Redactor:
         if self._bytes is None:
             return True  # a needle outside ASCII, or holding a backslash: the exact search decides
         views = decoded(data)
-        return views is None or any(self._spelled_in(view) for view in views)
+        if views is None:
+            return True
+        if len(views) == 1:  # bytes with no escape: one view, the usual case
+            return self._spelled_in(views[0])
+        return any(self._spelled_in(view) for view in views)
 
-    def _probes_for(self, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
+    def _probes_for(self, absent: frozenset[int]) -> list[_Probe]:
         return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
 
-    @functools.cached_property
+    @property
     def _grams(self) -> tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None:
+        if not self._sampled:
+            self._sampling, self._sampled = self._make_grams(), True
+        return self._sampling
+
+    def _make_grams(self) -> tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None:
         """The needles secret only whole, and every 4-byte window of the others; None where probes are cheaper.
 
         Worked out for a redactor with many probes (a payment's): each probe is a pass over the
@@ -428,7 +440,7 @@ class Redactor:
             if self._short is None:
                 self._short = self._probes_for(frozenset())
             probes = self._short
-        for probe, runs in probes:
+        for probe, needle, offset, starts, min_run in probes:
             if large:
                 # re's literal search is twice bytes.find's speed on long texts (compiled
                 # patterns are cached by re; a short text is not worth a compile).
@@ -438,6 +450,9 @@ class Redactor:
                 at = found.start()
             else:
                 at = view.find(probe)
+                if at < 0:
+                    continue
+            runs = _runs(needle, offset, starts, min_run)
             tried = 0
             while at >= 0:
                 if any(at >= back and view.startswith(run, at - back) for back, run in runs):
@@ -641,8 +656,13 @@ _STEP: Final = MIN_RUN - _PROBE + 1  # a run of MIN_RUN holds a whole window of 
 _MANY_PROBES: Final = 48  # probes past which one pass over a text's windows costs less (_sampled_in)
 
 
-def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[tuple[bytes, list[tuple[int, bytes]]]]:
-    """The probes to look for, each with the runs through it: (bytes before the probe, run).
+# A probe: its 4 bytes, then what its runs are worked out from when it is found (most never are):
+# the needle, where the probe sits in it, and where the runs through it start.
+_Probe = tuple[bytes, bytes, int, range, int]
+
+
+def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[_Probe]:
+    """The probes to look for, each with where the runs through it start (`_runs`).
 
     Runs of `min_run` bytes holding a byte the text lacks cannot be in it; the others lie in
     stretches of the needle made of bytes the text has, and in a stretch with a probe of 4
@@ -650,17 +670,23 @@ def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[tuple[b
     whole), each run holds a whole probe.
     """
     size = min(_PROBE, min_run)
-    found: list[tuple[bytes, list[tuple[int, bytes]]]] = []
+    found: list[_Probe] = []
     start = 0
-    for end in [i for i, c in enumerate(needle) if c in absent] + [len(needle)]:
+    ends = [i for i, c in enumerate(needle) if c in absent] if absent else []
+    for end in [*ends, len(needle)]:
         if end - start >= min_run:
             last = end - size
             for offset in range(min(start + size, last), last + 1, min_run - size + 1):
                 first = max(start, offset + size - min_run)
-                runs = [(offset - s, needle[s : s + min_run]) for s in range(first, min(offset, end - min_run) + 1)]
-                found.append((needle[offset : offset + size], runs))
+                starts = range(first, min(offset, end - min_run) + 1)
+                found.append((needle[offset : offset + size], needle, offset, starts, min_run))
         start = end + 1
     return found
+
+
+def _runs(needle: bytes, offset: int, starts: range, min_run: int) -> list[tuple[int, bytes]]:
+    """The runs through a probe found at `offset` of `needle`: (bytes before the probe, run)."""
+    return [(offset - s, needle[s : s + min_run]) for s in starts]
 
 
 def _payment_needles(header: str) -> list[_Needle]:

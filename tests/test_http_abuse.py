@@ -332,6 +332,28 @@ def test_an_idle_connection_is_closed_quietly(server: McpHTTPServer) -> None:
         client.close()
 
 
+def test_a_kept_alive_connection_gets_its_whole_idle_limit_after_every_answer(server: McpHTTPServer) -> None:
+    # The idle limit counts from the last answer: a client that comes back within it, again and
+    # again for longer than the limit in all, is answered each time on the same connection (the
+    # connection's one timer, set for an earlier limit, is moved on), and is then closed one
+    # idle limit after its last answer, not before.
+    idle = READ_TIMEOUT * 2
+    client = Raw(server.server_address[1])
+    try:
+        for n in range(4):
+            if n:
+                time.sleep(idle * 0.6)
+            client.send(ping(n + 1))
+            answer = client.response()
+            assert answer is not None and answer.status == 200, n
+        answered = time.monotonic()
+        assert client.response() is None
+        waited = time.monotonic() - answered
+    finally:
+        client.close()
+    assert idle * 0.9 <= waited < idle + SLACK
+
+
 # ---- chunked bodies -----------------------------------------------------------------------------
 
 

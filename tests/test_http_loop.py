@@ -447,3 +447,27 @@ def test_sigterm_to_one_worker_in_a_crowd_is_acted_on_within_a_second(sandbox: S
         if proc.poll() is None:
             proc.kill()
             proc.wait(WAIT)
+
+
+def test_a_wait_is_not_cut_short_by_the_timer_an_earlier_wait_left_set() -> None:
+    # A connection keeps one timer: a wait woken early leaves it set for its own limit, and a
+    # later wait with a later limit keeps it. When it fires, that later wait must go on to its own
+    # limit (a body still arriving within the read timeout is not cut off at the idle limit).
+    import asyncio
+
+    from mcp_server.transports.http.connection import Connection
+
+    async def waits() -> None:
+        loop = asyncio.get_running_loop()
+        conn = Connection(None, "127.0.0.1:1", "main", loop)  # type: ignore[arg-type]  # a wait uses no server
+        start = time.monotonic()
+        loop.call_later(0.01, conn.wake)
+        assert await conn._wait(start + 0.5) is True  # woken: its timer, for 0.5, stays set
+        loop.call_later(0.8, conn.wake)  # after that timer fires
+        assert await conn._wait(start + 5.0) is True
+        assert time.monotonic() - start >= 0.8
+        begun = time.monotonic()
+        assert await conn._wait(begun + 0.2) is False  # nobody wakes it: it ends at its limit
+        assert time.monotonic() - begun >= 0.2
+
+    asyncio.run(waits())

@@ -120,6 +120,9 @@ class Connection(asyncio.BufferedProtocol):
         "_pipelined",
         "_reading_paused",
         "_sock",
+        "_timer",
+        "_timer_at",
+        "_until",
         "_waiter",
         "_writing_paused",
         "closing",
@@ -160,6 +163,12 @@ class Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._dropping = False  # lingering: whatever arrives is read and dropped
         self._waiter: asyncio.Future[bool] | None = None
+        self._until = 0.0  # when the wait under way ends (time.monotonic())
+        # One timer at a time, not one a wait: it is left set when a wait ends early, and the next
+        # wait keeps it if it ends no later (the next request's limit counts from later on), so a
+        # kept-alive connection sets about one timer an idle limit, not one a request.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._answer_until = 0.0  # the answer being written must be out by then (loop time)
         self._on_gone: Callable[[], None] | None = None
         # The client sent a request before its last was answered: a batch, not a client waiting on
@@ -227,13 +236,31 @@ class Connection(asyncio.BufferedProtocol):
             return False
         waiter = self.loop.create_future()
         self._waiter = waiter
-        timer = self.loop.call_later(left, _expire, waiter)
+        self._until = until
+        timer = self._timer
+        if timer is None or self._timer_at > until:
+            if timer is not None:
+                timer.cancel()
+            self._timer_at = until
+            self._timer = self.loop.call_later(left, self._alarm)
         try:
             woken: bool = await waiter
             return woken
         finally:
-            timer.cancel()
             self._waiter = None
+
+    def _alarm(self) -> None:
+        """The timer: the wait under way ends now, unless it ends later than the timer was set for."""
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # no wait under way: the next one sets a timer of its own
+        left = self._until - time.monotonic()
+        if left > 0:
+            self._timer_at = self._until
+            self._timer = self.loop.call_later(left, self._alarm)
+            return
+        waiter.set_result(False)
 
     def wake(self) -> None:
         """Called by the server when a drain begins: a connection waiting idle looks at its limit again."""
@@ -318,6 +345,9 @@ class Connection(asyncio.BufferedProtocol):
                     await self._linger_close()
             finally:
                 self._sock = None
+                if self._timer is not None:
+                    self._timer.cancel()  # it holds this connection until it fires
+                    self._timer = None
                 self._close()
                 self.server.connection_closed(self)
 
@@ -640,11 +670,6 @@ def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, memoryview]]:
         view = memoryview(piece)
         for at in range(0, len(view), WRITE_SLICE):
             yield at, view[at : at + WRITE_SLICE]
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 def _nothing() -> None:

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -118,6 +120,7 @@ class Connection(asyncio.BufferedProtocol):
         "_lost",
         "_on_gone",
         "_pipelined",
+        "_poller",
         "_reading_paused",
         "_sock",
         "_timer",
@@ -176,6 +179,7 @@ class Connection(asyncio.BufferedProtocol):
         self._pipelined = False
         self._counted_head = False
         self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
+        self._poller: select.poll | None = None  # asks the kernel whether anything waits on it (not Windows)
 
     # ---- what the loop calls --------------------------------------------------------------
 
@@ -295,6 +299,14 @@ class Connection(asyncio.BufferedProtocol):
         sock = self._sock
         if sock is None or self._buf:
             return False
+        if sys.platform != "win32":
+            # Nothing waiting, the usual case, is told by a poll: a peek that finds nothing raises.
+            poller = self._poller
+            if poller is None:
+                poller = self._poller = select.poll()
+                poller.register(sock.fileno(), select.POLLIN)
+            if not poller.poll(0):
+                return False
         try:
             return sock.recv(1, socket.MSG_PEEK) == b""
         except (BlockingIOError, InterruptedError):

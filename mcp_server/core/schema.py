@@ -399,10 +399,14 @@ class _Source:
             names = wanted if isinstance(wanted, list) else [wanted]
             tests = [_TYPE_TESTS.get(n, "True").format(v=v) for n in names]
             out.append(f"{pad}if not ({' or '.join(f'({t})' for t in tests)}): return False")
+        # Past a single type's line, `v` is of that type: each guard below that asks again is
+        # written `True`, which compiles to nothing.
+        known = wanted if isinstance(wanted, str) and wanted in _TYPE_TESTS else None
         if "enum" in schema:
             options = schema["enum"]
             if all(isinstance(o, str) for o in options):
-                out.append(f"{pad}if not (isinstance({v}, str) and {v} in {self.constant(frozenset(options))}):")
+                has = f"{v} in {self.constant(frozenset(options))}"
+                out.append(f"{pad}if not ({has if known == 'string' else f'isinstance({v}, str) and {has}'}):")
             else:
                 out.append(f"{pad}if not any(_same({v}, o) for o in {self.constant(tuple(options))}):")
             out.append(f"{pad}    return False")
@@ -410,12 +414,13 @@ class _Source:
             out.append(f"{pad}if not _same({v}, {self.constant(schema['const'])}): return False")
         bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
         if bounds:
-            out.append(f"{pad}if isinstance({v}, (int, float)) and not isinstance({v}, bool):")
+            number = "True" if known in ("integer", "number") else None
+            out.append(f"{pad}if {number or f'isinstance({v}, (int, float)) and not isinstance({v}, bool)'}:")
             for key, limit in bounds:
                 out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
         low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
         if low is not None or high is not None or source is not None:
-            out.append(f"{pad}if isinstance({v}, str):")
+            out.append(f"{pad}if {'True' if known == 'string' else f'isinstance({v}, str)'}:")
             if low is not None:
                 out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
             if high is not None:
@@ -435,14 +440,14 @@ class _Source:
             if inner:
                 block += [f"{pad}    for {item} in {v}:", *inner]
         if block:
-            out += [f"{pad}if isinstance({v}, list):", *block]
-        self._object(schema, v, out, depth)
+            out += [f"{pad}if {'True' if known == 'array' else f'isinstance({v}, list)'}:", *block]
+        self._object(schema, v, out, depth, known == "object")
         branches = schema.get("anyOf")
         if isinstance(branches, list) and branches:
             calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
             out.append(f"{pad}if not ({calls}): return False")
 
-    def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
+    def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int, is_object: bool) -> None:
         pad = "    " * depth
         properties: dict[str, Any] = schema.get("properties", {})
         required: list[str] = schema.get("required", [])
@@ -465,7 +470,7 @@ class _Source:
             if not checks and extra is not False:
                 inner.append(f"{pad}            pass")
         if inner:
-            out += [f"{pad}if isinstance({v}, dict):", *inner]
+            out += [f"{pad}if {'True' if is_object else f'isinstance({v}, dict)'}:", *inner]
 
 
 _TYPE_TESTS: dict[str, str] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 from collections.abc import Iterator
@@ -340,3 +341,33 @@ def test_a_kept_connection_the_gateway_closed_is_replaced_at_once_not_retried_af
 def test_an_https_gateway_that_answers_in_plain_http_is_a_tls_failure(sandbox: SandboxGateway) -> None:
     outcome = Gateway(f"https://127.0.0.1:{sandbox.port}", timeout=5.0).call(GatewayRequest("GET", "/status"))
     assert isinstance(outcome, GatewayFailure) and outcome.cause == "tls"
+
+
+def _fields_a_line_at_a_time(head: bytes) -> tuple[tuple[str, str], ...] | str:
+    """The header fields read from the bytes a line at a time (obs-fold joined): what parse_head must equal."""
+    fields: list[tuple[str, str]] = []
+    for raw in head.split(b"\n")[1:]:
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if line[:1] in (b" ", b"\t"):
+            if not fields:
+                return "continuation"
+            fields[-1] = (fields[-1][0], fields[-1][1] + " " + line.strip(b" \t").decode("latin-1"))
+            continue
+        name, colon, value = line.partition(b":")
+        if not colon or not name.strip(b" \t"):
+            return "nameless"
+        fields.append((name.strip(b" \t").decode("latin-1"), value.strip(b" \t").decode("latin-1")))
+    return tuple(fields)
+
+
+def test_a_gateway_head_reads_as_its_lines_read_one_at_a_time() -> None:
+    rng = random.Random(24)
+    pieces = [b"Content-Length", b"X-A", b":", b" ", b"\t", b"\r", b"5", b"a b", b"\xe9\xff", b"", b"\r\n", b"\n"]
+    for _ in range(4000):
+        head = b"HTTP/1.1 200 OK" + b"".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
+        expected = _fields_a_line_at_a_time(head)
+        try:
+            found: tuple[tuple[str, str], ...] | str = http1.parse_head(head)[1]
+        except http1.ProtocolError as exc:
+            found = "continuation" if "continuation" in str(exc) else "nameless"
+        assert found == expected, head

@@ -368,8 +368,8 @@ def _readable(sock: Stream) -> bool:
 
 def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:
     """Status line and header fields → (status, fields, keep-alive by default). ProtocolError if malformed."""
-    lines = head.split(b"\n")
-    status_line = lines[0].rstrip(b"\r")
+    end = head.find(b"\n")
+    status_line = (head if end < 0 else head[:end]).rstrip(b"\r")
     version, _, rest = status_line.partition(b" ")
     code = rest[:3]
     if (
@@ -383,19 +383,20 @@ def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:
     if status < 100:
         raise ProtocolError("not an HTTP status")
     fields: list[tuple[str, str]] = []
-    for raw in lines[1:]:
-        line = raw[:-1] if raw.endswith(b"\r") else raw
-        if line[:1] in (b" ", b"\t"):
+    # The header lines decoded once, as latin-1 (every byte a character): the same text, a line at a time.
+    for raw in head[end + 1 :].decode("latin-1").split("\n") if end >= 0 else ():
+        line = raw[:-1] if raw.endswith("\r") else raw
+        if line[:1] in (" ", "\t"):
             if not fields:
                 raise ProtocolError("a continuation line before any header")
             name, value = fields[-1]  # obs-fold: replaced by a space (RFC 9112 §5.2)
-            fields[-1] = (name, value + " " + line.strip(_OWS).decode("latin-1"))
+            fields[-1] = (name, value + " " + line.strip(" \t"))
             continue
-        name_bytes, colon, value_bytes = line.partition(b":")
-        name_bytes = name_bytes.strip(_OWS)
-        if not colon or not name_bytes:
+        name, colon, value = line.partition(":")
+        name = name.strip(" \t")
+        if not colon or not name:
             raise ProtocolError("a header line without a name")
-        fields.append((name_bytes.decode("latin-1"), value_bytes.strip(_OWS).decode("latin-1")))
+        fields.append((name, value.strip(" \t")))
     return status, tuple(fields), version == b"HTTP/1.1"
 
 

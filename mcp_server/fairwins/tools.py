@@ -353,6 +353,9 @@ def _structured(ctx: RequestContext) -> bool:
     return ctx.version in STRUCTURED_OUTPUT_VERSIONS
 
 
+_JOINED_BODY: Final = 64 * 1024  # bytes of body searched together with the headers
+
+
 def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:
     """Whether what the gateway wrote back might spell the bearer or payment the call forwarded.
 
@@ -365,9 +368,14 @@ def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> 
         return False  # no answer, so nothing the gateway wrote: the sentence is this server's own
     if any(outcome.header(name) is not None for name in payments.DECODED_HEADERS):
         return True
-    # The header values in one text, a line each: a line break is in no needle, so no run spans two.
-    headers = b"\n".join(value.encode("latin-1") for _, value in outcome.headers)
-    return redactor.might_be_in(headers) or redactor.might_be_in(outcome.body)
+    # The header values in one text, a line each: a line break is in no needle, so no run spans two,
+    # and it starts no escape. A short body is searched in the same text (one search, not two);
+    # a long one on its own, not copied.
+    texts = [value.encode("latin-1") for _, value in outcome.headers]
+    body = outcome.body
+    if len(body) <= _JOINED_BODY:
+        return redactor.might_be_in(b"\n".join([*texts, body]))
+    return redactor.might_be_in(b"\n".join(texts)) or redactor.might_be_in(body)
 
 
 def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from mcp_server.core import redaction
 from mcp_server.ops.records import Record
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import MISSING_CAPABILITY, Id, JSONObject, McpError, notification
@@ -81,8 +82,6 @@ class RequestContext:
         """
         key = (self.bearer, self.payment)
         if self._redactor is None or self._redactor[0] != key:
-            from mcp_server.core import redaction  # most requests never quote gateway text
-
             if self.bearer_source == "env" and self.payment is None:
                 made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
             else:

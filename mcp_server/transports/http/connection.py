@@ -179,7 +179,8 @@ class Connection(asyncio.BufferedProtocol):
         self._pipelined = False
         self._counted_head = False
         self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
-        self._poller: select.poll | None = None  # asks the kernel whether anything waits on it (not Windows)
+        # Its poll(0): whether anything waits on the socket (not on Windows, which has no poll()).
+        self._poller: Callable[[float], list[tuple[int, int]]] | None = None
 
     # ---- what the loop calls --------------------------------------------------------------
 
@@ -301,11 +302,12 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if sys.platform != "win32":
             # Nothing waiting, the usual case, is told by a poll: a peek that finds nothing raises.
-            poller = self._poller
-            if poller is None:
-                poller = self._poller = select.poll()
+            poll = self._poller
+            if poll is None:
+                poller = select.poll()
                 poller.register(sock.fileno(), select.POLLIN)
-            if not poller.poll(0):
+                poll = self._poller = poller.poll
+            if not poll(0):
                 return False
         try:
             return sock.recv(1, socket.MSG_PEEK) == b""

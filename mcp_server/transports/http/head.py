@@ -41,7 +41,7 @@ REQUEST_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+
 # field-value: no control character but HTAB; obs-text (0x80-0xFF) is allowed (RFC 9110 §5.5).
 BAD_VALUE: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 # The header section (each line after a CRLF) when every line is a field-line as above: one pass
-# in C tells, and one more finds the fields, their values trimmed, instead of several calls a line.
+# in C tells, and one more finds the names and values, instead of several calls a line.
 FIELD_LINES: Final = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*)*")
 FIELD: Final = re.compile(r"\r\n([^:]+):([^\r]*)")
 DIGITS: Final = re.compile(r"[0-9]+")
@@ -136,6 +136,7 @@ def _bad_field(fields: bytes) -> Refusal:
         if key in headers and key in SINGLE_FIELDS:
             return Refusal(400, "duplicate_header", f"The {key} header must appear once")
         headers.add(key)
+    # Not reached while the two readings agree (the differential test holds them to it).
     return Refusal(400, "bad_header", "Refused: a header line is malformed (RFC 9112 §5)")
 
 

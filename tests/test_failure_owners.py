@@ -23,6 +23,7 @@ import asyncio
 import errno
 import gc
 import json
+import logging
 import socket
 import struct
 import threading
@@ -35,6 +36,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_server.core.context import RequestContext
+from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.upstream import aio
 from tests.mcp_http import MODERN, Raw
@@ -322,6 +325,25 @@ def serves_on(door: Door) -> None:
     assert server.fatal is None and server.guard is not None and server.guard.fatal is None
     assert server.guard.strays == 0, "a failure reached the loop's handler with no owner"
     eventually(lambda: server.admission.connections == 0 and server._inflight == 0, "every count back at idle")
+    # A closed connection and every request are freed: nothing (a timer left set, a task, a cycle,
+    # a pooled gateway connection's reader registered in a call's context) keeps one, or its bearer.
+    eventually(lambda: _connections_alive() == 0, "every closed connection and every request freed")
+
+
+def _connections_alive() -> int:
+    _forget_captured_failures()
+    gc.collect()
+    return sum(1 for found in gc.get_objects() if type(found) in (Connection, RequestContext))
+
+
+def _forget_captured_failures() -> None:
+    """The records pytest keeps for its report, as text: a failure's record holds its traceback, and
+    with it every frame it crossed (a transport, its connection). The server's own log writer drops
+    each record once it has written it; pytest keeps them to the end of the test."""
+    for handler in logging.getLogger().handlers:
+        for record in getattr(handler, "records", ()):
+            if record.exc_info or record.args:
+                record.msg, record.args, record.exc_info = record.getMessage(), (), None
 
 
 # ---- the matrix --------------------------------------------------------------------------------

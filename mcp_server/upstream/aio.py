@@ -15,6 +15,7 @@ whole answer that allows it, and is never reused if anything arrived while it sa
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 import weakref
@@ -286,7 +287,11 @@ class AsyncHttpTransport:
     async def _connect(self, target: Target, loop: asyncio.AbstractEventLoop) -> _Connection:
         proxy = None if target.scheme == "http" or target.is_loopback else _https_proxy(target.host)
         host, port = proxy or (target.host, target.port)
-        _, wire = await loop.create_connection(lambda: _Wire(loop), host, port)
+        # A transport registers its reader in the context it is made in, for its whole life: made
+        # in a call's, a pooled connection would keep that call's request (the member's bearer, the
+        # client's connection) for as long as it is pooled. So it is made in an empty context.
+        made = loop.create_connection(lambda: _Wire(loop), host, port)
+        _, wire = await loop.create_task(made, context=contextvars.Context())
         try:
             if target.scheme == "http":
                 return _Connection(wire)

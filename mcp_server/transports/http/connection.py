@@ -349,7 +349,9 @@ class Connection(asyncio.BufferedProtocol):
         except OSError as exc:
             # A reset socket (EINVAL from TCP_NODELAY on macOS), a failed getpeername or setblocking:
             # this connection ends, every other goes on.
-            log.debug("connection from %s ended: %s", self.peer, exc)
+            # The text, not the exception: a record kept for a while (queued, or captured) would
+            # keep its traceback, and with it this connection.
+            log.debug("connection from %s ended: %s", self.peer, str(exc))
         except Exception:
             log.error("unexpected failure serving a connection from %s", self.peer, exc_info=True)
         finally:
@@ -671,7 +673,7 @@ class Connection(asyncio.BufferedProtocol):
             except OSError as exc:
                 # The client is gone already (ENOTCONN: a port probe's newline, then its reset): there is
                 # nothing to linger for. Issue 47: this raised out of run()'s finally, unretrieved.
-                log.debug("a client from %s left before its refusal's end was sent: %s", self.peer, exc)
+                log.debug("a client from %s left before its refusal's end was sent: %s", self.peer, str(exc))
                 return
         until = time.monotonic() + LINGER_SECONDS
         while not self._eof and await self._wait(until):

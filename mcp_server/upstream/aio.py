@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
-from mcp_server.upstream import http1
+from mcp_server.upstream import http1, sending
 from mcp_server.upstream.gateway import (
     MAX_HEADER_BYTES,
     AsyncTransport,
@@ -70,6 +70,9 @@ class _Wire(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self._paused = False
+        # A request is held to the end of the loop's turn, and sent with the others (sending.py).
+        self._outbox = sending.outbox(loop)
+        self._held: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -127,7 +130,13 @@ class _Wire(asyncio.BufferedProtocol):
     async def send(self, data: bytes) -> None:
         if self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection closed")
-        self.transport.write(data)
+        if len(data) <= sending.HOLD_MAX:
+            if not self._held:
+                self._outbox.hold(self)
+            self._held.append(data)
+        else:
+            self.send_held()  # what came before it goes before it
+            self.transport.write(data)
         if self._paused:
             self._writable = self.loop.create_future()
             try:
@@ -137,7 +146,18 @@ class _Wire(asyncio.BufferedProtocol):
         if self.ended and self.transport.is_closing():
             raise BrokenPipeError("the connection closed while the request was written")
 
+    def send_held(self) -> None:
+        """Hand the transport what is held (the outbox calls it at the end of the turn)."""
+        held = self._held
+        if not held:
+            return
+        data = held[0] if len(held) == 1 else b"".join(held)
+        held.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
     def abort(self) -> None:
+        self._held.clear()
         if self.transport is not None:
             self.transport.abort()
 

@@ -44,6 +44,7 @@ from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
 from mcp_server.transports.http.record import Exchange
 from mcp_server.transports.http.response import error_body, error_code, head
+from mcp_server.upstream import sending
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.jsonrpc import Part, pieces
 
@@ -117,8 +118,11 @@ class Connection(asyncio.BufferedProtocol):
         "_counted_head",
         "_dropping",
         "_eof",
+        "_held",
+        "_held_size",
         "_lost",
         "_on_gone",
+        "_outbox",
         "_pipelined",
         "_poller",
         "_reading_paused",
@@ -160,6 +164,10 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self._buf = bytearray()
+        # Small writes held to the end of the loop's turn, sent with the others' (upstream/sending.py).
+        self._outbox = sending.outbox(loop)
+        self._held: list[bytes] = []
+        self._held_size = 0
         self._eof = False  # the client closed its sending end
         self._lost = False  # the connection is gone (closed, reset, or aborted here)
         self._reading_paused = False
@@ -371,6 +379,7 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._lost:
             return
+        self.send_held()  # the last answer, before the end
         if transport.get_write_buffer_size():
             # What is still queued goes out, within the answer's deadline; a client that does not
             # read it is cut off then.
@@ -542,7 +551,9 @@ class Connection(asyncio.BufferedProtocol):
     def write(self, data: bytes | memoryview) -> bool:
         """Queue `data` for the client; False (and the connection closes) once it is gone.
 
-        Safe from any thread: bytes written from elsewhere are handed to the loop's thread.
+        A small write is held to the end of the loop's turn (upstream/sending.py); a large one is
+        sent at once, after what is held. Safe from any thread: bytes written from elsewhere are
+        handed to the loop's thread.
         """
         if self._lost or self.transport is None or self.transport.is_closing():
             self.closing = True
@@ -550,16 +561,45 @@ class Connection(asyncio.BufferedProtocol):
         if threading.get_ident() != self.thread:
             self.loop.call_soon_threadsafe(self._write_now, bytes(data))
             return True
-        self.transport.write(data)
+        self._put(data)
         return True
 
     def _write_now(self, data: bytes) -> None:
         if not self._lost and self.transport is not None and not self.transport.is_closing():
+            self._put(data)
+
+    def _put(self, data: bytes | memoryview) -> None:
+        size = self._held_size + len(data)
+        if size <= sending.HOLD_MAX:
+            if not self._held:
+                self._outbox.hold(self)
+            self._held.append(data if isinstance(data, bytes) else bytes(data))
+            self._held_size = size
+        else:
+            # Past what a turn may hold (a large answer, or many small ones to a client that
+            # pipelines and does not read): to the transport now, after what came before it, so
+            # that its flow control sees them and the answers wait for the client (flush).
+            self.send_held()
+            assert self.transport is not None
             self.transport.write(data)
 
+    def send_held(self) -> None:
+        """Hand the transport what this connection holds (the outbox calls it at the end of the turn)."""
+        held = self._held
+        if not held:
+            return
+        data = held[0] if len(held) == 1 else b"".join(held)
+        held.clear()
+        self._held_size = 0
+        transport = self.transport
+        if transport is not None and not self._lost and not transport.is_closing():
+            transport.write(data)
+
     def backlog(self) -> int:
-        """Bytes queued and not yet taken by the client."""
-        return 0 if self.transport is None or self._lost else self.transport.get_write_buffer_size()
+        """Bytes queued and not yet taken by the client (held ones included)."""
+        if self.transport is None or self._lost:
+            return 0
+        return self.transport.get_write_buffer_size() + self._held_size
 
     async def flush(self) -> bool:
         """Wait, within the answer's deadline, until the client has taken enough to queue more; False
@@ -587,6 +627,8 @@ class Connection(asyncio.BufferedProtocol):
         dropped too (a plain close would go on sending it, at the client's pace)."""
         self.closing = True
         self._dropping = True
+        self._held.clear()  # dropped, with what the kernel holds
+        self._held_size = 0
         if self.transport is None:
             return
         sock = self.transport.get_extra_info("socket")
@@ -667,6 +709,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+        self.send_held()  # the refusal, before the end of our sending half
         if transport.can_write_eof():
             try:
                 transport.write_eof()

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_server.core import redaction
 from mcp_server.core.context import RequestContext
 from mcp_server.core.redaction import MIN_RUN, Redactor, decoded, escape_in
 from mcp_server.fairwins import outcomes, tools
@@ -360,8 +361,10 @@ def test_a_sentence_quoting_gateway_text_never_spells_the_bearer_wherever_the_cu
 @profile(400)
 @given(st.one_of(escaped_bearers, bearers, st.text(PRINTABLE, min_size=1, max_size=40)))
 def test_the_door_refuses_exactly_the_bearers_the_definition_would_decode(bearer: str) -> None:
-    # The reference decoder's first pass changes a text exactly when its fixpoint differs from it.
-    decodes = _decode_once(bearer.encode()) != bearer.encode()
+    # The reference decoder's first pass changes a text exactly when its fixpoint differs from it; the
+    # definition reads case folded, so a bearer whose lower case decodes is refused too ("\\B" → "\\b").
+    raw = bearer.encode()
+    decodes = _decode_once(raw) != raw or _decode_once(raw.lower()) != raw.lower()
     assert (escape_in(bearer) is not None) == decodes, bearer
     refusal = token_refusal(bearer, "FAIRWINS_API_TOKEN")
     assert (refusal is not None and "holds an escape" in refusal) == decodes, (bearer, refusal)
@@ -434,3 +437,16 @@ def test_casefold_and_upper_case_look_alikes_are_not_folded(char: str, folded: s
 def test_any_python_case_mapping_of_an_ascii_bearer_is_folded_back(bearer: str, change: Callable[[str], str]) -> None:
     # Every case mapping keeps ASCII in ASCII, so whatever case a writer gives the bearer is read as it.
     assert Redactor(bearer, None).holds(change(bearer))
+
+
+@given(
+    needle=st.binary(min_size=1, max_size=120).map(lambda raw: bytes(b % 127 + 1 for b in raw)),
+    min_run=st.sampled_from([MIN_RUN, 1, 2, 4, 5, 9, 40, 120]),
+)
+def test_a_needles_probes_worked_out_from_its_length_are_those_worked_out_from_its_bytes(
+    needle: bytes, min_run: int
+) -> None:
+    """The probes of a needle with no byte absent come from a layout cached by length (redaction._layout);
+    an absent byte the needle does not hold (0) takes the byte-by-byte path, which must give the same."""
+    min_run = min(min_run, len(needle))
+    assert redaction._probes(needle, min_run, frozenset()) == redaction._probes(needle, min_run, frozenset({0}))

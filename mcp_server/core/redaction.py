@@ -44,7 +44,7 @@ import bisect
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from mcp_server.ops import logs
@@ -124,10 +124,13 @@ def escape_in(token: str) -> str | None:
     itself holds an escape has a decoded reading too, and an echo of it (the gateway's, a proxy's,
     a log's) reads as that, so no search finds it. Such a bearer is refused where it enters, never
     sent (RFC 6750's b64token holds no `%` and no `\\`); a `%` or `\\` that starts no escape is
-    taken, and every reading of it is the bearer as written.
+    taken, and every reading of it is the bearer as written. The definition reads case folded, so
+    a bearer is refused too when its lower case holds an escape (`\\B` in a bearer that a writer
+    lower-cases is JSON's `\\b`); what is named is the bearer's own spelling of it.
     """
-    found = _ESCAPE.search(token.encode("utf-8", "surrogatepass"))
-    return None if found is None else found.group().decode("utf-8", "surrogatepass")
+    raw = token.encode("utf-8", "surrogatepass")
+    found = _ESCAPE.search(raw) or _ESCAPE.search(raw.lower())  # bytes.lower(): ASCII only, same places
+    return None if found is None else raw[found.start() : found.end()].decode("utf-8", "surrogatepass")
 
 
 def _fold(data: bytes) -> bytes:
@@ -670,18 +673,35 @@ def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[_Probe]
     whole), each run holds a whole probe.
     """
     size = min(_PROBE, min_run)
-    found: list[_Probe] = []
-    start = 0
-    ends = [i for i, c in enumerate(needle) if c in absent] if absent else []
-    for end in [*ends, len(needle)]:
-        if end - start >= min_run:
-            last = end - size
-            for offset in range(min(start + size, last), last + 1, min_run - size + 1):
-                first = max(start, offset + size - min_run)
-                starts = range(first, min(offset, end - min_run) + 1)
-                found.append((needle[offset : offset + size], needle, offset, starts, min_run))
-        start = end + 1
-    return found
+    places: Sequence[tuple[int, range]]
+    if not absent:  # the whole needle is one stretch: where its probes sit depends on its length alone
+        places = _layout(len(needle), min_run)
+    else:
+        stretches: list[tuple[int, range]] = []
+        start = 0
+        for end in [*(i for i, c in enumerate(needle) if c in absent), len(needle)]:
+            stretches += _places(start, end, size, min_run)
+            start = end + 1
+        places = stretches
+    return [(needle[offset : offset + size], needle, offset, starts, min_run) for offset, starts in places]
+
+
+def _places(start: int, end: int, size: int, min_run: int) -> list[tuple[int, range]]:
+    """In the stretch of a needle from `start` to `end`: each probe's offset, and where the runs through it start."""
+    if end - start < min_run:
+        return []
+    last = end - size
+    return [
+        (offset, range(max(start, offset + size - min_run), min(offset, end - min_run) + 1))
+        for offset in range(min(start + size, last), last + 1, min_run - size + 1)
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(length: int, min_run: int) -> tuple[tuple[int, range], ...]:
+    """`_places` for a whole needle of `length` bytes: the same for every bearer of that length (and
+    nothing of any: a length and offsets are all it holds), so worked out once, not once a request."""
+    return tuple(_places(0, length, min(_PROBE, min_run), min_run))
 
 
 def _runs(needle: bytes, offset: int, starts: range, min_run: int) -> list[tuple[int, bytes]]:

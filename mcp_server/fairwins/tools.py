@@ -354,6 +354,7 @@ def _structured(ctx: RequestContext) -> bool:
 
 
 _JOINED_BODY: Final = 64 * 1024  # bytes of body searched together with the headers
+_DECODED: Final = frozenset(name.lower() for name in payments.DECODED_HEADERS)  # x402 headers this server decodes
 
 
 def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:
@@ -366,7 +367,7 @@ def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> 
     redactor = ctx.redactor() if request.bearer is not None or request.payment is not None else None
     if redactor is None or not isinstance(outcome, GatewayResponse):
         return False  # no answer, so nothing the gateway wrote: the sentence is this server's own
-    if any(outcome.header(name) is not None for name in payments.DECODED_HEADERS):
+    if not _DECODED.isdisjoint({name.lower() for name, _ in outcome.headers}):
         return True
     # The header values in one text, a line each: a line break is in no needle, so no run spans two,
     # and it starts no escape. A short body is searched in the same text (one search, not two);

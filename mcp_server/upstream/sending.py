@@ -7,8 +7,8 @@ the gateway) and, on loopback, its other core; by the next send that process is 
 At 1,000 connections perf found 8 % of the server's CPU inside its `send()`s, waking readers
 (`sock_def_readable`). Held until the turn's work is done and then sent back to back, they reach
 readers still awake from the first: the same bytes, the same number of sends, and 0.4 % of the
-CPU there. A call then cost 0.29 ms of CPU instead of 0.38 (the kernel's part 25 µs instead of
-61, and the interpreter's 246 instead of 293, its work no longer cut up by the wake-ups).
+CPU there; a call's kernel time fell from 61 to 25 µs, and its whole CPU by a fifth
+(BENCHMARKS.md, "Issue 50, fifth look").
 
 An answer waits at most what is left of its turn: the callback runs first in the next one,
 before the ready sockets that turn reads. A large write is not held: it is sent at once, after

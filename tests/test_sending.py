@@ -30,9 +30,10 @@ class Sender:
         self.aborted = False
 
     def write(self, data: bytes) -> None:
-        if not self.held:
-            self.outbox.hold(self)
+        first = not self.held
         self.held.append(data)
+        if first:
+            self.outbox.hold(self)
 
     def send_held(self) -> None:
         if self.fails is not None:
@@ -79,6 +80,29 @@ def test_a_turns_writes_are_sent_after_its_work_in_the_order_first_held(loop: as
     one_turn(loop)
     one_turn(loop)
     assert journal[4:] == ["b sent y"]
+
+
+def test_a_busy_turn_sends_in_batches_as_it_goes(loop: asyncio.AbstractEventLoop) -> None:
+    """No answer waits behind more than HOLD_CONNECTIONS others: the last of a batch sends them all at once."""
+    journal: list[str] = []
+    box = sending.outbox(loop)
+    count = sending.HOLD_CONNECTIONS + 1
+    senders = [Sender(str(i), journal, box) for i in range(count)]
+
+    def work() -> None:
+        for sender in senders:
+            sender.write(b".")
+            journal.append(f"wrote {sender.name}")
+
+    loop.call_soon(work)
+    one_turn(loop)
+    batch = sending.HOLD_CONNECTIONS
+    # Each of the first batch was written, then all of them sent together, in order, then the rest.
+    assert journal[:batch] == [f"wrote {i}" for i in range(batch - 1)] + [f"{0} sent ."]
+    assert journal[batch : 2 * batch] == [f"{i} sent ." for i in range(1, batch)] + [f"wrote {batch - 1}"]
+    assert journal[2 * batch :] == [f"wrote {batch}"]  # the one past the batch waits for the turn's end
+    one_turn(loop)
+    assert journal[2 * batch + 1 :] == [f"{batch} sent ."]
 
 
 def test_held_bytes_go_before_what_the_next_turn_reads(loop: asyncio.AbstractEventLoop) -> None:

@@ -131,9 +131,10 @@ class _Wire(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection closed")
         if len(data) <= sending.HOLD_MAX:
-            if not self._held:
-                self._outbox.hold(self)
+            first = not self._held
             self._held.append(data)
+            if first:
+                self._outbox.hold(self)  # last: the outbox may send what is held at once
         else:
             self.send_held()  # what came before it goes before it
             self.transport.write(data)

@@ -10,9 +10,11 @@ readers still awake from the first: the same bytes, the same number of sends, an
 CPU there; a call's kernel time fell from 61 to 25 µs, and its whole CPU by a fifth
 (BENCHMARKS.md, "Issue 50, fifth look").
 
-An answer waits at most what is left of its turn: the callback runs first in the next one,
-before the ready sockets that turn reads. A large write is not held: it is sent at once, after
-whatever its connection holds, so each connection's bytes keep their order (see `Held`).
+An answer waits at most what is left of its turn (the callback runs first in the next one,
+before the ready sockets that turn reads), and never behind more than HOLD_CONNECTIONS others: a
+busy turn (a crowd's, hundreds of answers long) sends them in batches as it goes, each batch
+still back to back. A large write is not held: it is sent at once, after whatever its connection
+holds, so each connection's bytes keep their order (see `Held`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ log = logging.getLogger("fairwins_mcp.http")
 # Writes up to this size are held to the end of the turn; a larger one (a slice of a large answer)
 # is worth its send alone, and is paced by the transport's flow control, which must see it.
 HOLD_MAX: Final = 64 * 1024
+# Connections held at once: past this many the outbox sends them all then and there. The wake-up
+# a batch shares is paid once whatever its size; an answer made early in a long turn waits for
+# at most this many others' work (about 10 ms of it at a crowd's 0.15 ms a call), not the turn's.
+HOLD_CONNECTIONS: Final = 64
 
 
 class Held(Protocol):
@@ -42,22 +48,31 @@ class Held(Protocol):
 class Outbox:
     """A loop's connections holding bytes this turn, each sent once the turn's work is done."""
 
-    __slots__ = ("_holding", "_loop")
+    __slots__ = ("_holding", "_loop", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # Weakly: the loop is this outbox's key in `_outboxes`, which a strong reference from its
         # value would keep for ever.
         self._loop = weakref.ref(loop)
         self._holding: list[Held] = []
+        self._scheduled = False
 
     def hold(self, held: Held) -> None:
-        """`held` has begun to hold bytes: its `send_held` is called once this turn's work is done."""
-        if not self._holding:
+        """`held` has begun to hold bytes (already in it): its `send_held` is called once this turn's
+        work is done, or at once with the others when it is the HOLD_CONNECTIONS-th."""
+        self._holding.append(held)
+        if len(self._holding) >= HOLD_CONNECTIONS:
+            self._send_all()
+        elif not self._scheduled:
             loop = self._loop()
             if loop is None:
                 return  # no loop any more: nothing of it will run, and its connections are gone
-            loop.call_soon(self._send_all)
-        self._holding.append(held)
+            self._scheduled = True
+            loop.call_soon(self._turn_done)
+
+    def _turn_done(self) -> None:
+        self._scheduled = False
+        self._send_all()
 
     def _send_all(self) -> None:
         holding, self._holding = self._holding, []

@@ -571,10 +571,11 @@ class Connection(asyncio.BufferedProtocol):
     def _put(self, data: bytes | memoryview) -> None:
         size = self._held_size + len(data)
         if size <= sending.HOLD_MAX:
-            if not self._held:
-                self._outbox.hold(self)
+            first = not self._held
             self._held.append(data if isinstance(data, bytes) else bytes(data))
             self._held_size = size
+            if first:
+                self._outbox.hold(self)  # last: the outbox may send what is held at once
         else:
             # Past what a turn may hold (a large answer, or many small ones to a client that
             # pipelines and does not read): to the transport now, after what came before it, so

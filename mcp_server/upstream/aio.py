@@ -149,11 +149,9 @@ class _Wire(asyncio.BufferedProtocol):
 
     def send_held(self) -> None:
         """Hand the transport what is held (the outbox calls it at the end of the turn)."""
-        held = self._held
-        if not held:
+        if not self._held:
             return
-        data = held[0] if len(held) == 1 else b"".join(held)
-        held.clear()
+        data = sending.taken(self._held)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 

@@ -90,6 +90,13 @@ class Outbox:
                     log.debug("the connection could not be cut off either: %r", again)
 
 
+def taken(held: list[bytes]) -> bytes:
+    """What a connection holds, as one piece for one write; `held` is left empty."""
+    data = held[0] if len(held) == 1 else b"".join(held)
+    held.clear()
+    return data
+
+
 _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = weakref.WeakKeyDictionary()
 
 

@@ -586,11 +586,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def send_held(self) -> None:
         """Hand the transport what this connection holds (the outbox calls it at the end of the turn)."""
-        held = self._held
-        if not held:
+        if not self._held:
             return
-        data = held[0] if len(held) == 1 else b"".join(held)
-        held.clear()
+        data = sending.taken(self._held)
         self._held_size = 0
         transport = self.transport
         if transport is not None and not self._lost and not transport.is_closing():

@@ -78,7 +78,10 @@ class Head:
 
 def refuse_line(line: bytes) -> Refusal | None:
     """The refusal a complete request line earns, or None when it is well formed (checked before the rest arrives)."""
-    match = REQUEST_LINE.fullmatch(line)
+    return _refused_line(REQUEST_LINE.fullmatch(line))
+
+
+def _refused_line(match: re.Match[bytes] | None) -> Refusal | None:
     if match is None:
         return Refusal(400, "bad_request", "Bad request line: expected METHOD /path HTTP/1.1")
     major = match.group(3)
@@ -98,13 +101,12 @@ def parse_head(data: bytes) -> Head | Refusal:
     """A whole head: the request line and header lines, CRLF-separated, without the final empty line."""
     cut = data.find(b"\r\n")
     line, fields = (data, b"") if cut < 0 else (data[:cut], data[cut:])
-    refused = refuse_line(line)
+    match = REQUEST_LINE.fullmatch(line)
+    refused = _refused_line(match)
     if refused is not None:
         return refused
-    match = REQUEST_LINE.fullmatch(line)
-    assert match is not None  # refuse_line accepted it
-    method = match.group(1).decode("ascii")
-    target = match.group(2).decode("ascii")
+    assert match is not None  # _refused_line accepted it
+    method, target = match.group(1, 2)
     minor = 0 if match.group(4) == b"0" else 1
     if fields.count(b"\r\n") > MAX_FIELDS:
         return Refusal(431, "headers_too_large", f"Over {MAX_FIELDS} header fields")
@@ -119,7 +121,7 @@ def parse_head(data: bytes) -> Head | Refusal:
             headers[key] = f"{headers[key]}, {text}"
         else:
             headers[key] = text
-    return _framed(method, target, minor, headers)
+    return _framed(method.decode("ascii"), target.decode("ascii"), minor, headers)
 
 
 def _bad_field(fields: bytes) -> Refusal:
@@ -178,8 +180,10 @@ def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> He
         if length_or_none is None:
             return Refusal(400, "bad_content_length", "Content-Length must be a non-negative integer (ASCII digits)")
         length = length_or_none
-    connection = {token.strip().lower() for token in headers.get("connection", "").split(",")}
-    keep_alive = minor == 1 and "close" not in connection
+    connection = headers.get("connection")
+    keep_alive = minor == 1 and (
+        connection is None or "close" not in {token.strip().lower() for token in connection.split(",")}
+    )
     expect = headers.get("expect")
     # "A server that receives a 100-continue expectation in an HTTP/1.0 request MUST ignore
     # that expectation" (RFC 9110 §10.1.1).

@@ -126,8 +126,29 @@ def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
+# Verdicts on Accept headers already read: a client sends the same one with every call, and the
+# reading is a loop of string calls. The first few short ones are kept (never evicted, so a client
+# sending a new header each time can only leave the rest uncached, read as they always were).
+_ACCEPTED: dict[tuple[str, str], bool] = {}
+_ACCEPTED_MAX: Final = 64
+_ACCEPT_CACHED_LEN: Final = 256
+
+
 def accepts(accept: str | None, media: str) -> bool:
-    if accept is None or not accept.strip():
+    """Whether an Accept header admits `media` (a type/subtype): its own, a wildcard, or no header."""
+    if accept is None:
+        return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
+    known = _ACCEPTED.get((accept, media))
+    if known is not None:
+        return known
+    found = _accepts(accept, media)
+    if len(_ACCEPTED) < _ACCEPTED_MAX and len(accept) <= _ACCEPT_CACHED_LEN:
+        _ACCEPTED[(accept, media)] = found
+    return found
+
+
+def _accepts(accept: str, media: str) -> bool:
+    if not accept.strip():
         return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
     major = media.split("/", 1)[0]
     for item in accept.split(","):

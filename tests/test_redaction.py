@@ -276,6 +276,50 @@ def test_an_http_server_never_writes_back_an_echoed_credential_in_a_body_or_a_he
     assert not leaks, "\n".join(leaks[:10])
 
 
+def test_one_connection_whose_bearer_changes_has_each_requests_own_bearer_scrubbed(sandbox: SandboxGateway) -> None:
+    # A connection reuses the redactor its last request made while the bearer stays the same
+    # (a proxy may carry many members on one kept-alive connection): each request's echo is
+    # searched for its own bearer, whatever came before it on the connection, a payment included.
+    payload = canary_payment(3)
+    pretty = pretty_header_value(payload)
+    turns = [
+        {"Authorization": f"Bearer {UPPER_TOKEN}"},
+        {"Authorization": f"Bearer {UPPER_TOKEN}"},
+        {"Authorization": f"Bearer {OPAQUE_TOKEN}"},
+        {"Authorization": f"Bearer {OPAQUE_TOKEN}", "X-PAYMENT": pretty},
+        {"Authorization": f"Bearer {OPAQUE_TOKEN}"},
+        {"Authorization": f"Bearer {UPPER_TOKEN}"},
+    ]
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_wagers", "arguments": {}}}
+    )
+    dispatcher = build_dispatcher(Config(api_url=sandbox.url, timeout=2.0))
+    with serving(dispatcher) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT)
+        try:
+            for turn, headers in enumerate(turns):
+                into = "receipt" if "X-PAYMENT" in headers else "message"
+                sandbox.fault(WAGERS, "echo", form="upper" if turn % 2 else "exact", into=into, times=1)
+                conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json", **headers})
+                resp = conn.getresponse()
+                raw = resp.read()
+                assert resp.status == 200, raw
+                texts = [json.dumps(resp.getheaders()), raw.decode()]
+                bearer = headers["Authorization"].removeprefix("Bearer ")
+                leaks = exposed(texts, bearer_secret(bearer))
+                if "X-PAYMENT" not in headers:
+                    assert sandbox.seen[-1].header("Authorization") == f"Bearer {bearer}"
+                else:
+                    assert sandbox.seen[-1].header("X-PAYMENT") == pretty
+                    leaks += exposed(texts, payment_secret(pretty, payload))
+                assert not leaks, f"turn {turn}: " + "\n".join(leaks[:10])
+                # The echo was found and replaced by this request's own bearer's redacted form.
+                shown = "(credential not shown)" if "X-PAYMENT" in headers else f"\\u2026{bearer[-4:]}"
+                assert shown in raw.decode(), raw
+        finally:
+            conn.close()
+
+
 # Every 4-character piece of it holds a character URL-escaping changes: escaped, no piece shows as it is.
 DENSE_TOKEN: Final = "a/b+c/d+e/f+g/h+i/j+k/l+m/n+o/p+"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 from mcp_server.core import redaction
 from mcp_server.ops.records import Record
@@ -20,8 +20,6 @@ from mcp_server.wire.x402 import Payment
 if TYPE_CHECKING:
     from mcp_server.core.redaction import Redactor
 
-# (bearer, payment) and the redactor made of them (RequestContext.redactor_memo).
-RedactorMemo: TypeAlias = tuple[tuple[str | None, Payment | None], "Redactor | None"]
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -75,10 +73,7 @@ class RequestContext:
     progress_token: str | int | None = None
     log_level: str | None = None
     _progress: float | None = None  # the last progress value sent; None until the first one
-    # (bearer, payment) and the redactor made of them. A transport may hand in the one its
-    # connection's last request made (routes.py): it is used only if this request carries exactly
-    # the same values, and is otherwise made anew, as it is when none is handed in.
-    redactor_memo: RedactorMemo | None = field(default=None, repr=False)
+    _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
 
     def redactor(self) -> Redactor | None:
         """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
@@ -86,14 +81,13 @@ class RequestContext:
         Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
         """
         key = (self.bearer, self.payment)
-        memo = self.redactor_memo
-        if memo is None or memo[0] != key:
+        if self._redactor is None or self._redactor[0] != key:
             if self.bearer_source == "env" and self.payment is None:
                 made = redaction.for_operator_token(self.bearer)  # the process holds that one anyway
             else:
                 made = redaction.Redactor(self.bearer, self.payment)
-            memo = self.redactor_memo = (key, made if made else None)
-        return memo[1]
+            self._redactor = (key, made if made else None)
+        return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send `notifications/progress` (only when the request asked for it): values must increase.

@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
-from mcp_server.core.context import RedactorMemo
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate
@@ -142,7 +141,6 @@ class Connection(asyncio.BufferedProtocol):
         "peer",
         "reader",
         "record",
-        "redactor_memo",
         "server",
         "slot",
         "task",
@@ -161,10 +159,6 @@ class Connection(asyncio.BufferedProtocol):
         self.linger = False
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
-        # The redactor this connection's last request made of its bearer (RequestContext.redactor_memo):
-        # a client's requests mostly carry the same one, and it is made once, not once a request.
-        # Never one holding a payment: that is the request's alone.
-        self.redactor_memo: RedactorMemo | None = None
         self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
         self.idle = False  # waiting for a request: the drain wakes it to shorten its limit
         self.transport: asyncio.Transport | None = None

@@ -239,7 +239,6 @@ async def _serve_message(
             http_headers=headers,
             cancellation=cancellation or Cancellation(),
             record=record,
-            redactor_memo=conn.redactor_memo,
         )
 
     cancellation = Cancellation()
@@ -269,8 +268,6 @@ async def _serve_message(
                 stream = Stream(write, extra, close=server.stopping)
                 ctx.send = stream.send
             reply = await drive(dispatcher.handle_steps(message, session, ctx), run)
-            if ctx.payment is None:
-                conn.redactor_memo = ctx.redactor_memo  # the next request's, if it carries the same bearer
             extra = {**extra, **ctx.response_headers}
             if session.views_declared:
                 extra["Mcp-Session-Id"] = apps.views_session_id()

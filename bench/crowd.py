@@ -15,7 +15,7 @@ sees a crowd's steady state, not its arrival). Per run:
 calls answered inside the window per second, the latency percentiles of the window's answers
 (and wrk's whole-run p99, arrival included, beside them),
 failed calls and timeouts, the server's CPU per call answered in the window (utime+stime of its
-process tree over it), its context switches per call (voluntary and involuntary, summed over
+process tree over it, and the utime apart), its context switches per call (voluntary and involuntary, summed over
 every thread), its peak resident memory, and /proc/loadavg before and after. The worst run
 counts: each figure is the worst of the runs (lowest req/s, highest p99, CPU, switches,
 failures, memory). The issue's criteria are checked and printed PASS/FAIL; the results go to
@@ -51,7 +51,7 @@ from bench.runner import (
     LineReader,
     child_env,
     compile_ours,
-    cpu_ms,
+    cpu_split_ms,
     our_python,
     process_tree,
     progress,
@@ -82,7 +82,7 @@ WORKERS_CPUS = "0,1"  # two workers on one core would measure nothing: they get 
 # one: ours runs without its per-peer bounds (the flags an operator behind a proxy sets), else
 # at its defaults.
 OURS_FLAGS = ("--max-peer-connections", "0", "--max-peer-heads", "0")
-PER_ANSWER = frozenset({"p50_ms", "p99_ms", "p99_all_ms", "cpu_per_call_ms", "ctx_per_call"})
+PER_ANSWER = frozenset({"p50_ms", "p99_ms", "p99_all_ms", "cpu_per_call_ms", "user_per_call_ms", "ctx_per_call"})
 SAMPLE_S = 0.2
 START_GRACE_S = 30.0  # beyond bench.runner's START_TIMEOUT_S, for a server that has not printed its URL yet
 TAIL_S = 1.0  # wrk runs on past the window, so no answer in it is cut off by wrk's own end
@@ -102,6 +102,7 @@ WORST = {  # each figure's worst over the runs
     "timeouts": max,
     "socket_errors": max,
     "cpu_per_call_ms": max,
+    "user_per_call_ms": max,
     "ctx_per_call": max,
     "peak_rss_mib": max,
     "peak_pss_mib": max,
@@ -160,7 +161,7 @@ class Window:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.cpu0 = cpu_ms(pid)
+        self.cpu0 = cpu_split_ms(pid)
         self.base = task_switches(pid)
         self.last = dict(self.base)
         self.peak_rss = 0.0
@@ -178,13 +179,15 @@ class Window:
         while not self._stop.wait(SAMPLE_S):
             self._sample()
 
-    def close(self) -> tuple[float, int]:
-        """(CPU ms, context switches) over the window."""
+    def close(self) -> tuple[float, float, int]:
+        """(CPU ms, of which user ms, context switches) over the window."""
         self._stop.set()
         self._thread.join(5)
         self._sample()
-        cpu = cpu_ms(self.pid) - self.cpu0
-        return cpu, sum(v - self.base.get(k, 0) for k, v in self.last.items())
+        user, system = cpu_split_ms(self.pid)
+        user0, system0 = self.cpu0
+        switches = sum(v - self.base.get(k, 0) for k, v in self.last.items())
+        return (user - user0) + (system - system0), user - user0, switches
 
 
 def thread_count(pid: int) -> int:
@@ -394,7 +397,7 @@ def one_run(
             window = Window(proc.pid)
             sleep_until(load.closes)
             threads = thread_count(proc.pid)
-            cpu, ctx = window.close()
+            cpu, user, ctx = window.close()
         finally:
             result = load.result()
         if proc.poll() is not None:
@@ -423,6 +426,9 @@ def one_run(
         "max_all_ms": result["max_us"] / 1000 if result["answered"] else math.nan,
         "cpu_ms": cpu,
         "cpu_per_call_ms": cpu / per,
+        # The interpreter's part: what a server's own code costs, apart from the kernel's sends and
+        # wake-ups (BENCHMARKS.md, "Issue 50, eighth look").
+        "user_per_call_ms": user / per,
         "ctx_switches": ctx,
         "ctx_per_call": ctx / per,
         "threads_at_end": threads,
@@ -839,7 +845,8 @@ def measure_cell(
         progress(
             f"  {run['rps']:,.0f} req/s, p99 {run['p99_ms']:,.0f} ms, "
             f"{run['failed']}+{run['timeouts']} failed+timeouts, "
-            f"{run['cpu_per_call_ms']:.3f} ms CPU/call, {run['ctx_per_call']:.1f} switches/call, "
+            f"{run['cpu_per_call_ms']:.3f} ms CPU/call ({run['user_per_call_ms']:.3f} user), "
+            f"{run['ctx_per_call']:.1f} switches/call, "
             f"load {run['loadavg_before'].split()[0]}"
         )
         entry["runs"].append(run)

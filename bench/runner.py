@@ -162,7 +162,13 @@ def rss_mib(pid: int) -> float:
 
 def cpu_ms(pid: int) -> float:
     """utime+stime (and reaped children's) of `pid` and its live children, in ms."""
-    ticks = 0
+    user, system = cpu_split_ms(pid)
+    return user + system
+
+
+def cpu_split_ms(pid: int) -> tuple[float, float]:
+    """`cpu_ms` as (user, system): the interpreter's own work apart from the kernel's on its behalf."""
+    user = system = 0
     for p in process_tree(pid):
         try:
             with open(f"/proc/{p}/stat") as fh:
@@ -170,8 +176,9 @@ def cpu_ms(pid: int) -> float:
         except OSError:
             continue
         # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
-        ticks += sum(int(x) for x in fields[11:15])
-    return ticks * 1000.0 / CLK_TCK
+        user += int(fields[11]) + int(fields[13])
+        system += int(fields[12]) + int(fields[14])
+    return user * 1000.0 / CLK_TCK, system * 1000.0 / CLK_TCK
 
 
 # ---------------------------------------------------------------------------------------------

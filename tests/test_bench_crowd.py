@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import charts, crowd
+from bench import charts, crowd, runner
 
 
 def run(rps: float, p99_ms: float = 250.0, cpu: float = 0.3, answered: int | None = None) -> dict[str, Any]:
@@ -29,6 +31,7 @@ def run(rps: float, p99_ms: float = 250.0, cpu: float = 0.3, answered: int | Non
         "timeouts": 0,
         "socket_errors": 0,
         "cpu_per_call_ms": cpu,
+        "user_per_call_ms": cpu * 0.8,
         "ctx_per_call": 2.0,
         "peak_rss_mib": 40.0,
         "peak_pss_mib": 38.0,
@@ -40,7 +43,24 @@ def test_the_worst_run_counts_figure_by_figure() -> None:
     assert found["rps"] == 900
     assert found["p99_ms"] == 400
     assert found["cpu_per_call_ms"] == 0.35
+    assert found["user_per_call_ms"] == pytest.approx(0.28)
     assert found["rps_runs"] == [1000, 900, 950]
+
+
+def test_the_cpu_a_process_spends_in_its_own_code_is_counted_as_user_time() -> None:
+    # The crowd reports the interpreter's part apart from the kernel's: Python arithmetic here
+    # is user time, and the two parts add up to what cpu_ms reports.
+    before = runner.cpu_split_ms(os.getpid())
+    started = time.process_time()
+    total = 0
+    while time.process_time() - started < 0.3:
+        total += sum(range(1000))
+    spent_ms = (time.process_time() - started) * 1000
+    user, system = runner.cpu_split_ms(os.getpid())
+    assert total > 0
+    assert user - before[0] >= spent_ms * 0.5 - 20  # clock ticks are 10 ms apart
+    assert system - before[1] <= spent_ms * 0.5
+    assert runner.cpu_ms(os.getpid()) >= user + system - 20
 
 
 def test_a_run_that_answered_nothing_leaves_no_latency_to_pass_on() -> None:

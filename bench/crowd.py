@@ -13,12 +13,12 @@ one wrk run whose first --warmup s (and at least WARMUP_TRIPS of the gateway's d
 only and whose next --duration s are the window (the same connections throughout: the window
 sees a crowd's steady state, not its arrival). Per run:
 calls answered inside the window per second, the latency percentiles of the window's answers
-(and wrk's whole-run p99, arrival included, beside them),
-failed calls and timeouts, the server's CPU per call answered in the window (utime+stime of its
-process tree over it, and the utime apart), its context switches per call (voluntary and
-involuntary, summed over every thread), its peak resident memory, and /proc/loadavg before and
-after. The worst run counts: each figure is the worst of the runs (lowest req/s, highest p99,
-CPU, switches, failures, memory). The issue's criteria are checked and printed PASS/FAIL; the results go to
+(and wrk's whole-run p99, arrival included, beside them), failed calls and timeouts, the
+server's CPU per call answered in the window (utime+stime of its process tree over it, and the
+utime apart), its context switches per call (voluntary and involuntary, summed over every
+thread), its peak resident memory, and /proc/loadavg before and after. The worst run counts:
+each figure is the worst of the runs (lowest req/s, highest p99, CPU, switches, failures,
+memory). The issue's criteria are checked and printed PASS/FAIL; the results go to
 bench/results/crowd.json, and --write-docs puts the table into BENCHMARKS.md and
 docs/performance.md (bench/charts.py draws the charts from the same JSON). Standard library
 only; wrk, Node and the SDKs run as separate processes.

@@ -448,6 +448,32 @@ def test_refusals_are_logged_with_their_code_and_counted_busy_gate_size_and_time
         assert f'fairwins_mcp_http_refusals_total{{reason="{reason}"}} {count}\n' in metrics, reason
 
 
+def test_a_request_refused_for_its_protocol_version_is_logged_as_the_json_rpc_error_it_got(
+    sandbox: SandboxGateway,
+) -> None:
+    # Refused at the gate over MCP-Protocol-Version, yet answered as a JSON-RPC error once its body
+    # is read: its record names the method, the id and the code, as every other such error's does.
+    with http_server(sandbox) as (server, collected):
+        old_wire = post(server, request(7, "tools/list"), {"MCP-Protocol-Version": "1999-01-01"})
+        modern = request(8, "tools/list", {"_meta": {**modern_meta(), META_VERSION: "v999.0.0"}})
+        headers = {"MCP-Protocol-Version": "v999.0.0", "Mcp-Method": "tools/list"}
+        new_wire = post(server, modern, headers)
+        no_body = post(server, None, {"MCP-Protocol-Version": "1999-01-01"}, raw=b"")
+        records = collected.wait(3)
+        metrics = get(server, "/metrics")[2]
+    assert [status for status, _ in (old_wire, new_wire, no_body)] == [400, 400, 400]
+    by_id = {r.get("rpcId"): r for r in records}
+    for rid in (7, 8):
+        record = by_id[rid]
+        assert (record["method"], record["outcome"], record["errorCode"]) == ("tools/list", "error", -32022)
+        assert record["message"].startswith("POST /mcp 400 tools/list outcome=error code=-32022 "), record
+    unread = by_id[None]
+    assert (unread["outcome"], unread["errorCode"]) == ("error", -32022)
+    assert "refusal" not in unread  # its code says why, as for any JSON-RPC error
+    assert 'fairwins_mcp_requests_total{method="tools/list",outcome="error"} 2\n' in metrics
+    assert 'fairwins_mcp_http_refusals_total{reason="gate"} 0\n' in metrics
+
+
 @PROMETHEUS
 def test_metrics_are_served_only_when_on_and_count_what_was_done(sandbox: SandboxGateway) -> None:
     with http_server(sandbox, metrics=False) as (server, _):

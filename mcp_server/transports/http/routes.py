@@ -111,6 +111,12 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
     error = (message and dispatcher.ladder_error(message, head.headers)) or error_object(
         decision.jsonrpc_code, decision.message, decision.data
     )
+    # The record says what every other JSON-RPC refusal says: the method, the id, the error's code.
+    record = conn.record.record
+    if isinstance(message, Request):
+        record.begin(message)
+    record.outcome, record.code = "error", error.get("code")
+    conn.record.error = decision.error
     await conn.respond(decision.status, dumps(error_response(msg_id, error)), extra=extra)
 
 

@@ -18,6 +18,7 @@ real socket), never by patching the server's code.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
@@ -42,6 +43,7 @@ from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
 from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate
+from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.server import FATAL_EXIT, McpHTTPServer, metrics_server
 from mcp_server.wire.jsonrpc import JSONObject
 from tests.accept_faults import FaultyListener
@@ -447,6 +449,35 @@ def test_sigterm_to_one_worker_in_a_crowd_is_acted_on_within_a_second(sandbox: S
         if proc.poll() is None:
             proc.kill()
             proc.wait(WAIT)
+
+
+@SIGNAL_STOP
+def test_a_stop_signal_is_heard_when_a_burst_has_filled_the_loops_self_pipe() -> None:
+    # Each call_soon_threadsafe writes a byte to the loop's self-pipe, and a burst of them in one
+    # turn (a crowd's calls cancelled together) fills it before the loop reads it again. A stop
+    # signal whose only trace is a byte written there is lost, and the server serves on.
+    loop = loops.new_loop()
+    heard: list[int] = []
+    quiet = loops.on_stop_signals(loop, heard.append, (signal.SIGTERM,))
+    try:
+
+        def burst() -> None:
+            for _ in range(200_000):
+                loop.call_soon_threadsafe(_nothing)
+            os.kill(os.getpid(), signal.SIGTERM)  # this turn still running: the self-pipe is full
+
+        loop.call_soon(burst)
+        deadline = time.monotonic() + WAIT
+        while not heard and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.05))
+    finally:
+        quiet()
+        loop.close()
+    assert heard == [signal.SIGTERM]
+
+
+def _nothing() -> None:
+    return None
 
 
 def test_a_wait_is_not_cut_short_by_the_timer_an_earlier_wait_left_set() -> None:

@@ -202,6 +202,36 @@ def test_http_alone_stops_within_a_second_in_a_crowd(gateway_url: str, sig: sign
             _crowd_lost_nothing(clients, server)
 
 
+@contextmanager
+def sharing_a_core() -> Iterator[set[int]]:
+    """One CPU, with a process spinning on it: the core a throttled container's server shares."""
+    core = {min(os.sched_getaffinity(0))} if hasattr(os, "sched_getaffinity") else set()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        if core:
+            os.sched_setaffinity(spinner.pid, core)
+        yield core
+    finally:
+        spinner.kill()
+        spinner.wait(START)
+
+
+@pytest.mark.parametrize("round_", rounds(SIGNAL_ROUNDS))
+def test_sigterm_right_after_a_crowd_leaves_at_once_stops_the_server(gateway_url: str, round_: int) -> None:
+    # A thousand calls cancelled in one turn each wrote a byte to the loop's self-pipe, which was
+    # also the signals' wakeup descriptor: full, it dropped the SIGTERM's byte, and the server
+    # served on, deaf to the stop (issue 59, finding 0). On a shared core the turn is longest.
+    argv = [sys.executable, "-m", "mcp_server", "--http", "0"]
+    with sharing_a_core() as core, running("fairwins-mcp --http", argv, _server_env(gateway_url)) as server:
+        if core:
+            os.sched_setaffinity(server.proc.pid, core)
+        _, listening = server.line(r"listening on http://127\.0\.0\.1:(\d+)/mcp")
+        with crowd(int(listening.group(1))) as clients:
+            clients.proc.kill()  # every connection ends at once, each with its call in flight
+            _acted_on(server, signal.SIGTERM, r"INFO fairwins_mcp\.http: stopping: no new connections")
+            assert server.wait() == 0, server.output[-3000:]
+
+
 def _one_worker_leaves(server: Stamped, leaving: int) -> None:
     """SIGTERM to one worker: it alone leaves (its `stopping` within STOP_WITHIN), drains, and is replaced."""
     sent = time.monotonic()

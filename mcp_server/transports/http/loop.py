@@ -23,7 +23,7 @@ import asyncio
 import logging
 import selectors
 import signal
-import sys
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Final, Protocol, TypeVar
 
@@ -127,19 +127,49 @@ def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
 
 def on_stop_signals(
     loop: asyncio.AbstractEventLoop, handler: Callable[[int], None], signals: Iterable[int] = STOP_SIGNALS
-) -> None:
-    """Call `handler(signum)` on the loop for each of `signals`, whichever thread the kernel hands them to.
+) -> Callable[[], None]:
+    """Call `handler(signum)` on the loop for each of `signals`; returns what undoes it.
 
-    POSIX: the loop's own signal handling (the C handler writes to the loop's wakeup descriptor,
-    and the loop runs `handler` on its next turn), so no signal waits for a thread to be
-    scheduled. Windows: signal.signal, and the loop woken from the handler.
+    The Python handler queues `handler` with `call_soon_threadsafe`, which always lands: the
+    queue is a list, and the byte it also writes to the loop's self-pipe may be dropped when the
+    pipe is full, since a full pipe wakes the loop anyway. The C handler's byte goes to a socket
+    of the stop signals' own (`signal.set_wakeup_fd`), which only signals write to, so it wakes
+    the selector whichever thread the kernel chose. The loop's self-pipe is never the wakeup
+    descriptor (asyncio's `add_signal_handler` makes it one): a burst of `call_soon_threadsafe`
+    (a crowd's calls cancelled together) fills it, and a signal whose byte is dropped there is
+    never heard. Every platform the same way: Windows has socket pairs and wakeup sockets too.
     """
-    if sys.platform == "win32":
-        for signum in signals:
-            signal.signal(signum, lambda number, frame: loop.call_soon_threadsafe(handler, number))
-    else:
-        for signum in signals:
-            loop.add_signal_handler(signum, handler, signum)
+    woken, wake = socket.socketpair()
+    woken.setblocking(False)
+    wake.setblocking(False)
+
+    def heard(signum: int, frame: object) -> None:
+        try:
+            loop.call_soon_threadsafe(handler, signum)
+        except RuntimeError:
+            pass  # the loop has closed: nobody is left to stop
+
+    def drain() -> None:
+        try:
+            while woken.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    loop.add_reader(woken.fileno(), drain)
+    previous_fd = signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)
+    previous = {signum: signal.signal(signum, heard) for signum in signals}
+
+    def undo() -> None:
+        for signum, before in previous.items():
+            signal.signal(signum, before if before is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(previous_fd)
+        if not loop.is_closed():
+            loop.remove_reader(woken.fileno())
+        woken.close()
+        wake.close()
+
+    return undo
 
 
 def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> None:

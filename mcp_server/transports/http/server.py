@@ -686,42 +686,44 @@ async def _run(
 
     # A worker hears SIGINT (a terminal's ^C reaches every worker) through its supervisor, which
     # closes the lifeline; SIGTERM to a worker alone means it leaves while the others go on.
-    loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
-    if lifeline is not None:
+    quiet = loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
+    try:
+        if lifeline is not None:
 
-        def instance_stops() -> None:  # on the lifeline's thread
-            loop.call_soon_threadsafe(stopping, True)
+            def instance_stops() -> None:  # on the lifeline's thread
+                loop.call_soon_threadsafe(stopping, True)
 
-        lifeline.watch(instance_stops)
-    server.attach(loop, guard)
-    if scrapes is not None:
-        scrapes.attach(loop, guard)
-    if lifeline is None:
-        log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
-        announce_metrics(server.server_address, metrics_listener, server.policy.metrics, summed=False)
-    else:
-        log.info("worker %d serving", os.getpid())
-    last = bool(await stop)
-    if server.timings.prestop > 0 and last:
-        server.unready = True
+            lifeline.watch(instance_stops)
+        server.attach(loop, guard)
+        if scrapes is not None:
+            scrapes.attach(loop, guard)
+        if lifeline is None:
+            log.info("fairwins-mcp listening on %s (health: %s)", server.url, server.url.replace("/mcp", "/healthz"))
+            announce_metrics(server.server_address, metrics_listener, server.policy.metrics, summed=False)
+        else:
+            log.info("worker %d serving", os.getpid())
+        last = bool(await stop)
+        if server.timings.prestop > 0 and last:
+            server.unready = True
+            log.info(
+                "stopping: /healthz answers 503 for %.0f s while requests are still served",
+                server.timings.prestop,
+                extra=logs.AHEAD,  # written at once, ahead of the access lines queued before it (ops/logs.py)
+            )
+            await asyncio.sleep(server.timings.prestop)
         log.info(
-            "stopping: /healthz answers 503 for %.0f s while requests are still served",
-            server.timings.prestop,
-            extra=logs.AHEAD,  # written at once, ahead of the access lines queued before it (ops/logs.py)
+            "stopping: %s; every request on an open connection is answered; idle connections close after %.0f s",
+            "no new connections" if last else "this worker leaves, the others go on accepting",
+            server.timings.idle_limit(True),
+            extra=logs.AHEAD,
         )
-        await asyncio.sleep(server.timings.prestop)
-    log.info(
-        "stopping: %s; every request on an open connection is answered; idle connections close after %.0f s",
-        "no new connections" if last else "this worker leaves, the others go on accepting",
-        server.timings.idle_limit(True),
-        extra=logs.AHEAD,
-    )
-    drained = await server.drained(last=last)
-    if scrapes is not None:
-        await scrapes.drained(
-            last=last
-        )  # a scrape that outlives its limit loses nothing: the next one is taken elsewhere
-    if not drained:
-        return 1
-    log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)
-    return 0
+        drained = await server.drained(last=last)
+        if scrapes is not None:
+            # A scrape that outlives its limit loses nothing: the next one is taken elsewhere.
+            await scrapes.drained(last=last)
+        if not drained:
+            return 1
+        log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)
+        return 0
+    finally:
+        quiet()  # the signals' handlers and wakeup descriptor as they were

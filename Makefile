@@ -71,6 +71,14 @@ $(APPS_HOST): tests/tools/npm_tool.sh $(NODE22)
 apps-host: $(APPS_HOST)
 	bash tests/tools/apt.sh chromium chromium
 
+# node-oidc-provider (tests/oidc/, tests/test_oidc_provider.py): a real third-party OAuth authorization
+# server for the OAuth resource-server tests (issue 60), pinned in tests/tools/npm_tool.sh, into
+# .tools/oidc-provider, run on Node 22.
+OIDC_PROVIDER := .tools/oidc-provider/node_modules/oidc-provider/package.json
+$(OIDC_PROVIDER): tests/tools/npm_tool.sh $(NODE22)
+	bash tests/tools/npm_tool.sh oidc-provider >/dev/null
+	touch $@
+
 # docs/images/view-*.png again (each view in the test host, light and dark, from the real server)
 # and docs/images/inspector-*.png (each in the MCP Inspector's Apps tab).
 screenshots: $(VPY) apps-host
@@ -87,7 +95,7 @@ TEST_ARGS ?=
 # independent; Node 22 comes first, the tools installed with it after): the set-up of a fresh clone
 # in about half the time. The Debian packages (apps-host's chromium, test-tools) come after, one at a
 # time: apt takes one lock.
-TEST_SETUP := $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) $(APPS_HOST)
+TEST_SETUP := $(VPY) $(SDK_READY) $(K8S_READY) $(UV_READY) $(INSPECTOR) $(MCPB_CLI) $(CLAUDE_CLI) $(APPS_HOST) $(OIDC_PROVIDER)
 test-setup:
 	$(MAKE) --no-print-directory -j4 $(TEST_SETUP)
 

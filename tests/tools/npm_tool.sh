@@ -7,6 +7,7 @@
 #   claude="$(bash tests/tools/npm_tool.sh claude-code)"    # Claude Code (its native binary)
 #   inspector="$(bash tests/tools/npm_tool.sh inspector)"   # the MCP Inspector's launcher (run it with Node 22)
 #   apps="$(bash tests/tools/npm_tool.sh apps-host)"        # the MCP Apps test host's node_modules (tests/browser_host/)
+#   oidc="$(bash tests/tools/npm_tool.sh oidc-provider)"    # node-oidc-provider's node_modules (tests/oidc/provider.mjs)
 #
 # No install script of a package is run (--ignore-scripts). @anthropic-ai/claude-code's own
 # postinstall only copies the native binary of its platform package (an optional dependency,
@@ -18,6 +19,7 @@ CLAUDE_CODE_VERSION="2.1.332" # @anthropic-ai/claude-code; exact pin
 INSPECTOR_VERSION="2.12.0"    # @modelcontextprotocol/inspector; exact pin (the README's Inspector lines name it)
 EXT_APPS_VERSION="2.0.4"      # @modelcontextprotocol/ext-apps (its app-bridge: the host side); exact pin
 PLAYWRIGHT_CORE_VERSION="1.65.1"  # playwright-core, driving Debian's chromium (no browser download); exact pin
+OIDC_PROVIDER_VERSION="9.13.3"    # oidc-provider (node-oidc-provider: the third-party authorization server); exact pin
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 case "${1:-}" in
@@ -35,7 +37,10 @@ case "${1:-}" in
     package="@modelcontextprotocol/ext-apps"; version="$EXT_APPS_VERSION"
     extra="playwright-core@$PLAYWRIGHT_CORE_VERSION"
     prefix="$root/.tools/apps-host"; command="$prefix/node_modules" ;;
-  *) echo "usage: npm_tool.sh mcpb|claude-code|inspector|apps-host" >&2; exit 2 ;;
+  oidc-provider)
+    package="oidc-provider"; version="$OIDC_PROVIDER_VERSION"
+    prefix="$root/.tools/oidc-provider"; command="$prefix/node_modules" ;;
+  *) echo "usage: npm_tool.sh mcpb|claude-code|inspector|apps-host|oidc-provider" >&2; exit 2 ;;
 esac
 extra="${extra:-}"
 

@@ -1,0 +1,1 @@
+"""node-oidc-provider as the tests' third-party authorization server: provider.mjs runs it, harness.py drives it."""

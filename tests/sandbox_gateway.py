@@ -8,6 +8,7 @@ Standard library only.
 
     with SandboxGateway() as gateway:                 # 127.0.0.1, a free port
         gateway.fault("/v1/member/wagers", "status", status=503, times=1)
+        gateway.trust_issuer(auth.issuer)             # tests/sandbox_auth.py's JWTs: a member's too
         ...                                           # point the code under test at gateway.url
 
     python -m tests.sandbox_gateway --port 8787       # the demo and the benchmarks
@@ -20,6 +21,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import hmac
 import json
 import re
 import selectors
@@ -29,12 +31,15 @@ import socketserver
 import struct
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
-from urllib.parse import parse_qs, quote, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from assistant_contract.routes import ALL_SCOPES as CONTRACT_SCOPES
 
@@ -1038,10 +1043,173 @@ def _offer_answer(
     return _json(status, {}, (("PAYMENT-REQUIRED", _b64json(v2_offer(path, error))), *headers))
 
 
-def _answer_for(request: SeenRequest, relayed: str = "sandbox") -> _Answer:
+# --- access tokens of a trusted authorization server ------------------------------------------
+# Issue 60: behind an OAuth resource server, the gateway is sent the member's access token from
+# FairWins's authorization server (in the sandbox, tests/sandbox_auth.py): an RS256 JWT (RFC 9068)
+# whose `sub` is the member's account and whose `scope` holds the member scopes. A gateway told to
+# trust that issuer takes such a token as the member's; the fw1. tokens are looked up first and
+# answered exactly as before. Checked with the standard library alone, apart from the MCP server's
+# verifier (mcp_server/wire/jws.py), as FairWins's gateway has its own.
+
+# RFC 8017 §9.2, note 1: the DER DigestInfo of SHA-256, which precedes the digest in the encoding.
+_SHA256_DIGEST_INFO: Final = bytes.fromhex("3031300d060960864801650304020105000420")
+_AT_JWT_TYPES: Final = frozenset({"at+jwt", "application/at+jwt"})
+_MEMBER_ACCOUNTS: Final = frozenset({ACCOUNT_A, ACCOUNT_B})
+_MAX_KEY_SET: Final = 256 * 1024
+_KEY_SET_AGE: Final = 60.0  # seconds a fetched key set is used before it is read again
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _b64url_decode(text: str) -> bytes | None:
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        return None
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _rs256_verifies(key: tuple[int, int], signing_input: bytes, signature: bytes) -> bool:
+    """RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8017 §8.2.2): the expected encoding rebuilt, compared whole."""
+    n, e = key
+    size = (n.bit_length() + 7) // 8
+    if len(signature) != size or int.from_bytes(signature, "big") >= n:
+        return False
+    encoded = pow(int.from_bytes(signature, "big"), e, n).to_bytes(size, "big")
+    digest_info = _SHA256_DIGEST_INFO + hashlib.sha256(signing_input).digest()
+    expected = b"\x00\x01" + b"\xff" * (size - len(digest_info) - 3) + b"\x00" + digest_info
+    return hmac.compare_digest(encoded, expected)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None  # the redirect then fails as an HTTPError: keys come from where they were named
+
+
+_KEY_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+
+
+def _fetch_json(url: str) -> dict[str, Any]:
+    with _KEY_OPENER.open(urllib.request.Request(url, headers={"Accept": "application/json"}), timeout=5.0) as answer:
+        raw = answer.read(_MAX_KEY_SET + 1)
+    if len(raw) > _MAX_KEY_SET:
+        raise ValueError(f"{url} answered more than {_MAX_KEY_SET} bytes")
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"{url} did not answer a JSON object")
+    return value
+
+
+class _TrustedIssuer:
+    """One authorization server whose access tokens the gateway takes as a member's."""
+
+    def __init__(self, issuer: str, jwks_uri: str | None, audiences: tuple[str, ...]) -> None:
+        self.issuer = issuer
+        self.jwks_uri = jwks_uri
+        self.audiences = audiences
+        self._keys: dict[str, tuple[int, int]] = {}
+        self._fetched_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def key(self, kid: str) -> tuple[int, int] | str:
+        """The RSA key (n, e) that `kid` names, or why there is none."""
+        with self._lock:
+            # A kid not seen yet may be a rotated key: the set is read again (a sandbox sees few
+            # tokens, so no rate limit), as it is once it is older than a minute.
+            if kid not in self._keys or time.monotonic() - self._fetched_at > _KEY_SET_AGE:
+                try:
+                    self._keys = self._fetch()
+                except (OSError, ValueError) as exc:
+                    return f"the issuer's keys could not be read: {exc}"
+                self._fetched_at = time.monotonic()
+            return self._keys.get(kid) or "the token's key (kid) is not in its issuer's key set"
+
+    def _fetch(self) -> dict[str, tuple[int, int]]:
+        uri = self.jwks_uri
+        if uri is None:
+            # RFC 8414 §3.1: the well-known segment goes between the host and the issuer's path.
+            parts = urlsplit(self.issuer)
+            metadata = _fetch_json(
+                f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{parts.path}"
+            )
+            found = metadata.get("jwks_uri")
+            if not isinstance(found, str):
+                raise ValueError("the issuer's metadata names no jwks_uri")
+            uri = found
+        keys: dict[str, tuple[int, int]] = {}
+        listed = _fetch_json(uri).get("keys")
+        for jwk in listed if isinstance(listed, list) else []:
+            if not isinstance(jwk, dict) or jwk.get("kty") != "RSA" or jwk.get("alg", "RS256") != "RS256":
+                continue
+            kid, n, e = jwk.get("kid"), jwk.get("n"), jwk.get("e")
+            if not (isinstance(kid, str) and isinstance(n, str) and isinstance(e, str)):
+                continue
+            modulus, exponent = _b64url_decode(n), _b64url_decode(e)
+            if modulus is not None and exponent is not None and len(modulus) >= 256:
+                keys[kid] = (int.from_bytes(modulus, "big"), int.from_bytes(exponent, "big"))
+        return keys
+
+
+class _TrustedIssuers:
+    """The issuers a gateway trusts (none unless told): a token of theirs becomes a member's grant."""
+
+    def __init__(self) -> None:
+        self._issuers: dict[str, _TrustedIssuer] = {}
+
+    def add(self, issuer: _TrustedIssuer) -> None:
+        self._issuers = {**self._issuers, issuer.issuer: issuer}
+
+    def grant(self, token: str) -> _Grant | str | None:
+        """The grant `token` carries if a trusted issuer issued it, or why it is refused; None: not theirs."""
+        parts = token.split(".")
+        if not self._issuers or len(parts) != 3:
+            return None
+        decoded = [_b64url_decode(part) for part in parts]
+        try:
+            header, claims = (json.loads(part) if part is not None else None for part in decoded[:2])
+        except (UnicodeDecodeError, ValueError):
+            return None
+        if not isinstance(header, dict) or not isinstance(claims, dict) or decoded[2] is None:
+            return None
+        named = claims.get("iss")
+        issuer = self._issuers.get(named) if isinstance(named, str) else None
+        if issuer is None:
+            return None
+        # The algorithm is the key's (RS256), never the token's to choose (RFC 8725 §3.1).
+        if header.get("alg") != "RS256":
+            return "the token is not signed with RS256, its issuer's algorithm"
+        typ = header.get("typ")
+        if not isinstance(typ, str) or typ.lower() not in _AT_JWT_TYPES:
+            return "the token is not an access token (typ at+jwt, RFC 9068)"
+        kid = header.get("kid")
+        key = issuer.key(kid) if isinstance(kid, str) else "the token names no key (kid)"
+        if isinstance(key, str):
+            return key
+        if not _rs256_verifies(key, f"{parts[0]}.{parts[1]}".encode("ascii"), decoded[2]):
+            return "the token's signature does not verify"
+        audience = claims.get("aud")
+        audiences = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
+        if issuer.audiences and not any(item in issuer.audiences for item in audiences):
+            return "the token was issued for another audience"
+        account = claims.get("sub")
+        if account not in _MEMBER_ACCOUNTS:
+            return "the token's subject is not a member"
+        expires = claims.get("exp")
+        if type(expires) is not int:
+            return "the token has no expiry (exp)"
+        scope, jti = claims.get("scope"), claims.get("jti")
+        granted = set(scope.split(" ")) if isinstance(scope, str) else set()
+        return _Grant(
+            account,
+            tuple(s for s in ALL_SCOPES if s in granted),
+            jti if isinstance(jti, str) else "",
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+            expired=expires <= time.time(),
+        )
+
+
+def _answer_for(request: SeenRequest, relayed: str = "sandbox", trusted: _TrustedIssuers | None = None) -> _Answer:
     """What the gateway answers to `request` when no fault is set (pure: no I/O, no state).
 
-    `relayed` is the shape of the relayed reads' bodies (RELAYED_SHAPES).
+    `relayed` is the shape of the relayed reads' bodies (RELAYED_SHAPES). `trusted`: the issuers
+    whose access tokens are a member's; reading their key sets is the one exception to "no I/O".
     """
     matched = _match(request.method, request.path)
     if isinstance(matched, _Answer):
@@ -1079,6 +1247,11 @@ def _answer_for(request: SeenRequest, relayed: str = "sandbox") -> _Answer:
     if scheme.lower() != "bearer" or not token:
         return _unauthorized("Authorization must be Bearer fw1.<token>")
     grant = _GRANTS.get(token)
+    if grant is None and trusted is not None:
+        verdict = trusted.grant(token)
+        if isinstance(verdict, str):
+            return _unauthorized(verdict)
+        grant = verdict
     if grant is None:
         return _unauthorized("the token is unknown or revoked")
     if grant.expired:
@@ -1495,7 +1668,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             fault = gateway._take_fault(path)
             if fault is None:
-                self._send(_answer_for(request, gateway.relayed))
+                self._send(_answer_for(request, gateway.relayed, gateway._trusted))
             else:
                 self._apply(fault, request)
         finally:
@@ -1572,18 +1745,18 @@ class _Handler(BaseHTTPRequestHandler):
             if gateway._stop_event.wait(fault.seconds):
                 self._reset()
             else:
-                self._send(_answer_for(request, gateway.relayed))
+                self._send(_answer_for(request, gateway.relayed, gateway._trusted))
         elif kind == "reset_before":
             self._reset()
         elif kind == "reset_mid_body":
-            normal = _answer_for(request, gateway.relayed)
+            normal = _answer_for(request, gateway.relayed, gateway._trusted)
             self._write_head(normal.status, (*normal.headers, ("Content-Length", str(len(normal.body)))))
             if self.command != "HEAD":
                 self.wfile.write(normal.body[: len(normal.body) // 2])
             self._reset()
         elif kind == "trickle":
             base = (
-                _answer_for(request, gateway.relayed)
+                _answer_for(request, gateway.relayed, gateway._trusted)
                 if fault.body is None
                 else _Answer(200, (("Content-Type", "application/json"),), fault.body)
             )
@@ -1727,6 +1900,7 @@ class SandboxGateway:
         self.handshakes = 0
         self.handshake_failures: list[str] = []
         self.seen: list[SeenRequest] = []
+        self._trusted = _TrustedIssuers()
         self._condition = threading.Condition()  # guards seen and _in_flight
         self._in_flight = 0
         self._faults: dict[str, list[_Pending]] = {}
@@ -1836,6 +2010,17 @@ class SandboxGateway:
         """Block until at least `n` handshakes failed on the server's side; why each did. TimeoutError otherwise."""
         return self._wait_for(self.handshake_failures, n, "failed handshakes", timeout)
 
+    # access tokens
+
+    def trust_issuer(self, issuer: str, *, jwks_uri: str | None = None, audiences: Sequence[str] = ()) -> None:
+        """Take `issuer`'s RS256 JWT access tokens as the member their `sub` names, with their `scope`.
+
+        Its JWK Set is read from `jwks_uri`, else from its RFC 8414 metadata, when a token of it first
+        comes, and again for a kid not seen or a set older than a minute. `audiences`: the only
+        `aud` values taken (none given: any). The fw1. tokens answer as before.
+        """
+        self._trusted.add(_TrustedIssuer(issuer, jwks_uri, tuple(audiences)))
+
     # faults
 
     def fault(self, path: str, kind: str, *, times: int | None = None, **params: object) -> None:
@@ -1935,6 +2120,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="serve https:// with the test certificate (tests/tls/); trust it with SSL_CERT_FILE=tests/tls/ca.pem",
     )
+    parser.add_argument(
+        "--trust-issuer",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="take this authorization server's JWT access tokens as a member's (tests/sandbox_auth.py); repeatable",
+    )
+    parser.add_argument(
+        "--trust-audience",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="with --trust-issuer: the only token audiences taken (repeatable; default: any)",
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -1958,6 +2157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     with gateway:
         print(f"sandbox gateway on {gateway.url}")
+        for issuer in args.trust_issuer:
+            gateway.trust_issuer(issuer, audiences=args.trust_audience)
+            print(f"  trusts the access tokens of {issuer} as a member's (sub: the member's account)")
         if args.tls:
             print(f"  trust its certificate with SSL_CERT_FILE={CA_FILE}")
         for label, token, note in (

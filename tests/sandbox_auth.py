@@ -731,7 +731,7 @@ class SandboxAuthServer:
             ("GET", "/.well-known/oauth-authorization-server"): lambda: _json(200, self.metadata()),
             ("GET", "/.well-known/openid-configuration"): lambda: _json(200, self.metadata()),
             ("GET", "/jwks"): lambda: _json(200, self.jwks(), (("Cache-Control", "max-age=60"),)),
-            ("POST", "/register"): lambda: self._register(headers, body),
+            ("POST", "/register"): lambda: self._register(body),
             ("GET", "/authorize"): lambda: self._authorize(parse_qs(query, keep_blank_values=True)),
             ("POST", "/authorize"): lambda: self._decide(parse_qs(body.decode("utf-8", "replace"))),
             ("POST", "/token"): lambda: self._token(headers, body),
@@ -745,7 +745,7 @@ class SandboxAuthServer:
 
     # registration (RFC 7591)
 
-    def _register(self, headers: Mapping[str, str], body: bytes) -> _Answer:
+    def _register(self, body: bytes) -> _Answer:
         try:
             metadata = json.loads(body)
         except (ValueError, UnicodeDecodeError):

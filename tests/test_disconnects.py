@@ -1,16 +1,24 @@
-"""A client leaving cancels its call, never otherwise: the connection protocol on a real loop and loopback TCP.
+"""A client leaving lets its request go, never otherwise: the connection on a real loop and loopback TCP.
 
-The loop tells the connection of its client's end (or a reset); a call in flight is then
-cancelled at once. A client reset before its call began cancels it too; a client whose end came
-before its call began, or that sent its next request and then closed its sending end, is still
-waiting for answers (a half-close: issue 47). (These were the promises of the threaded server's disconnect watcher; the
-protocol object keeps them without a thread.)
+The loop tells the connection of its client's end (or a reset); a request waiting (for a call
+slot, then its call) is then let go at once: its wait for a slot ends and its call is cancelled.
+A reset before the request was whole lets it go too. An end that came with the request (read
+before it was whole, or still in the kernel behind its last bytes), or behind a request sent
+before the last was answered (a client that pipelined), is a half-close, and the client waits
+for its answers (issue 47). An end that comes while a request waits, with nothing of the
+client's unread, is its leaving: a client that gave up while its call was queued costs no slot
+and no gateway call (issue 59). (The first tests hold the promises of the threaded server's
+disconnect watcher, which the protocol object keeps without a thread; the last ones hold the
+queue on a real server.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,9 +27,17 @@ import pytest
 
 from mcp_server.core.catalog import Catalog
 from mcp_server.core.protocol import Dispatcher
+from mcp_server.setup.config import Config
+from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
+from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.server import McpHTTPServer
+from tests.mcp_http import Raw, serving
+from tests.sandbox_gateway import SandboxGateway
+from tests.test_failure_owners import WAGERS
+from tests.test_failure_owners import call as wagers_call
+from tests.test_records import Collected
 
 WAIT = 10.0  # seconds a cancellation may take to be noticed, on a loaded machine (a bound, never a delay)
 QUIET = 0.3  # seconds in which a cancellation that must not come would have come
@@ -236,3 +252,90 @@ def test_a_cancel_callback_that_raises_costs_that_call_only(
         with call(loop, conn) as fired:
             client.close()
             assert fired.wait(WAIT)
+
+
+# ---- a real server: the clients of requests waiting for a call slot ------------------------------
+
+
+@contextmanager
+def one_slot(gateway: SandboxGateway) -> Iterator[tuple[McpHTTPServer, Collected]]:
+    """A real server with one call slot in front of `gateway`, and its access records."""
+    collected = Collected()
+    access = logging.getLogger("fairwins_mcp.access")
+    access.addHandler(collected)
+    try:
+        dispatcher = build_dispatcher(Config(api_url=gateway.url, timeout=WAIT))
+        with serving(dispatcher, gate.Policy(loopback_bind=True, max_body=64 * 1024), max_concurrency=1) as server:
+            yield server, collected
+    finally:
+        access.removeHandler(collected)
+
+
+def eventually(probe: Callable[[], bool], what: str) -> None:
+    for _ in range(int(WAIT / 0.01)):
+        if probe():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"never: {what}")
+
+
+@pytest.mark.parametrize("leaving", ["close", "reset"])
+def test_clients_that_leave_while_queued_free_their_places_and_cost_no_gateway_call(leaving: str) -> None:
+    # One slot, held by a call the gateway answers in a third of the slot wait; six clients ask
+    # behind it and give up (a plain close, as a client's own timeout does, or a reset); a seventh
+    # asks then. Had each given-up call still run once the slot freed, the seventh would wait six
+    # gateway calls, past the slot wait, and be refused (503).
+    with SandboxGateway() as gateway, one_slot(gateway) as (server, collected):
+        gateway.fault(WAGERS, "delay", seconds=SLOT_WAIT / 3)
+        port = int(server.server_address[1])
+        holder = Raw(port)
+        holder.send(wagers_call(1))
+        gateway.wait_for_requests(1, timeout=WAIT)
+        quitters = [Raw(port) for _ in range(6)]
+        for n, quitter in enumerate(quitters, 2):
+            quitter.send(wagers_call(n))
+        eventually(lambda: server._inflight == 7, "every call is read, and six wait for the slot")
+        for quitter in quitters:
+            if leaving == "reset":
+                quitter.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            quitter.close()
+        eventually(lambda: server._inflight == 1, "the six are let go while the slot is still held")
+        last = Raw(port)
+        last.send(wagers_call(9))
+        answers = [holder.response(), last.response()]
+        holder.close()
+        last.close()
+        records = collected.wait(8)
+    assert [a.status if a else None for a in answers] == [200, 200]
+    assert len(gateway.seen) == 2, [r.path for r in gateway.seen]  # the six never reached it
+    left = [r for r in records if r.get("rpcId") in range(2, 8)]
+    assert sorted(r["rpcId"] for r in left) == [2, 3, 4, 5, 6, 7]
+    for r in left:  # logged as a call whose client left: nothing of it ran
+        assert (r["httpRequest"]["status"], r["method"], r["outcome"]) == (499, "tools/call", "cancelled")
+
+
+@pytest.mark.linux_tier("TCP_CORK, Linux's, puts the client's end on its request's last segment")
+def test_pipelined_calls_and_a_request_with_its_end_are_answered_while_queued() -> None:
+    # The users of a half-close, queued behind a held slot: a batch script that sent two calls
+    # and its end at once, and `nc -N`, whose end rides on its request's last segment (TCP_CORK
+    # holds the request until shutdown adds the FIN to it). Their end came with their requests:
+    # every call they sent is answered.
+    with SandboxGateway() as gateway, one_slot(gateway) as (server, _):
+        gateway.fault(WAGERS, "delay", seconds=SLOT_WAIT / 4, times=1)
+        port = int(server.server_address[1])
+        holder = Raw(port)
+        holder.send(wagers_call(1))
+        gateway.wait_for_requests(1, timeout=WAIT)
+        batch = Raw(port)
+        batch.send(wagers_call(2) + wagers_call(3))
+        batch.sock.shutdown(socket.SHUT_WR)
+        netcat = Raw(port)
+        netcat.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        netcat.send(wagers_call(4))
+        netcat.sock.shutdown(socket.SHUT_WR)
+        answers = [holder.response(), batch.response(), batch.response(), netcat.response()]
+        for client in (holder, batch, netcat):
+            client.close()
+    assert [a.status if a else None for a in answers] == [200] * 4
+    assert [json.loads(a.body)["id"] for a in answers if a] == [1, 2, 3, 4]
+    assert len(gateway.seen) == 4

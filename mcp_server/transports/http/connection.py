@@ -7,13 +7,15 @@ refusal. Which bytes are a request is the reader's decision, made from the head 
 runs; a connection whose request body was not read to its end is closed after the answer, so no
 byte of a body is ever read as the next request.
 
-A client leaving while a call is in flight cancels that call at once: the loop tells this
-protocol, which throws the call's cancellation. Leaving is a reset, or an end that comes while a
-call waits with nothing of the client's left unread (in this connection's buffer or the
-reader's). An end that comes with requests still unread, or before a call began, or from a
-client that pipelined (sent a request before its last was answered), is a half-close (`nc -N`,
-`socat`, a batch script): the client will send no more and waits for its answers, and every
-request it sent is answered.
+A client that leaves while its request waits (for a call slot, then for its call) is let go at
+once: the loop tells this protocol, which ends the wait for a slot and throws the call's
+cancellation. A request waits from the moment it is whole (`watch`). Where the client's end
+falls among its bytes decides what it says (docs/architecture.md, "An end's place decides"):
+an end that had come by the moment its request was whole came with it, and an end behind
+requests not yet answered (a client that pipelined) came with them: both are a half-close
+(`nc -N`, `socat`, a batch script), and every request sent before it is answered. An end that
+comes later, while a request waits with nothing of the client's unread before it, is the client
+leaving, as is a reset at any time.
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
@@ -42,7 +44,7 @@ from mcp_server.transports.http.admission import HEADS_FULL, Admission, Slot
 from mcp_server.transports.http.drain import Timings
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
-from mcp_server.transports.http.record import Exchange
+from mcp_server.transports.http.record import CLIENT_LEFT, Exchange
 from mcp_server.transports.http.response import error_body, error_code, head
 from mcp_server.upstream import sending
 from mcp_server.upstream.receiving import receive_buffer
@@ -125,6 +127,7 @@ class Connection(asyncio.BufferedProtocol):
         "_outbox",
         "_pipelined",
         "_poller",
+        "_queued",
         "_reading_paused",
         "_sock",
         "_timer",
@@ -185,6 +188,7 @@ class Connection(asyncio.BufferedProtocol):
         # The client sent a request before its last was answered: a batch, not a client waiting on
         # one call, so its end says only that it will send no more (its reset still cancels).
         self._pipelined = False
+        self._queued: asyncio.Task[None] | None = None  # this connection's task, waiting for a call slot
         self._counted_head = False
         self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
         # Its poll(0): whether anything waits on the socket (not on Windows, which has no poll()).
@@ -214,7 +218,7 @@ class Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         seen, self._eof = self._eof, True
         if not seen and not self._pipelined and not self._unread():
-            self._gone()  # a call waiting, nothing more of the client's: "closing the stream" is cancellation
+            self._gone()  # a request waiting, nothing more of the client's: it left
         self._wake()
         return True  # half-closed: the requests it sent before its end are still answered
 
@@ -280,21 +284,23 @@ class Connection(asyncio.BufferedProtocol):
         self._wake()
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_gone` if the client leaves before the returned function is called (a call in flight).
+        """Call `on_gone` if the client leaves before the returned function is called.
 
-        A connection already reset or closed cancels the call at once. An end seen before the call
-        began does not: it came with the request or behind it, so the client sent the request and
-        then said it would send nothing more (a half-close), and it waits for the answer.
+        Called when a request is whole, before it waits for a call slot. A connection already
+        reset or closed calls `on_gone` at once. An end that has come by now does not: it came
+        with the request (the client sent it and said at once that it would send nothing more,
+        a half-close), and the client waits for the answer. Bytes already here after the request
+        are a request sent before this one is answered: the client pipelines.
         """
         if self._lost:
-            on_gone()  # it left before the call began
+            on_gone()  # it left before its request was whole
             return _nothing
         if self._unread():
             self._pipelined = True
         if not self._eof:
             # An end may already be in the kernel, behind the request's last bytes, not yet read by
-            # the transport: it came before the call began, so it is a half-close, whichever of the
-            # two the loop happens to run first.
+            # the transport: it came with the request, so it is a half-close, whichever of the two
+            # the loop happens to run first.
             self._eof = self._ended_in_kernel()
         self._on_gone = on_gone
 
@@ -324,14 +330,48 @@ class Connection(asyncio.BufferedProtocol):
         except OSError:
             return False  # a reset: the transport reads it and says so (connection_lost)
 
+    async def wait_for_slot(self, wait: float) -> bool | None:
+        """A call slot for the request just read; None if its client left first.
+
+        Waits at most `wait` seconds (Host.acquire_slot): False when no slot came in time. No slot
+        is held after False or None. The client of a watched request (`watch`) leaving ends the
+        wait at once: `_gone` cancels this connection's task where it waits, as asyncio.timeout
+        does, and the slot goes to the next request in the queue.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        self._queued = task
+        try:
+            taken = await self.server.acquire_slot(wait)
+        except asyncio.CancelledError:
+            if self._queued is not None or task.uncancel():
+                raise  # not (only) its client's leaving: the server's own cancellation goes on
+            return None
+        finally:
+            left = self._queued is None  # `_gone` took it
+            self._queued = None
+        if left:
+            # The slot came as the client left (asyncio.wait_for returns a result that was ready
+            # when it was cancelled, and the cancellation ends there): it goes to the next request.
+            task.uncancel()
+            if taken:
+                self.server.release_slot()
+            return None
+        return taken
+
     def _gone(self) -> None:
+        """The watched request's client left: its slot wait ends, `on_gone` runs."""
         on_gone, self._on_gone = self._on_gone, None
-        if on_gone is not None:
-            try:
-                on_gone()
-            except Exception:
-                # A cancel callback that failed: this call's cancellation is what it cost.
-                log.error("cancelling the call of a client from %s that left failed", self.peer, exc_info=True)
+        if on_gone is None:
+            return  # no request watched
+        queued, self._queued = self._queued, None
+        if queued is not None:
+            queued.cancel()  # its wait for a slot ends now
+        try:
+            on_gone()
+        except Exception:
+            # A cancel callback that failed: this call's cancellation is what it cost.
+            log.error("cancelling the call of a client from %s that left failed", self.peer, exc_info=True)
 
     # ---- the connection's coroutine ---------------------------------------------------------
 
@@ -612,7 +652,7 @@ class Connection(asyncio.BufferedProtocol):
             if left <= 0 or not await self._wait(time.monotonic() + left):
                 if self._writing_paused and not self._lost:
                     log.info(
-                        "a client from %s did not read its answer within %.0f s", self.peer, self.server.write_timeout
+                        "a client from %s did not read its answer within %g s", self.peer, self.server.write_timeout
                     )
                     self.abort()
                     return False
@@ -670,27 +710,41 @@ class Connection(asyncio.BufferedProtocol):
         elif size < 65536:
             data = b"".join([data, *pieces(parts)])  # one write: a small answer is one packet
             parts = []
+        self.start_answer()
+        delivered = await self.send_answer([data, *parts])
+        self.finish(status, delivered=delivered)
+
+    async def send_answer(self, parts: Sequence[Part]) -> bool:
+        """An answer's bytes, written within its deadline; False if not all went.
+
+        `parts` go as fast as the client takes them, within the deadline `start_answer` set; when
+        the client left or missed the deadline, the rest is dropped and the connection closes.
+        Every last write of an answer goes this way (a JSON answer, an event stream's answer), so
+        it is held to that one deadline, and never to a bound meant for anything else.
+        """
         # A large answer is queued piece by piece as jsonrpc.encode made it, never joined, and
         # only as fast as the client takes it: a slice of at most WRITE_SLICE bytes at a time, with
         # the loop's other work between two slices. A multi-megabyte piece handed to the transport
         # whole is one send() that copies as much as the kernel takes (megabytes on loopback), and
         # every other connection waited for it (bench.fairness: most of the small calls' p99 beside
         # 4 MB answers).
-        self.start_answer()
-        sent = self.write(data)
         for at, chunk in _slices(parts):
-            if not (sent and await self.flush()):
-                break
             if at:
                 await asyncio.sleep(0)  # one turn of the loop for the others
-            sent = self.write(chunk)
-        if sent:
-            await self.flush()
-        self.finish(status)
+            if not (self.write(chunk) and await self.flush()):
+                return False
+        return True
 
-    def finish(self, status: int) -> None:
-        self.record.status = status
-        self.record.log(self.server.metrics)
+    def finish(self, status: int, *, delivered: bool = True) -> None:
+        """Log the request's one record; the connection is idle from now.
+
+        An answer to an MCP message that did not reach its client whole is logged CLIENT_LEFT,
+        whatever its head said: its outcome says what the call did, its status that the client
+        never had the answer. A refusal keeps its status, which says why it was refused.
+        """
+        record = self.record
+        record.status = status if delivered or not record.record.outcome else CLIENT_LEFT
+        record.log(self.server.metrics)
         self.idle_since = time.monotonic()
 
     async def _linger_close(self) -> None:
@@ -722,9 +776,12 @@ class Connection(asyncio.BufferedProtocol):
             pass
 
 
-def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, memoryview]]:
+def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, bytes | memoryview]]:
     """Each piece of `parts`, WRITE_SLICE bytes at a time: (where the slice starts in its piece, the slice)."""
     for piece in pieces(parts):
+        if len(piece) <= WRITE_SLICE:
+            yield 0, piece  # whole: a held write keeps it as it is, not copied out of a view
+            continue
         view = memoryview(piece)
         for at in range(0, len(view), WRITE_SLICE):
             yield at, view[at : at + WRITE_SLICE]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mcp_server.ops import records
 from mcp_server.ops.metrics import refusal_reason
 
 if TYPE_CHECKING:
     from mcp_server.ops.metrics import ServerMetrics
+
+# The status logged for a request whose client did not have its answer: it left before the answer
+# (its call cancelled, or dropped while it waited for a slot), or did not take all of it within the
+# answer's deadline. nginx's "client closed request"; no answer carries it, and it is no refusal.
+CLIENT_LEFT: Final = 499
 
 
 @dataclass(slots=True)
@@ -51,7 +56,7 @@ class Exchange:
             self.batch,
             None if record.outcome else self.error,
         )
-        if metrics is not None and not record.outcome:
+        if metrics is not None and not record.outcome and self.status != CLIENT_LEFT:
             reason = refusal_reason(self.status, self.error)
             if reason is not None:
                 metrics.refusals.inc(reason)

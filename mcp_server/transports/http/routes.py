@@ -21,10 +21,11 @@ from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.connection import STREAM_BACKLOG, Connection
 from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.transports.http.head import Head, Refusal
+from mcp_server.transports.http.record import CLIENT_LEFT
 from mcp_server.transports.http.response import error_body
 from mcp_server.transports.http.sse import Stream
 from mcp_server.wire.cancellation import Cancellation
-from mcp_server.wire.jsonrpc import Batch, Id, Request, dumps, encode, error_object, error_response, parse
+from mcp_server.wire.jsonrpc import Batch, Id, Message, Request, dumps, encode, error_object, error_response, parse
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
 CORS_ALLOW_HEADERS: Final = (
@@ -199,25 +200,65 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
                 message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
                 await conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
                 return
-    if not await server.acquire_slot(SLOT_WAIT):
-        busy = error_body("busy", "Too many requests in flight; retry shortly", _request_id(body))
+    parsed = parse(body)
+    cancellation = Cancellation()
+    unwatch = _nothing
+    if server.dispatcher.is_blocking(parsed):
+        # The request is whole: from here its client is watched, and its leaving (a reset, or an
+        # end that comes from now on with nothing of the client's unread) ends its wait for a call
+        # slot, then its call: every item of a batch not yet run stops, and nothing more is sent
+        # to the gateway.
+        unwatch = conn.watch(cancellation.cancel)
+    taken = None if cancellation.is_set else await conn.wait_for_slot(SLOT_WAIT)
+    if not taken:
+        unwatch()
+        if taken is None:
+            _left_waiting(conn, parsed)
+            return
+        request_id = parsed.id if isinstance(parsed, Request) else None
+        busy = error_body("busy", "Too many requests in flight; retry shortly", request_id)
         await conn.respond(503, busy, extra={**extra, "Retry-After": "1"})
         return
+    conn.record.request_size = len(body)
     try:
-        await _serve_message(conn, head, body, credential, extra)
+        await _serve_message(conn, head, parsed, credential, extra, cancellation, unwatch)
     finally:
         server.release_slot()
 
 
+def _left_waiting(conn: Connection, message: Message | Batch) -> None:
+    """Log a request whose client left while it waited for a slot.
+
+    Nothing of it ran and nothing is sent: a request is logged as cancelled, as a call whose client
+    left during it is; a batch with its size.
+    """
+    if isinstance(message, Request):
+        record = conn.record.record
+        record.begin(message)
+        record.reply(None, cancelled=True)
+    elif isinstance(message, Batch):
+        conn.record.batch = len(message.items)
+    conn.closing = True
+    conn.finish(CLIENT_LEFT)
+
+
 async def _serve_message(
-    conn: Connection, head: Head, body: bytes, credential: tuple[str | None, str], extra: dict[str, str]
+    conn: Connection,
+    head: Head,
+    message: Message | Batch,
+    credential: tuple[str | None, str],
+    extra: dict[str, str],
+    cancellation: Cancellation,
+    unwatch: Callable[[], None],
 ) -> None:
+    """Answer a request's message while it holds a call slot.
+
+    `unwatch` ends the watch on its client (`Connection.watch`), once nothing is left to cancel.
+    """
     server = conn.server
     dispatcher = server.dispatcher
     headers = head.headers
-    message = parse(body)
     exchange = conn.record
-    exchange.request_size = len(body)
     request_record = exchange.record
     items: list[records.Record] = []
     header_version = headers.get("mcp-protocol-version")
@@ -247,13 +288,7 @@ async def _serve_message(
             record=record,
         )
 
-    cancellation = Cancellation()
     run = Run()
-    unwatch: Callable[[], None] = _nothing
-    if dispatcher.is_blocking(message):
-        # The client closing its connection is cancellation: every call still in flight, and
-        # every item of a batch not yet run, stops, and nothing more is sent to the gateway.
-        unwatch = conn.watch(cancellation.cancel)
     try:
         if isinstance(message, Batch):
             reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation), run)
@@ -267,7 +302,8 @@ async def _serve_message(
             if payment is None and head.minor == 1 and gate.accepts(headers.get("accept"), "text/event-stream"):
 
                 def write(data: bytes | memoryview) -> bool:
-                    # A client that lets notifications pile up unread is not reading: the stream ends.
+                    # A client that lets notifications pile up unread is not reading: the stream
+                    # ends. A notification's bound only: the answer is written as any answer is.
                     return conn.write(data) and conn.backlog() < STREAM_BACKLOG
 
                 conn.start_answer()
@@ -279,16 +315,17 @@ async def _serve_message(
                 extra["Mcp-Session-Id"] = apps.views_session_id()
             if stream is not None and stream.started and not cancellation.is_set:
                 conn.start_answer()
-                stream.finish(reply.message)
-                if not await conn.flush() or stream.broken or stream.close:
+                last = stream.finish(reply.message)
+                delivered = last is not None and await conn.send_answer(last)
+                if not delivered or stream.close:
                     conn.closing = True
-                conn.finish(200)
+                conn.finish(200, delivered=delivered)
                 return
     finally:
         unwatch()
     if cancellation.is_set:
         conn.closing = True  # the client went away: nothing more is sent for this request
-        conn.finish(499)
+        conn.finish(CLIENT_LEFT)
         return
     if reply.message is None:
         await conn.respond(202, b"", extra=extra)  # a notification or a client response: accepted

@@ -11,6 +11,7 @@ from mcp_server.wire.jsonrpc import Encoded, JSONObject, Part, encode, pieces
 
 Write = Callable[[bytes | memoryview], bool]
 _EVENT: Final = b"event: message\ndata: "
+_END: Final = b"0\r\n\r\n"  # the chunked body's last chunk
 
 
 def _event(message: JSONObject | Encoded) -> list[Part]:
@@ -24,8 +25,10 @@ def _event(message: JSONObject | Encoded) -> list[Part]:
 class Stream:
     """Notifications as they come (progress, logs), then the answer, as `text/event-stream` in chunks.
 
-    `write` sends bytes on the connection and says whether it could; once it could not, the
-    client is gone and nothing more is written.
+    `write` sends a notification's bytes on the connection and says whether it could; once it
+    could not, the client is gone (or not reading) and nothing more is written. The answer is not
+    written here: `finish` hands its bytes over, for the connection to write as it writes any
+    answer (within the answer's deadline, as fast as the client takes it).
     """
 
     def __init__(self, write: Write, extra: dict[str, str], *, close: bool = False) -> None:
@@ -34,6 +37,7 @@ class Stream:
         self.close = close  # the connection closes after the stream (the server is draining)
         self.started = False
         self.broken = False
+        self._ended = False  # the answer was handed over: nothing may follow the body's end
         self._lock = threading.Lock()
 
     def _send(self, *parts: Part) -> None:
@@ -43,7 +47,7 @@ class Stream:
 
     def send(self, message: JSONObject) -> None:
         with self._lock:
-            if self.broken:
+            if self.broken or self._ended:
                 return
             if not self.started:
                 self.started = True
@@ -51,8 +55,16 @@ class Stream:
                 self._send(head(200, None, content_type="text/event-stream", extra=extra, close=self.close))
             self._send(*_event(message))
 
-    def finish(self, message: JSONObject | Encoded | None) -> None:
+    def finish(self, message: JSONObject | Encoded | None) -> list[Part] | None:
+        """The stream's last bytes: the answer's event and the body's end.
+
+        None when the stream broke before them: they would not reach a client that left or
+        stopped reading. Nothing is sent on the stream after this.
+        """
         with self._lock:
-            if message is not None:
-                self._send(*_event(message))
-            self._send(b"0\r\n\r\n")
+            self._ended = True
+            if self.broken:
+                return None
+            last = _event(message) if message is not None else []
+            last.append(_END)
+            return last

@@ -8,8 +8,9 @@ http1.Parser, failures named by gateway._classify, TLS verified by the one conte
 upstream/tls.py (driven through memory, so its failures read as the blocking client's do), and
 the retry policy is Gateway._policy, driven by Gateway.acall.
 
-Pool: one per event loop, keyed by (scheme, host, port); a connection goes back only after a
-whole answer that allows it, and is never reused if anything arrived while it sat idle.
+Pool: one per event loop, keyed by gateway.pool_key (the gateway and the call's credential); a
+connection goes back only after a whole answer that allows it with nothing past it, and is
+never reused if anything arrived while it sat idle.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from mcp_server.upstream.gateway import (
     HttpTransport,
     Outcome,
     Pause,
+    PoolKey,
     Target,
     Transport,
     TransportError,
@@ -44,11 +46,13 @@ from mcp_server.upstream.gateway import (
     _encode,
     _https_proxy,
     _size,
+    pool_key,
 )
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.cancellation import Cancellation
 
 if TYPE_CHECKING:
+    import asyncio.trsock
     import ssl
 
 T = TypeVar("T")
@@ -65,6 +69,7 @@ class _Wire(asyncio.BufferedProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transport: asyncio.Transport | None = None
+        self._sock: asyncio.trsock.TransportSocket | None = None
         self._chunks: list[bytes] = []
         self.ended = False
         self._waiter: asyncio.Future[None] | None = None
@@ -77,6 +82,7 @@ class _Wire(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self._sock = transport.get_extra_info("socket")
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return receive_buffer()
@@ -110,8 +116,13 @@ class _Wire(asyncio.BufferedProtocol):
             self._waiter.set_result(None)
 
     @property
-    def quiet(self) -> bool:
-        return not self._chunks and not self.ended
+    def held(self) -> bool:
+        """Whether the loop has delivered bytes not read yet, or the end."""
+        return bool(self._chunks) or self.ended
+
+    def fileno(self) -> int:
+        """The socket's descriptor; -1 once it is closed."""
+        return -1 if self._sock is None else self._sock.fileno()
 
     async def recv(self) -> bytes:
         """The bytes that came since the last call (waiting for some), or b"" at the end."""
@@ -227,8 +238,12 @@ class _Tls:
         await self._flush()
 
     @property
-    def quiet(self) -> bool:
-        return not self._tls.pending() and self.wire.quiet
+    def held(self) -> bool:
+        """Whether records came that are not read yet, decrypted or not."""
+        return bool(self._tls.pending() or self._in.pending) or self.wire.held
+
+    def fileno(self) -> int:
+        return self.wire.fileno()
 
     def abort(self) -> None:
         self.wire.abort()
@@ -245,13 +260,13 @@ class _Connection:
         self.reused = False
 
     def quiet(self) -> bool:
-        """Nothing has arrived since the last answer (http1.Connection.quiet, the same rule)."""
-        return not self.parser.buffered and self.stream.quiet
+        """Whether nothing has arrived since the last answer (http1.quiet)."""
+        return http1.quiet(self.parser.buffered, self.stream.held, self.stream.fileno())
 
     async def exchange(self, data: bytes, max_body: int) -> http1.Response:
         await self.stream.send(data)
         resp = await _read(self.stream, self.parser.response(MAX_HEADER_BYTES, max_body))
-        if not self.stream.quiet:
+        if not self.quiet():
             resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
         return resp
 
@@ -270,10 +285,74 @@ async def _read(stream: _Wire | _Tls, reading: http1.Reading[T]) -> T:
         return result
 
 
-# Idle connections (all calls together) kept per gateway and loop: every call waiting at once may
-# leave one behind, and the next burst finds them (the blocking transport keeps one per thread).
+# Idle connections (all calls and credentials together) kept per gateway and loop at most: every
+# call waiting at once may leave one behind, and the next burst finds them (the blocking
+# transport keeps a few per thread).
 MAX_IDLE: Final = 1024
-Pool = dict[tuple[str, str, int], list[_Connection]]
+
+
+class Pool(dict[PoolKey, list[_Connection]]):
+    """One loop's idle connections to a gateway, by partition (gateway.pool_key).
+
+    Each partition's list is oldest first, and the partitions are in the order a connection was
+    last left in them. A partition goes with its last idle connection, so the pool does not grow
+    with every member it has served. It keeps no more idle connections than the most calls it
+    has seen in flight at once (`peak`), as an unpartitioned pool never would: members calling
+    one at a time leave one connection, not one each, and the descriptors a server budgets for
+    its calls (transports/http/server.raise_descriptor_limit) hold.
+    """
+
+    __slots__ = ("calls", "idle", "peak")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle = 0  # all partitions together
+        self.calls = 0  # in flight, each of which may leave a connection here
+        self.peak = 0
+
+    def begin(self) -> None:
+        """A call that may leave its connection here has begun."""
+        self.calls += 1
+        self.peak = max(self.peak, self.calls)
+
+    def end(self) -> None:
+        """A call that began here has ended (its connection already left here or closed)."""
+        self.calls -= 1
+
+    def take(self, key: PoolKey, newest: bool = True) -> _Connection | None:
+        """A connection of `key`'s partition, the one left in last unless not `newest`.
+
+        The newest is the least likely to have been closed meanwhile.
+        """
+        held = self.get(key)
+        if not held:
+            return None
+        conn = held.pop() if newest else held.pop(0)
+        self.idle -= 1
+        if not held:
+            del self[key]
+        return conn
+
+    def leave(self, key: PoolKey, conn: _Connection) -> None:
+        """Keep `conn` for the next call of `key`, within the bound (`peak`, MAX_IDLE at most).
+
+        Past it, the one left in longest ago, of the partition left in longest ago, is closed.
+        """
+        held = self.pop(key, None) or []
+        held.append(conn)
+        self[key] = held  # last in the order
+        self.idle += 1
+        if self.idle > min(self.peak, MAX_IDLE):
+            oldest = self.take(next(iter(self)), newest=False)
+            assert oldest is not None
+            oldest.close()
+
+    def drain(self) -> list[_Connection]:
+        """Every idle connection, the pool left empty."""
+        held = [conn for idle in self.values() for conn in idle]
+        self.clear()
+        self.idle = 0
+        return held
 
 
 class AsyncHttpTransport:
@@ -292,7 +371,7 @@ class AsyncHttpTransport:
     def _pool(self, loop: asyncio.AbstractEventLoop) -> Pool:
         pool = self._pools.get(loop)
         if pool is None:
-            pool = self._pools[loop] = {}
+            pool = self._pools[loop] = Pool()
         return pool
 
     def _tls_context(self) -> ssl.SSLContext:
@@ -322,7 +401,8 @@ class AsyncHttpTransport:
                 status, _, _ = await _read(wire, parser.head(MAX_HEADER_BYTES))
                 if not 200 <= status < 300:
                     raise http1.TunnelRefused(status)
-                if parser.buffered:
+                # The gateway says nothing before the client's first TLS record: what came is the proxy's.
+                if not http1.quiet(parser.buffered, wire.held, wire.fileno()):
                     raise http1.ProtocolError("the proxy sent bytes before the tunnel was used")
             tls = _Tls(wire, target.host, self._tls_context())
             await tls.handshake(target.host)
@@ -341,16 +421,13 @@ class AsyncHttpTransport:
         trace: Headers = (),
     ) -> GatewayResponse:
         loop = asyncio.get_running_loop()
-        key = (target.scheme, target.host, target.port)
-        idle = self._pool(loop).setdefault(key, [])
+        key = None if fresh else pool_key(target, request)
+        pool = self._pool(loop)
         conn = None
-        while not fresh and idle and conn is None:
-            conn = idle.pop()  # the one used last: the least likely to have been closed meanwhile
-            if not conn.quiet():
-                # Whatever came while it sat in the pool would be read as this request's answer: dropped
-                # before anything is written on it, so nothing was sent, and another connection goes instead.
-                conn.close()
-                conn = None
+        while key is not None and (conn := pool.take(key)) is not None and not conn.quiet():
+            # Whatever came while it sat in the pool would be read as this request's answer: dropped
+            # before anything is written on it, so nothing was sent, and another connection goes instead.
+            conn.close()
         aborted: list[str] = []
         stop: asyncio.Future[None] = loop.create_future()
         live: list[_Connection] = []
@@ -373,6 +450,8 @@ class AsyncHttpTransport:
         unregister = cancellation.on_cancel(cancelled)
         sent = False
         keep = False
+        if key is not None:
+            pool.begin()
         try:
             try:
                 data = _encode(target, request, trace)
@@ -399,7 +478,7 @@ class AsyncHttpTransport:
                 conn = None
             if aborted:
                 raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = not fresh and resp.keep_alive
+            keep = resp.keep_alive
             return GatewayResponse(resp.status, resp.headers, resp.body)
         except TransportError:
             raise
@@ -413,11 +492,13 @@ class AsyncHttpTransport:
             timer.cancel()
             unregister()
             if conn is not None:
-                if keep and len(idle) < MAX_IDLE:
+                if keep and key is not None:
                     conn.reused = True
-                    idle.append(conn)
+                    pool.leave(key, conn)
                 else:
                     conn.close()
+            if key is not None:
+                pool.end()
 
 
 _TRANSPORTS: weakref.WeakSet[AsyncHttpTransport] = weakref.WeakSet()
@@ -428,13 +509,12 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
     for transport in list(_TRANSPORTS):
         pool = transport._pools.pop(loop, None)
         if pool:
-            _close_all([conn for idle in pool.values() for conn in idle])
+            _close_all(pool.drain())
 
 
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
-        held = [conn for idle in pool.values() for conn in idle]
-        pool.clear()
+        held = pool.drain()
         if held and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(_close_all, held)

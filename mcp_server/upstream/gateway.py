@@ -3,13 +3,16 @@
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
 nothing here raises for what the gateway did. Each call has a deadline (the shared watchdog's here,
 the loop's own timers in upstream/aio.py), redirects are never followed, bodies and headers are
-size-capped, connections are reused per worker thread or per event loop (never one on which
-anything arrived while it sat idle), and only unpaid GETs are ever retried: one policy
-(Gateway.policy), driven blocking by Gateway.call and on an event loop by upstream/aio.call.
+size-capped, connections are reused per worker thread or per event loop, only by calls with the
+same credential (pool_key) and never one on which anything arrived past its last answer, and
+only unpaid GETs are ever retried: one policy (Gateway.policy), driven blocking by Gateway.call
+and on an event loop by upstream/aio.call.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import sys
 import threading
@@ -32,6 +35,7 @@ from mcp_server.wire.x402 import Payment
 if TYPE_CHECKING:
     import random
     import ssl
+    from hashlib import blake2b
 
 USER_AGENT: Final = f"fairwins-mcp/{__version__}"
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
@@ -176,6 +180,49 @@ class AsyncTransport(Protocol):
     ) -> GatewayResponse: ...
 
 
+# Which pooled connections a request may take and leave: (scheme, host, port, its credential's digest).
+PoolKey = tuple[str, str, int, bytes]
+# The key of the credential digests, this process's own: never written anywhere, gone with the process.
+_DIGEST_KEY: Final = os.urandom(32)
+# Idle connections a thread keeps (gateway.HttpTransport): one per credential it called with last.
+THREAD_IDLE: Final = 4
+
+
+def pool_key(target: Target, request: GatewayRequest) -> PoolKey | None:
+    """Which idle connections `request` may take and leave; None: none.
+
+    A copy of an answer that arrives after its connection went back to the pool (written twice a
+    few milliseconds apart, or late by a proxy) is read by the next request on that connection,
+    and once that request is written no HTTP/1.1 client can tell the copy from its answer. So a
+    connection carries only calls with the credential of the call before it: one member's bearer
+    (known here by a digest keyed with this process's random key, never by the token), or none,
+    for the public reads. What it may still hand a call is an earlier answer of the same
+    credential, never another member's. A paid call shares no connection: its payment is no
+    credential to share one by, and it must reach the gateway exactly once.
+    """
+    if request.payment is not None:
+        return None
+    if request.bearer is None:
+        return (target.scheme, target.host, target.port, b"")
+    return (target.scheme, target.host, target.port, _digest(request.bearer))
+
+
+def _digest(bearer: str) -> bytes:
+    """`bearer` as a pool key knows it: a digest keyed by this process."""
+    return _blake2b()(bearer.encode("utf-8", "surrogatepass"), key=_DIGEST_KEY, digest_size=16).digest()
+
+
+@functools.cache
+def _blake2b() -> type[blake2b]:
+    try:
+        # hashlib.blake2b itself: hashlib would also load OpenSSL's libcrypto, which a stdio start
+        # never pays for (tests/test_start_path.py).
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without it (OpenSSL's alone)
+        from hashlib import blake2b
+    return blake2b
+
+
 def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
 
@@ -183,7 +230,9 @@ def _size(n: int) -> str:
 class HttpTransport:
     """http1 underneath: keep-alive per worker thread, deadline and cancel shut the socket down.
 
-    An http:// gateway never loads http.client, email or ssl; https:// loads ssl on first use.
+    A thread keeps an idle connection for each of the last THREAD_IDLE credentials it called
+    with (pool_key). An http:// gateway never loads http.client, email or ssl; https:// loads
+    ssl on first use.
     """
 
     def __init__(self, max_body: int) -> None:
@@ -192,8 +241,8 @@ class HttpTransport:
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = threading.Lock()
 
-    def _pool(self) -> dict[tuple[str, str, int], http1.Connection]:
-        pool: dict[tuple[str, str, int], http1.Connection] | None = getattr(self._local, "pool", None)
+    def _pool(self) -> dict[PoolKey, http1.Connection]:
+        pool: dict[PoolKey, http1.Connection] | None = getattr(self._local, "pool", None)
         if pool is None:
             pool = self._local.pool = {}
         return pool
@@ -238,13 +287,13 @@ class HttpTransport:
         fresh: bool,
         trace: Headers = (),
     ) -> GatewayResponse:
-        key = (target.scheme, target.host, target.port)
+        key = None if fresh else pool_key(target, request)
         pool = self._pool()
-        conn = None if fresh else pool.pop(key, None)
+        conn = None if key is None else pool.pop(key, None)
         if conn is not None and not conn.quiet():
-            # Whatever came while it sat in the pool would be read as this request's answer: another
-            # member's data, or a 408 meant for nobody. Nothing has been written on it, so nothing
-            # was sent, and the request leaves on a fresh connection instead.
+            # Whatever came while it sat in the pool would be read as this request's answer: an
+            # earlier call's data, or a 408 meant for nobody. Nothing has been written on it, so
+            # nothing was sent, and the request leaves on a fresh connection instead.
             conn.close()
             conn = None
         aborted: list[str] = []
@@ -303,7 +352,7 @@ class HttpTransport:
             # body is never passed on as a whole answer.
             if aborted:
                 raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = not fresh and resp.keep_alive
+            keep = resp.keep_alive
             return GatewayResponse(resp.status, resp.headers, resp.body)
         except TransportError:
             raise
@@ -315,9 +364,11 @@ class HttpTransport:
             timer.cancel()
             unregister()
             if conn is not None:
-                if keep:
+                if keep and key is not None:
                     conn.reused = True
                     pool[key] = conn
+                    if len(pool) > THREAD_IDLE:
+                        pool.pop(next(iter(pool))).close()  # the one left longest ago
                 else:
                     conn.close()
 

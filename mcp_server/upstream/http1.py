@@ -116,7 +116,8 @@ def tunnel(sock: socket.socket, host: str, port: int, max_head: int) -> None:
     status, _, _ = conn.read_head(max_head)
     if not 200 <= status < 300:
         raise TunnelRefused(status)
-    if conn.buffered:
+    # The gateway says nothing before the client's first TLS record: what came is the proxy's.
+    if not conn.quiet():
         raise ProtocolError("the proxy sent bytes before the tunnel was used")
 
 
@@ -305,15 +306,8 @@ class Connection:
         return self.parser.buffered
 
     def quiet(self) -> bool:
-        """Whether nothing has arrived since the last answer: no byte, no end, no error. Never waits.
-
-        Asked of a kept-alive connection before it carries another request. Bytes that came while it
-        sat idle answer no request of ours (an unsolicited or duplicated answer, a 408 written before
-        an idle close): read as the answer to the next request, they would hand one caller another's
-        data. An end means the next request would go nowhere. Such a connection is dropped, as urllib3
-        and Go's net/http drop it, before anything is written on it.
-        """
-        return not self.parser.buffered and not _held(self.sock) and not _readable(self.sock)
+        """Whether nothing has arrived since the last answer (`quiet`)."""
+        return quiet(self.parser.buffered, _held(self.sock), self.sock.fileno())
 
     def close(self) -> None:
         try:
@@ -328,8 +322,8 @@ class Connection:
 
     def read_response(self, max_head: int, max_body: int, head_request: bool = False) -> Response:
         resp = self._read(self.parser.response(max_head, max_body, head_request))
-        if _held(self.sock):
-            resp.keep_alive = False  # TLS records past the answer: out of step, never reused
+        if not self.quiet():
+            resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
         return resp
 
     def read_head(self, max_head: int) -> tuple[int, tuple[tuple[str, str], ...], bool]:
@@ -346,6 +340,22 @@ class Connection:
             return result
 
 
+def quiet(buffered: int, held: bool, fd: int) -> bool:
+    """Whether nothing has arrived on a connection past its last answer.
+
+    No byte, no end, no error; it never waits. The one rule of both gateway pools (Connection
+    here, upstream/aio.py on the loop), asked of a kept-alive connection as its answer ends and
+    again before it carries another request. Bytes past an answer answer no request of ours (a
+    duplicated answer, a 408 written before an idle close): read as the answer to the next
+    request, they would hand one caller another's data. An end means the next request would go
+    nowhere. Such a connection is dropped, as urllib3 and Go's net/http drop it, before anything
+    is written on it. What arrived may be anywhere: read by the parser past the answer
+    (`buffered`), held in memory by the stream beside it (`held`: TLS records, decrypted or not;
+    what the loop has delivered), or still in the kernel (`fd`).
+    """
+    return not buffered and not held and not readable(fd)
+
+
 def _held(sock: Stream) -> bool:
     # TLS keeps records it has received, decrypted or not, in memory, where polling the socket
     # cannot see them (mcp_server.upstream.tls.Stream and ssl.SSLSocket both say how many by pending()).
@@ -353,17 +363,19 @@ def _held(sock: Stream) -> bool:
     return pending is not None and bool(pending())
 
 
-def _readable(sock: Stream) -> bool:
-    """Whether a read on `sock` would return at once (bytes, an end or an error): one system call, no wait."""
-    fd = sock.fileno()
+def readable(fd: int) -> bool:
+    """Whether a read on socket `fd` would return at once, without waiting.
+
+    Bytes, an end or an error: one system call (poll, or select on Windows) asks the kernel.
+    """
     if fd < 0:
         return True  # closed: no more use than a connection with something waiting on it
     if sys.platform != "win32":  # poll: no limit on descriptor numbers, where select() has one
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         return bool(poller.poll(0))  # POLLHUP and POLLERR are reported whether asked for or not
-    readable, _, failed = select.select([fd], [], [fd], 0)
-    return bool(readable or failed)
+    ready, _, failed = select.select([fd], [], [fd], 0)
+    return bool(ready or failed)
 
 
 def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:

@@ -249,7 +249,7 @@ class KeySet:
 def _jwk_array(document: bytes) -> list[object] | str:
     """A JWK Set's bytes → its `keys` array, or why the document is not read."""
     if len(document) > MAX_JWKS_BYTES:
-        return "oversized"
+        return f"larger than {MAX_JWKS_BYTES:,} bytes"
     try:
         value = _DECODER.decode(document.decode("utf-8"))
     except (ValueError, RecursionError):

@@ -214,6 +214,20 @@ class Dispatcher:
             return any(self.is_blocking(item) for item in message.items)
         return isinstance(message, Request) and message.method in BLOCKING_METHODS
 
+    def scopes_needed(self, message: Message | Batch) -> tuple[str, ...]:
+        """The member scopes answering `message` takes: a member tool's, for each call; () for the rest."""
+        if isinstance(message, Batch):
+            return tuple(dict.fromkeys(scope for item in message.items for scope in self.scopes_needed(item)))
+        if not isinstance(message, Request) or message.method != "tools/call":
+            return ()
+        name = message.params.get("name")
+        tool = self._tools.get(name) if isinstance(name, str) else None
+        return _scopes_of(tool) if tool is not None else ()
+
+    def member_scopes(self) -> tuple[str, ...]:
+        """Every scope a call here may take (an OAuth resource's `scopes_supported`), sorted."""
+        return tuple(sorted({scope for tool in self._tools.values() for scope in _scopes_of(tool)}))
+
     def handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
         """One message → its reply, each step waited for on this thread. Never raises: this is the
         exception-to-wire boundary.
@@ -606,6 +620,12 @@ def _called(result: JSONObject | Steps[JSONObject]) -> Steps[JSONObject]:
         return value
     assert isinstance(result, dict)
     return result
+
+
+def _scopes_of(tool: Tool) -> tuple[str, ...]:
+    """The member scopes a call of `tool` takes: its `scopes`, for a catalogue's tool that has them."""
+    scopes = getattr(tool, "scopes", ())
+    return tuple(scopes) if isinstance(scopes, tuple) else ()
 
 
 def _tool_call(tool: Tool, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:

@@ -113,6 +113,9 @@ class GatewayTool:
             self.method, self.path_template, self.priced, self.public = "GET", ex["path"], False, True
         else:
             raise ValueError(f"{self.name} is executed locally and cannot be served here")
+        # What a call needs of the member's grant: the contract's scope for a route read as the member.
+        scope = entry.get("scope")
+        self.scopes: tuple[str, ...] = (scope,) if isinstance(scope, str) and scope and not self.public else ()
         # The contract's outputSchema for what this tool executes: its route, or its public path.
         target = ex["route"] if ex["kind"] == "route" else ex["path"]
         self.output_schema: dict[str, Any] = snap.output_schemas[target]

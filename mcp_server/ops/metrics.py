@@ -282,7 +282,7 @@ def render(snapshots: Iterable[list[Family]]) -> str:
 # Label values come from fixed sets only (these, and records.METHODS, NOTIFICATIONS,
 # GATEWAY_CAUSES and FAILURE_KINDS); anything else is counted under "other".
 REQUEST_OUTCOMES: Final = ("result", "tool_error", "error", "cancelled")
-REFUSAL_REASONS: Final = ("busy", "gate", "size", "timeout", "malformed", "draining")
+REFUSAL_REASONS: Final = ("busy", "gate", "size", "timeout", "malformed", "draining", "sign_in")
 PAYMENT_OUTCOMES: Final = ("accepted", "rejected", "failed", "unknown", "not_sent", "refused")
 STATUS_CLASSES: Final = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
@@ -346,6 +346,12 @@ REFUSALS: Final = {
     "bad_request_target": "malformed",
     "missing_host": "malformed",
     "http_version_not_supported": "malformed",
+    # OAuth mode (docs/authorization.md): a call that needs the member without a token, a token
+    # refused, a token without the call's scopes; the authorization server's keys out of reach.
+    "sign_in_required": "sign_in",
+    "invalid_token": "sign_in",
+    "insufficient_scope": "sign_in",
+    "authorization_server_unreachable": "busy",
 }
 
 

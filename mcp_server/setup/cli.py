@@ -70,6 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.api_url or "not configured (FAIRWINS_API_URL is not set)",
         logs.redact(config.api_token),
     )
+    if config.oauth is not None:
+        log.info(
+            "OAuth mode: tokens for %s from %s; where to sign in: %s",
+            config.oauth.resource,
+            config.oauth.issuer,
+            config.oauth.metadata_url,
+        )
     if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
         log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
@@ -118,6 +125,13 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
         # In each worker after its fork (or in the one process): a crowd's waiting calls must not
         # make every call's share of the garbage collector grow with the crowd (ops/heap.py).
         heap.settle()
+        door = None
+        if config.oauth is not None:
+            from mcp_server.transports.http.door import Door  # OAuth mode alone loads the token checks
+
+            oauth = config.oauth
+            scopes = dispatcher.member_scopes()
+            door = Door(oauth.resource, oauth.metadata_url, oauth.issuer, scopes, timeout=config.timeout)
         try:
             return serve(
                 dispatcher,
@@ -136,6 +150,7 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
                 metrics_on_mcp_port=config.metrics_on_mcp_port,
                 metrics_listener=metrics_sock,
                 metrics_dir=metrics_dir,
+                door=door,
             )
         finally:
             logs.flush()  # a worker leaves by os._exit: no atexit writes what is still queued

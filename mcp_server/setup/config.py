@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -16,10 +17,32 @@ LOG_FORMATS: Final = ("text", "json")
 # `--metrics` alone: a listener of its own on loopback, at the port OpenTelemetry's Prometheus
 # exporter uses, so a scraper beside the server (a sidecar, an agent) finds it and nobody else can.
 METRICS_DEFAULT: Final = ("127.0.0.1", 9464)
+WELL_KNOWN_RESOURCE: Final = "/.well-known/oauth-protected-resource"
 
 
 class ConfigError(ValueError):
     """A setting that cannot be served; the message is one sentence for stderr."""
+
+
+@dataclass(frozen=True)
+class OAuth:
+    """The hosted door as an OAuth resource server: where members sign in, and for what.
+
+    `public_url` is the MCP endpoint as clients reach it, `issuer` the authorization server that
+    issues the access tokens, `resource` the audience they carry: the public URL, or a parent of
+    it on the same origin (docs/authorization.md).
+    """
+
+    public_url: str
+    issuer: str
+    resource: str
+
+    @property
+    def metadata_url(self) -> str:
+        """Where the resource's metadata is (RFC 9728 §3.1: the well-known name before its path)."""
+        parts = urllib.parse.urlsplit(self.resource)
+        path = parts.path.rstrip("/")
+        return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN_RESOURCE}{path}"
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,7 @@ class Config:
     cloud_run: bool = False
     metrics_address: tuple[str, int] | None = None  # a listener of their own for GET /metrics (--metrics)
     metrics_on_mcp_port: bool = False  # GET /metrics on the MCP port too (--metrics-on-mcp-port)
+    oauth: OAuth | None = None  # HTTP mode as an OAuth resource server (--public-url, --authorization-server)
 
     @property
     def metrics(self) -> bool:
@@ -153,6 +177,12 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
     for origin in origins:
         if origin == "*" or origin.lower() == "null":
             raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
+    oauth = _oauth(env, args)
+    if oauth is not None and getattr(args, "allow_shared_token", False):
+        raise ConfigError(
+            "--allow-shared-token cannot be used with --authorization-server: every caller without a token "
+            "would act as FAIRWINS_API_TOKEN's member, whose token was not issued for this server"
+        )
     return Config(
         api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
@@ -176,7 +206,89 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         drain_idle=drain_idle,
         metrics_address=metrics_address if http_port is not None else None,
         metrics_on_mcp_port=on_mcp_port,
+        oauth=oauth,
     )
+
+
+# Each OAuth setting: its flag's attribute, its flag, its variable.
+_OAUTH_SETTINGS: Final = (
+    ("public_url", "--public-url", "FAIRWINS_MCP_PUBLIC_URL"),
+    ("authorization_server", "--authorization-server", "FAIRWINS_AUTHORIZATION_SERVER"),
+    ("resource", "--resource", "FAIRWINS_MCP_RESOURCE"),
+)
+
+
+def _oauth(env: Mapping[str, str], args: argparse.Namespace | None) -> OAuth | None:
+    """The OAuth settings (a flag wins over its variable), checked together; None when none is set.
+
+    The variables are read in HTTP mode only (one environment may serve both); a flag needs --http.
+    """
+    http = getattr(args, "http", None) is not None
+    given: dict[str, tuple[str, str]] = {}  # attribute -> (value, the name it was given under)
+    for attribute, flag, variable in _OAUTH_SETTINGS:
+        flagged = getattr(args, attribute, None)
+        if flagged is not None:
+            if not http:
+                raise ConfigError(f"{flag} needs --http: an OAuth resource server is a hosted HTTP server")
+            given[attribute] = (flagged.strip(), flag)
+        elif http and (value := _setting(env, variable)) is not None:
+            given[attribute] = (value, variable)
+    if not given:
+        return None
+    for attribute, flag, variable in _OAUTH_SETTINGS[:2]:
+        if attribute not in given:
+            named = ", ".join(name for _, name in given.values())
+            raise ConfigError(f"{named} needs {flag} (or {variable}) too: OAuth mode takes both")
+    public, public_name = given["public_url"]
+    issuer, issuer_name = given["authorization_server"]
+    resource, resource_name = given.get("resource", (public, public_name))
+    public_parts = _secure_url(public, public_name)
+    _secure_url(issuer, issuer_name)
+    resource_parts = _secure_url(resource, resource_name)
+    if _origin(resource_parts) != _origin(public_parts):
+        raise ConfigError(
+            f"{resource_name} ({resource}) must be on the public URL's origin ({_origin(public_parts)}): "
+            "a token for another origin's resource is not one issued for this server"
+        )
+    parent = resource_parts.path.rstrip("/")
+    if public_parts.path.rstrip("/") != parent and not public_parts.path.startswith(parent + "/"):
+        raise ConfigError(
+            f"{resource_name} ({resource}) must be the public URL ({public}) or a parent of its path: "
+            "a token whose audience does not cover this server is not one issued for it"
+        )
+    return OAuth(public, issuer, resource)
+
+
+def _secure_url(value: str, name: str) -> urllib.parse.SplitResult:
+    """`value` as an absolute https URL (http on a loopback address); ConfigError naming `name` if not."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = (parts.hostname or "").lower()
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError:
+        raise ConfigError(f"{name} ({value!r}) is not a URL") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise ConfigError(f"{name} ({value!r}) must be an absolute https:// URL")
+    if parts.username is not None or parts.password is not None or parts.fragment or parts.query:
+        raise ConfigError(f"{name} ({value!r}) must hold no user name, password, query or fragment")
+    if parts.scheme == "http":
+        from mcp_server.upstream.gateway import is_loopback_host  # only an http:// setting pays for it
+
+        if not is_loopback_host(host):
+            raise ConfigError(
+                f"{name} ({value}) must be https://: http:// is for loopback addresses only, and elsewhere "
+                "tokens and sign-ins would cross the network unencrypted"
+            )
+    return parts
+
+
+def _origin(parts: urllib.parse.SplitResult) -> str:
+    """`scheme://host[:port]`, lower case, the scheme's default port left out."""
+    host = (parts.hostname or "").lower()
+    shown = f"[{host}]" if ":" in host else host
+    port = parts.port
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{shown}" + (f":{port}" if port is not None and port != default else "")
 
 
 def _metrics_address(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[str, int] | None:
@@ -341,6 +453,21 @@ def argument_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="HTTP mode: serve GET /metrics on the MCP port too, to everyone who reaches that port",
     )
+    parser.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="HTTP mode, OAuth: the MCP endpoint's URL as clients reach it (with --authorization-server)",
+    )
+    parser.add_argument(
+        "--authorization-server",
+        metavar="URL",
+        help="HTTP mode, OAuth: the issuer of the members' access tokens, where clients sign in",
+    )
+    parser.add_argument(
+        "--resource",
+        metavar="URL",
+        help="HTTP mode, OAuth: the audience the tokens carry (default: the public URL; or a parent of it)",
+    )
     return parser
 
 
@@ -358,6 +485,9 @@ NO_ARGUMENTS: Final = {
     "log_format": None,
     "metrics": None,
     "metrics_on_mcp_port": False,
+    "public_url": None,
+    "authorization_server": None,
+    "resource": None,
 }
 
 

@@ -420,6 +420,12 @@ class Validator:
         self.keys = keys
         self.cache = VerdictCache() if cache is None else cache
 
+    def remembered(self, token: str, now: float) -> Valid | None:
+        """The verdict kept for `token` while it holds: no signature checked, a hash and a lookup."""
+        if _unread(token) is not None:
+            return None
+        return self.cache.get(hashlib.sha256(token.encode("ascii")).digest(), now, self.keys)
+
     def check(self, token: str, now: float) -> Verdict:
         """The token's verdict at `now` (seconds since the epoch): remembered, or judged and remembered."""
         unread = _unread(token)

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops.metrics import ServerMetrics
@@ -49,6 +49,9 @@ from mcp_server.transports.http.response import error_body, error_code, head
 from mcp_server.upstream import sending
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.jsonrpc import Part, pieces
+
+if TYPE_CHECKING:
+    from mcp_server.transports.http.door import Door
 
 log = logging.getLogger("fairwins_mcp.http")
 
@@ -91,6 +94,7 @@ class Host(Protocol):
     read_timeout: float
     write_timeout: float
     timings: Timings
+    door: Door | None  # OAuth mode: the access tokens judged and the sign-in asked for (door.py)
 
     def begin(self) -> None: ...
 

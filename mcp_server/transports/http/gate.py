@@ -38,11 +38,13 @@ class Policy:
     max_body: int = 1024 * 1024
     metrics: bool = False  # serve GET /metrics
     metrics_only: bool = False  # the metrics listener: GET /metrics, and every other path is 404
+    # OAuth mode: the paths of the protected resource's metadata (RFC 9728), read by anyone, CORS `*`.
+    resource_metadata: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Serve it. `route` is "mcp", "health", "metrics" or "preflight"; `cors` the origin to echo, if any."""
+    """Serve it: `route` names the route (routes.ROUTES), `cors` the origin to echo, if any."""
 
     route: str
     cors: str | None = None
@@ -185,6 +187,12 @@ def check(
             return Admit(route)
         allow = ", ".join(methods)
         return Refuse(405, "method_not_allowed", f"Use {methods[0]} for {route_path}", allow=allow)
+    if route_path in policy.resource_metadata:
+        if method in ("GET", "HEAD"):
+            return Admit("resource-metadata", "*")
+        if method == "OPTIONS":
+            return Admit("preflight", "*")
+        return Refuse(405, "method_not_allowed", f"Use GET for {route_path}", allow="GET, HEAD, OPTIONS")
     if route_path != MCP_PATH:
         return Refuse(404, "not_found", "Not found: the MCP endpoint is POST /mcp")
     cors: str | None = None

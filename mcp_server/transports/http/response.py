@@ -65,14 +65,18 @@ def head(
 # answer to a POST ("the HTTP response body MAY comprise a JSON-RPC error response"), so an MCP
 # client shows the member its sentence. Its JSON-RPC code, by the refusal's own code (kept in
 # `error.data.error`): the request as sent cannot be taken (-32600) unless it is one of these.
-UNAUTHORIZED: Final = -32010  # the bearer cannot be used as sent (400 escaped_bearer)
-FORBIDDEN: Final = -32011  # the Host or Origin is not one this server answers (403)
+UNAUTHORIZED: Final = -32010  # the bearer cannot be used as sent (400 escaped_bearer), or is missing or refused (401)
+FORBIDDEN: Final = -32011  # the Host or Origin is not one this server answers, or a token's scopes fall short (403)
 REFUSAL_CODES: Final[dict[str, int]] = {
     "busy": SERVER_ERROR,  # a bound of this server reached (503; 429 for one address): retry later
     "too_many_connections": SERVER_ERROR,
     "too_many_unfinished_requests": SERVER_ERROR,
     "request_timeout": REQUEST_TIMEOUT,  # the request did not arrive within the read timeout (408)
     "escaped_bearer": UNAUTHORIZED,
+    "sign_in_required": UNAUTHORIZED,  # OAuth mode (door.py): 401, a call that needs the member
+    "invalid_token": UNAUTHORIZED,  # 401, a token refused
+    "insufficient_scope": FORBIDDEN,  # 403, a token without the call's scopes
+    "authorization_server_unreachable": SERVER_ERROR,  # 503, its keys could not be read
     "host_not_allowed": FORBIDDEN,
     "origin_not_allowed": FORBIDDEN,
 }

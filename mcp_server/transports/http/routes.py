@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mcp_server import __version__
 from mcp_server.core import apps
@@ -28,11 +28,15 @@ from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import Batch, Id, Message, Request, dumps, encode, error_object, error_response, parse
 from mcp_server.wire.versions import LEGACY_VERSIONS
 
+if TYPE_CHECKING:
+    from mcp_server.core.protocol import Dispatcher
+    from mcp_server.transports.http.door import Challenge, Door
+
 CORS_ALLOW_HEADERS: Final = (
     "Content-Type, Accept, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Session-Id, X-PAYMENT,"
     " PAYMENT-SIGNATURE, traceparent, tracestate"
 )
-CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id"
+CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id, WWW-Authenticate"
 HEALTH_BODY: Final = json.dumps(
     {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
 ).encode()
@@ -79,7 +83,8 @@ async def preflight(conn: Connection, head: Head, decision: gate.Admit) -> None:
     if decision.cors is not None:
         extra.update(
             {
-                "Access-Control-Allow-Methods": "POST, OPTIONS",
+                # The resource's metadata is read with GET by any page (RFC 9728); /mcp takes POST.
+                "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS" if decision.cors == "*" else "POST, OPTIONS",
                 "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
                 "Access-Control-Max-Age": "600",
             }
@@ -119,6 +124,15 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
     record.outcome, record.code = "error", error.get("code")
     conn.record.error = decision.error
     await conn.respond(decision.status, dumps(error_response(msg_id, error)), extra=extra)
+
+
+async def resource_metadata(conn: Connection, head: Head, decision: gate.Admit) -> None:
+    """GET /.well-known/oauth-protected-resource[/mcp]: where members sign in, for OAuth mode (RFC 9728)."""
+    door = conn.server.door
+    if not await conn.drop_body(head) or door is None:
+        return
+    extra = {**cors(decision.cors), "Cache-Control": "max-age=300"}
+    await conn.respond(200, door.metadata, extra=extra)
 
 
 def _credential(conn: Connection, headers: dict[str, str]) -> tuple[str | None, str] | None:
@@ -201,6 +215,13 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
                 await conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
                 return
     parsed = parse(body)
+    if server.door is not None:
+        challenge = await _signed_in(server.door, server.dispatcher, parsed, credential[0], head.headers)
+        if challenge is not None:
+            if challenge.authenticate is not None:
+                extra = {**extra, "WWW-Authenticate": challenge.authenticate}
+            await conn.respond(challenge.status, challenge.body, extra=extra)
+            return
     cancellation = Cancellation()
     unwatch = _nothing
     if server.dispatcher.is_blocking(parsed):
@@ -224,6 +245,22 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
         await _serve_message(conn, head, parsed, credential, extra, cancellation, unwatch)
     finally:
         server.release_slot()
+
+
+async def _signed_in(
+    door: Door, dispatcher: Dispatcher, message: Message | Batch, token: str | None, headers: dict[str, str]
+) -> Challenge | None:
+    """OAuth mode: None when the request may go on, else the challenge that answers it.
+
+    A paid call without a token keeps its x402 path (docs/payments.md); a request the modern
+    ladder refuses (its headers differ from its body) gets the ladder's error first.
+    """
+    if token is None and ("x-payment" in headers or "payment-signature" in headers):
+        return None
+    if isinstance(message, Request) and dispatcher.ladder_error(message, headers) is not None:
+        return None
+    request_id = message.id if isinstance(message, Request) else None
+    return await door.admit(token, dispatcher.scopes_needed(message), request_id)
 
 
 def _left_waiting(conn: Connection, message: Message | Batch) -> None:
@@ -345,4 +382,5 @@ ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], Awaitable[None]
     "metrics": metrics,
     "preflight": preflight,
     "mcp": mcp,
+    "resource-metadata": resource_metadata,
 }

@@ -48,6 +48,7 @@ from mcp_server.transports.http.response import error_body, head
 
 if TYPE_CHECKING:
     from mcp_server.ops.workers import Lifeline
+    from mcp_server.transports.http.door import Door
 
 log = logging.getLogger("fairwins_mcp.http")
 
@@ -106,8 +107,10 @@ class McpHTTPServer:
         timings: Timings | None = None,
         exports: ServerMetrics | None = None,
         max_connections: int | None = None,
+        door: Door | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.door = door  # OAuth mode (door.py): policy.resource_metadata names its metadata's paths
         self.metrics = metrics  # what this server counts into
         self.exports = exports if exports is not None else metrics  # what its GET /metrics answers with
         self.policy = policy
@@ -608,6 +611,7 @@ def serve(
     lifeline: Lifeline | None = None,
     timings: Timings | None = None,
     selector: selectors.BaseSelector | None = None,
+    door: Door | None = None,
 ) -> int:
     """Run until told to stop, then drain; 0 when every request in flight was answered.
 
@@ -624,7 +628,11 @@ def serve(
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
     policy = gate.Policy(
-        loopback_bind=loopback, allowed_origins=origins, max_body=max_body, metrics=metrics_on_mcp_port
+        loopback_bind=loopback,
+        allowed_origins=origins,
+        max_body=max_body,
+        metrics=metrics_on_mcp_port,
+        resource_metadata=frozenset() if door is None else door.metadata_paths,
     )
     counted = metrics_on_mcp_port or metrics_listener is not None
     registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), __version__) if counted else None
@@ -641,6 +649,7 @@ def serve(
         metrics=registry,
         listener=listener,
         timings=timings,
+        door=door,
     )
     scrapes = None
     if registry is not None and metrics_listener is not None:

@@ -1,0 +1,100 @@
+"""The authorization server's signing keys, fetched through the outbound seam on the event loop.
+
+In OAuth mode (docs/authorization.md) every access token is checked against the keys its issuer
+publishes: the issuer's metadata (RFC 8414, or OpenID Connect discovery) names `jwks_uri`, and
+that JWK Set is loaded into a `KeySet` (wire/access_tokens.py). Both are read by the gateway
+client (`Gateway`, `aio.call`): HTTPS only (http on loopback), no redirect followed, a bounded
+answer, the same deadlines and retries. Nothing here holds a token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from typing import Final
+
+from mcp_server.upstream import aio
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
+from mcp_server.wire.access_tokens import MAX_JWKS_BYTES, KeySet
+
+MAX_METADATA_BYTES: Final = 64 * 1024  # an authorization server's metadata is a few KB
+
+
+def metadata_urls(issuer: str) -> tuple[str, str]:
+    """Where an issuer's metadata may be: RFC 8414's well-known name first, then OpenID Connect's."""
+    parts = urllib.parse.urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return (
+        f"{origin}/.well-known/oauth-authorization-server{path}",
+        f"{origin}{path}/.well-known/openid-configuration",
+    )
+
+
+class Issuer:
+    """One authorization server: its metadata's `jwks_uri`, and its keys loaded into `keys`."""
+
+    def __init__(self, issuer: str, keys: KeySet, *, timeout: float = 10.0) -> None:
+        self.issuer = issuer
+        self.keys = keys
+        self.timeout = timeout
+        self.jwks_uri: str | None = None
+
+    async def load_keys(self) -> str | None:
+        """Fetch the key set (and, the first time, the metadata naming it); None, or why it failed."""
+        if self.jwks_uri is None:
+            problems = []
+            for url in metadata_urls(self.issuer):
+                jwks_uri, problem = await self._named_keys(url)
+                if jwks_uri is not None:
+                    self.jwks_uri = jwks_uri
+                    break
+                problems.append(problem)
+            else:
+                return f"its metadata could not be read ({'; '.join(problems)})"
+        body = await _get(self.jwks_uri, MAX_JWKS_BYTES, self.timeout)
+        if isinstance(body, str):
+            return f"its keys ({self.jwks_uri}) could not be read: {body}"
+        loaded = self.keys.load(body, time.time())
+        if loaded.refused is not None:
+            return f"its keys ({self.jwks_uri}) could not be read: {loaded.refused}"
+        if not loaded.kids:
+            return f"its key set ({self.jwks_uri}) holds no key this server can verify with"
+        return None
+
+    async def _named_keys(self, url: str) -> tuple[str | None, str]:
+        """The `jwks_uri` the metadata at `url` names, or None and why not."""
+        body = await _get(url, MAX_METADATA_BYTES, self.timeout)
+        if isinstance(body, str):
+            return None, f"{url}: {body}"
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError):
+            return None, f"{url} is not JSON"
+        if not isinstance(document, dict):
+            return None, f"{url} is not a JSON object"
+        # RFC 8414 §3.3: metadata whose issuer differs from the one asked for is not used.
+        if document.get("issuer") != self.issuer:
+            return None, f"{url} names another issuer"
+        jwks_uri = document.get("jwks_uri")
+        if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
+            return None, f"{url} names no jwks_uri"
+        return jwks_uri, ""
+
+
+async def _get(url: str, max_body: int, timeout: float) -> bytes | str:
+    """The body of a 200 answer to GET `url` through the outbound seam, or a sentence saying why not."""
+    parts = urllib.parse.urlsplit(url)
+    gateway = Gateway(f"{parts.scheme}://{parts.netloc}", timeout=timeout, max_body=max_body, attempts=2)
+    if gateway.config_problem is not None:
+        return gateway.config_problem
+    path = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    outcome = await aio.call(gateway, GatewayRequest("GET", path, query))
+    if isinstance(outcome, GatewayFailure):
+        return f"{outcome.cause}: {outcome.detail}"
+    assert isinstance(outcome, GatewayResponse)
+    if outcome.status != 200:
+        return f"HTTP {outcome.status}"
+    return outcome.body

@@ -4,10 +4,16 @@ It reads the same Config as the server and asks the gateway through the same sea
 only (`/status`, and `/v1/member/me` when a token is set): nothing priced, nothing that acts.
 Which tools will work follows from those two answers and the served tool table, so the check
 never spends a call on a tool. The token appears only redacted (`fw1.…abcd`).
+
+In OAuth mode (`--http … --public-url … --authorization-server …`) it also reads what the server
+would: the authorization server's metadata and its keys, by the server's own code (upstream.issuer,
+on an event loop of its own), and says what members signing in will meet. Of a key it names the
+`kid` and the algorithm, nothing more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
@@ -19,8 +25,11 @@ from mcp_server.fairwins.outcomes import Wording, clean, read_json
 from mcp_server.fairwins.snapshot import load
 from mcp_server.fairwins.tools import GatewayTool, build_tools
 from mcp_server.ops import logs
-from mcp_server.setup.config import Config
+from mcp_server.setup.config import Config, OAuth
+from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Outcome
+from mcp_server.upstream.issuer import Issuer, Metadata, metadata_urls
+from mcp_server.wire.access_tokens import KeySet, Loaded
 
 OK: Final = "ok"
 FAIL: Final = "FAIL"
@@ -57,7 +66,7 @@ class Report:
 
 @dataclass(frozen=True)
 class _Token:
-    state: str  # absent | valid | refused | no_profile_scope | unchecked | unknown
+    state: str  # absent | sign_in | no_sign_in | valid | refused | no_profile_scope | unchecked | unknown
     scopes: frozenset[str] = frozenset()
 
 
@@ -184,10 +193,120 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
     return _Token("valid", scopes), lines
 
 
+def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
+    """The resource, and the authorization server as the server will read it: metadata, then keys."""
+    covers = f" (covering {oauth.public_url})" if oauth.resource != oauth.public_url else ""
+    lines = [
+        Line(
+            OK,
+            "resource",
+            f"{oauth.resource}{covers}: tokens must carry it in aud; its metadata is served at {oauth.metadata_url}",
+        )
+    ]
+    issuer = Issuer(oauth.issuer, KeySet(), timeout=timeout)
+    problem = asyncio.run(_load_keys(issuer))
+    if issuer.metadata is None:
+        why = clean(problem or "it named no keys", 600)
+        return [
+            *lines,
+            Line(FAIL, "issuer", f"{oauth.issuer}: {why}; members cannot sign in"),
+            Line(SKIP, "keys", "not read: no metadata names them"),
+        ]
+    lines += _metadata_lines(oauth, issuer.metadata)
+    jwks_uri = clean(issuer.metadata.jwks_uri, 200)
+    if issuer.loaded is None:
+        return [*lines, Line(FAIL, "keys", f"{oauth.issuer}: {clean(problem, 400)}; no member's token can be checked")]
+    return lines + _key_lines(issuer.loaded, issuer.keys, jwks_uri)
+
+
+async def _load_keys(issuer: Issuer) -> str | None:
+    """The server's own fetch of the metadata and keys, on a loop of the check's own, closed with it."""
+    try:
+        return await issuer.load_keys()
+    finally:
+        aio.close_pools(asyncio.get_running_loop())
+
+
+def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
+    """Which well-known URL answered, and what a member's client needs of the metadata to sign in."""
+    document = metadata.document
+    kind = "RFC 8414" if metadata.url == metadata_urls(oauth.issuer)[0] else "OpenID Connect discovery"
+    lines = [Line(OK, "issuer", f"{oauth.issuer}: metadata read from {metadata.url} ({kind}); its issuer matches")]
+    said: list[str] = []
+    methods = document.get("code_challenge_methods_supported")
+    if isinstance(methods, list) and "S256" in methods:
+        said.append("PKCE S256")
+    else:
+        lines.append(
+            Line(
+                FAIL,
+                "sign-in",
+                "the metadata advertises no PKCE S256 (code_challenge_methods_supported): "
+                "MCP clients refuse to sign in without it",
+            )
+        )
+    ways = [
+        way
+        for way, offered in (
+            ("dynamic client registration", isinstance(document.get("registration_endpoint"), str)),
+            ("Client ID Metadata Documents", document.get("client_id_metadata_document_supported") is True),
+        )
+        if offered
+    ]
+    if ways:
+        said.append("clients register by " + " or ".join(ways))
+    else:
+        lines.append(
+            Line(
+                WARN,
+                "sign-in",
+                "neither dynamic client registration nor Client ID Metadata Documents: only clients "
+                "registered beforehand can sign in (claude.ai, Claude Desktop and ChatGPT register one of those ways)",
+            )
+        )
+    indicators = document.get("resource_indicators_supported")  # not every server states it
+    if indicators is True:
+        said.append("resource indicators (RFC 8707)")
+    elif indicators is False:
+        lines.append(
+            Line(
+                WARN,
+                "sign-in",
+                "the metadata says resource indicators (RFC 8707) are not supported: "
+                f"its tokens must still carry {oauth.resource} in aud, or each one is refused",
+            )
+        )
+    if said:
+        lines.append(Line(OK, "sign-in", "; ".join(said)))
+    return lines
+
+
+def _key_lines(loaded: Loaded, keys: KeySet, jwks_uri: str) -> list[Line]:
+    """How many keys were loaded, each by kid and algorithm; the ones left out and why."""
+    named = []
+    for kid in dict.fromkeys(loaded.kids):
+        algs = ", ".join(sorted({key.alg for key in keys.candidates(kid)})) or "never used: the set has other keys"
+        named.append(f"kid {clean(kid, 64)} ({algs})" if kid is not None else f"no kid ({algs})")
+    lines = []
+    count = len(loaded.kids)
+    if count:
+        lines.append(Line(OK, "keys", f"{count} key{'s' if count != 1 else ''} from {jwks_uri}: {', '.join(named)}"))
+    else:
+        lines.append(Line(FAIL, "keys", f"{jwks_uri} holds no key this server can verify with"))
+    if loaded.skipped:
+        left_out = ", ".join(
+            f"{'kid ' + clean(kid, 64) if kid is not None else 'no kid'} ({reason.replace('_', ' ')})"
+            for kid, reason in loaded.skipped
+        )
+        lines.append(Line(WARN, "keys", f"{len(loaded.skipped)} left out: {left_out}"))
+    return lines
+
+
 def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> list[Line]:
     working: list[str] = []
     broken: dict[str, list[str]] = defaultdict(list)  # reason → tool names (or "name (scope)")
     unknown: list[str] = []
+    sign_in: list[str] = []
     for tool in sorted(tools, key=lambda t: t.name):
         scope: str = tool.entry.get("scope") or ""
         if not reachable:
@@ -201,6 +320,10 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
                 broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
         elif token.state == "absent":
             broken["they need a member token"].append(tool.name)
+        elif token.state == "sign_in":
+            sign_in.append(tool.name)
+        elif token.state == "no_sign_in":
+            broken["members cannot sign in (above)"].append(tool.name)
         elif token.state == "refused":
             broken["the token was refused"].append(tool.name)
         elif token.state == "no_profile_scope" and scope == PROFILE_SCOPE:
@@ -213,6 +336,8 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
         lines.append(Line(OK, "tools", f"{every}{len(working)} will work: {', '.join(working)}"))
     for reason, names in broken.items():
         lines.append(Line(FAIL, "tools", f"{len(names)} will not work, {reason}: {', '.join(names)}"))
+    if sign_in:
+        lines.append(Line(NOTE, "tools", f"{len(sign_in)} need a member's sign-in: {', '.join(sign_in)}"))
     if unknown:
         lines.append(
             Line(WARN, "tools", f"{len(unknown)} cannot be judged without the token's scopes: {', '.join(unknown)}")
@@ -229,10 +354,17 @@ def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -
     # Gateway text quoted in a line never carries the token back (redaction.py), whatever the gateway echoes.
     with logs.request_bound(RequestContext(bearer=config.api_token)):
         reachable, gateway_line = _check_gateway(config, gateway)
-        token, token_lines = _check_token(config, gateway, reachable, now)
+        oauth_lines = [] if config.oauth is None else _check_oauth(config.oauth, config.timeout)
+        if config.oauth is not None and not config.api_token:
+            # Each member brings a token of the sign-in's: there is none to set, and none to check.
+            signed_in = all(line.mark != FAIL for line in oauth_lines)
+            token = _Token("sign_in" if signed_in else "no_sign_in")
+            token_lines = [Line(SKIP, "token", f"none needed: in OAuth mode members sign in at {config.oauth.issuer}")]
+        else:
+            token, token_lines = _check_token(config, gateway, reachable, now)
     snap = load()
     tools = build_tools(snap, gateway, Wording.from_snapshot(snap.wording))
-    return Report((gateway_line, *token_lines, *_tool_lines(tools, reachable, token)))
+    return Report((gateway_line, *oauth_lines, *token_lines, *_tool_lines(tools, reachable, token)))
 
 
 def run(config: Config, out: TextIO, *, gateway: Gateway | None = None, now: dt.datetime | None = None) -> int:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
-from mcp_server.wire.access_tokens import MAX_JWKS_BYTES, KeySet
+from mcp_server.wire.access_tokens import MAX_JWKS_BYTES, KeySet, Loaded
 
 MAX_METADATA_BYTES: Final = 64 * 1024  # an authorization server's metadata is a few KB
 
@@ -32,55 +34,74 @@ def metadata_urls(issuer: str) -> tuple[str, str]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """An issuer's metadata as read: the well-known URL that gave it, the document, its `jwks_uri`."""
+
+    url: str
+    document: Mapping[str, object]
+    jwks_uri: str
+
+
 class Issuer:
-    """One authorization server: its metadata's `jwks_uri`, and its keys loaded into `keys`."""
+    """One authorization server: its metadata (naming `jwks_uri`), and its keys loaded into `keys`."""
 
     def __init__(self, issuer: str, keys: KeySet, *, timeout: float = 10.0) -> None:
         self.issuer = issuer
         self.keys = keys
         self.timeout = timeout
-        self.jwks_uri: str | None = None
+        self.metadata: Metadata | None = None
+        self.loaded: Loaded | None = None  # what the last key set read gave (`fairwins-mcp check` lists it)
+
+    @property
+    def jwks_uri(self) -> str | None:
+        return None if self.metadata is None else self.metadata.jwks_uri
 
     async def load_keys(self) -> str | None:
         """Fetch the key set (and, the first time, the metadata naming it); None, or why it failed."""
-        if self.jwks_uri is None:
+        if self.metadata is None:
             problems = []
             for url in metadata_urls(self.issuer):
-                jwks_uri, problem = await self._named_keys(url)
-                if jwks_uri is not None:
-                    self.jwks_uri = jwks_uri
+                found = await self._metadata(url)
+                if isinstance(found, Metadata):
+                    self.metadata = found
                     break
-                problems.append(problem)
+                problems.append(found)
             else:
                 return f"its metadata could not be read ({'; '.join(problems)})"
-        body = await _get(self.jwks_uri, MAX_JWKS_BYTES, self.timeout)
+        jwks_uri = self.metadata.jwks_uri
+        body = await _get(jwks_uri, MAX_JWKS_BYTES, self.timeout)
         if isinstance(body, str):
-            return f"its keys ({self.jwks_uri}) could not be read: {body}"
+            return f"its keys ({jwks_uri}) could not be read: {body}"
         loaded = self.keys.load(body, time.time())
         if loaded.refused is not None:
-            return f"its keys ({self.jwks_uri}) could not be read: {loaded.refused}"
+            return f"its keys ({jwks_uri}) could not be read: {loaded.refused}"
+        self.loaded = loaded
         if not loaded.kids:
-            return f"its key set ({self.jwks_uri}) holds no key this server can verify with"
+            return f"its key set ({jwks_uri}) holds no key this server can verify with"
         return None
 
-    async def _named_keys(self, url: str) -> tuple[str | None, str]:
-        """The `jwks_uri` the metadata at `url` names, or None and why not."""
+    async def _metadata(self, url: str) -> Metadata | str:
+        """The metadata at `url`, naming this issuer and a `jwks_uri`; or why not."""
         body = await _get(url, MAX_METADATA_BYTES, self.timeout)
         if isinstance(body, str):
-            return None, f"{url}: {body}"
+            return f"{url}: {body}"
         try:
             document = json.loads(body)
         except (ValueError, RecursionError):
-            return None, f"{url} is not JSON"
+            return f"{url} is not JSON"
         if not isinstance(document, dict):
-            return None, f"{url} is not a JSON object"
+            return f"{url} is not a JSON object"
         # RFC 8414 §3.3: metadata whose issuer differs from the one asked for is not used.
-        if document.get("issuer") != self.issuer:
-            return None, f"{url} names another issuer"
+        named = document.get("issuer")
+        if named != self.issuer:
+            # Quoted as JSON, cut short: the server's text, never a second log line.
+            said = f" ({json.dumps(named[:100])})" if isinstance(named, str) else ""
+            return f"{url} names another issuer{said}"
         jwks_uri = document.get("jwks_uri")
         if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
-            return None, f"{url} names no jwks_uri"
-        return jwks_uri, ""
+            return f"{url} names no jwks_uri"
+        return Metadata(url, document, jwks_uri)
 
 
 async def _get(url: str, max_body: int, timeout: float) -> bytes | str:

@@ -20,7 +20,7 @@ import pytest
 
 from mcp_server.core.answers import CHUNK
 from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_SLICE
-from mcp_server.transports.http.driver import PACE_MAX_SLEEP, PACE_SLICE, Pacer, off_loop
+from mcp_server.transports.http.driver import PACE_SLICE, Pacer, off_loop
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.transports.http.share import Share
 from mcp_server.wire import pause
@@ -100,11 +100,46 @@ def test_the_pacer_counts_each_slice_and_sleeps_only_while_small_calls_are_answe
     assert pacer.counted == pytest.approx(2 * PACE_SLICE)
     assert clocks.slept == [pytest.approx(2 * PACE_SLICE / 0.25)]  # both slices owed, at a quarter of the clock
 
-    # A long stretch of CPU between two pauses (one slow slice) sleeps PACE_MAX_SLEEP at most, then asks again.
+    # A long stretch of CPU between two pauses (one slow slice): the thread sleeps until the small
+    # calls may have gone, asks again, and goes on once none was answered meanwhile.
     share.small_answered(clocks.now)
     clocks.cpu_now += 1.0
     pacer()
-    assert clocks.slept[-1] == PACE_MAX_SLEEP
+    assert clocks.slept[1:] == [pytest.approx(share.recent)]  # not the 4 s its debt would take
+
+
+def test_the_pacer_sleeps_off_the_debt_while_small_calls_go_on_being_answered() -> None:
+    clocks = Clocks()
+    share = Share(share=0.1, burst=0.0, recent=0.005)
+    pacer = Pacer(share, clocks.clock, cpu=clocks.cpu, sleep=clocks.sleep)
+
+    def sleep_among_small_calls(seconds: float) -> None:
+        clocks.sleep(seconds)
+        share.small_answered(clocks.now)  # one answered as each wait ends: they are still about
+
+    pacer.sleep = sleep_among_small_calls
+    share.small_answered(clocks.now)
+    clocks.cpu_now += 0.002
+    pacer()
+    # 2 ms of CPU at 10 %: 20 ms of sleep, in waits no longer than RECENT, each asked again.
+    assert sum(clocks.slept) == pytest.approx(0.02)
+    assert max(clocks.slept) <= share.recent + 1e-12
+
+
+def test_a_sleep_that_ends_early_ends_the_pacers_wait() -> None:
+    clocks = Clocks()
+    share = Share(share=0.1, burst=0.0, recent=10.0)
+    woken: list[float] = []
+
+    def cancelled(seconds: float) -> bool:
+        woken.append(seconds)
+        return True  # as Cancellation.wait says once its call is cancelled
+
+    pacer = Pacer(share, clocks.clock, cpu=clocks.cpu, sleep=cancelled)
+    share.small_answered(clocks.now)
+    clocks.cpu_now += 1.0
+    pacer()
+    assert woken == [pytest.approx(10.0)]  # one wait, cut short: the work is about to stop
 
 
 def test_off_loop_runs_the_work_paced_and_counts_its_cpu_once() -> None:

@@ -5,7 +5,7 @@ prompts/get, completion/complete, and batches of them) is a generator: it yields
 gateway call, or CPU work that may take milliseconds) and is sent what the step gave. One
 definition of every step, driven two ways: `run` here waits for each step in turn on the
 caller's thread (stdio, the unit tests, `Dispatcher.handle`); the HTTP transport drives the same
-generator on its event loop (transports/http/steps.py), so a call waiting on the gateway holds a
+generator on its event loop (transports/http/driver.py), so a call waiting on the gateway holds a
 suspended generator, not a thread.
 """
 
@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
+
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.pause import Abandoned, stops_with
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -28,12 +31,27 @@ class Step(Protocol):
 @dataclass(frozen=True, slots=True)
 class Compute(Generic[R]):
     """CPU work that may take milliseconds (reading, checking and scrubbing a large answer): on an
-    event loop it runs in a small executor, so the loop goes on serving everything else meanwhile."""
+    event loop it runs in a small executor, so the loop goes on serving everything else meanwhile.
+
+    The work is for one call. Once that call's `cancellation` is thrown, the work does not start,
+    or stops at its next pause (wire/pause.py), and the step gives `if_cancelled` instead: a
+    stand-in nobody reads, since no transport sends a cancelled call's answer (the HTTP one
+    answers 499, a batch drops or replaces it, stdio writes nothing).
+    """
 
     work: Callable[[], R]
+    cancellation: Cancellation
+    if_cancelled: R
 
     def run(self) -> R:
-        return self.work()
+        """The work, on this thread; `if_cancelled` once its call is cancelled, before or during it."""
+        if self.cancellation.is_set:
+            return self.if_cancelled
+        try:
+            with stops_with(self.cancellation):
+                return self.work()
+        except Abandoned:
+            return self.if_cancelled
 
 
 Steps = Generator[Step, Any, T]

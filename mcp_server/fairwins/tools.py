@@ -220,7 +220,7 @@ class GatewayTool:
             return _without_credentials(result, ctx) if exposed else result
 
         if isinstance(outcome, GatewayResponse) and len(outcome.body) > LARGE_ANSWER:
-            rendered: JSONObject = yield Compute(finish)
+            rendered: JSONObject = yield Compute(finish, ctx.cancellation, error_result("The call was cancelled."))
             return rendered
         return finish()
 

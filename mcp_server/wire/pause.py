@@ -2,10 +2,12 @@
 
 The passes over a large answer (the reader's chunks, the escapes of the text block, the depth
 check, the slices of an encode) call `pause()` between slices. It does nothing unless the thread
-doing the work was given a pacer (`paced`). The HTTP transport gives one to the threads that work
-on large answers beside its event loop (transports/http/driver.py): there a thread that holds the
-interpreter lock takes about half the core from the loop, whatever its budget says, for as long as
-it runs; paced, it sleeps between slices and keeps to its share while small calls are answered.
+doing the work was given a pacer (`paced`) or a call to stop with (`stops_with`). The HTTP
+transport gives a pacer to the threads that work on large answers beside its event loop
+(transports/http/driver.py): there a thread that holds the interpreter lock takes about half the
+core from the loop, whatever its budget says, for as long as it runs; paced, it sleeps between
+slices and keeps to its share while small calls are answered. Work for a call stops at its next
+pause once that call is cancelled (core/steps.py, `Compute`): nobody will read what it makes.
 
 Clocks and sleeps are the pacer's, never this layer's: a thread without one pays one attribute
 lookup per slice.
@@ -17,7 +19,17 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from mcp_server.wire.cancellation import Cancellation
+
 _local = threading.local()
+
+
+class Abandoned(BaseException):
+    """Raised at a pause of work whose call was cancelled: what the work makes, nobody reads.
+
+    A BaseException, as asyncio's CancelledError is: no `except Exception` around the work takes
+    it for the work's own failure. `Compute.run` (core/steps.py) catches it.
+    """
 
 
 def pause() -> None:
@@ -36,3 +48,24 @@ def paced(pacer: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         _local.pacer = outer
+
+
+@contextmanager
+def stops_with(cancellation: Cancellation) -> Iterator[None]:
+    """Until the block ends, a `pause()` on this thread raises Abandoned once `cancellation` is thrown.
+
+    Before and after this thread's pacer, if it has one: a pacer may sleep, and the call may be
+    cancelled meanwhile.
+    """
+    outer: Callable[[], None] | None = getattr(_local, "pacer", None)
+
+    def stop_or_pace() -> None:
+        if cancellation.is_set:
+            raise Abandoned
+        if outer is not None:
+            outer()
+            if cancellation.is_set:
+                raise Abandoned
+
+    with paced(stop_or_pace):
+        yield

@@ -22,6 +22,7 @@ from mcp_server.core.steps import Compute, Steps
 from mcp_server.transports.http.share import Share
 from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import GatewayCall
+from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.pause import paced
 
 T = TypeVar("T")
@@ -87,7 +88,9 @@ SHARE: Final = Share()
 # Seconds of a thread's CPU between two looks at the share: the longest a large answer's work runs
 # at a stretch beside small calls (with the interpreter lock's hand-over, what the loop may wait).
 PACE_SLICE: Final = 0.0005
-PACE_MAX_SLEEP: Final = 0.05  # one sleep at most, then the share is asked again
+# Seconds between two beats of the loop while a large answer is worked on: how often it says it
+# ran, so a paced thread can tell a loop that is behind (share.LATE) from one that is idle.
+BEAT: Final = 0.002
 
 
 class Pacer:
@@ -98,6 +101,9 @@ class Pacer:
     interpreter lock takes about half the core from the loop for as long as it runs, so one large
     answer once started held the small calls beside it to half speed for its whole length
     (bench.fairness: their p99 3× alone). Paced, it runs PACE_SLICE at a time.
+
+    `sleep(seconds)` may end early: a true return ends the wait (`Cancellation.wait`, its call
+    cancelled: the work is about to stop, and sleeps off no debt first).
     """
 
     __slots__ = ("clock", "counted", "cpu", "mark", "share", "sleep")
@@ -107,7 +113,7 @@ class Pacer:
         share: Share,
         clock: Callable[[], float],
         cpu: Callable[[], float] = time.thread_time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], bool | None] = time.sleep,
     ) -> None:
         self.share, self.clock, self.cpu, self.sleep = share, clock, cpu, sleep
         self.mark = cpu()
@@ -120,36 +126,79 @@ class Pacer:
         now = self.clock()
         self.share.spent(spent, now)
         self.counted += spent
-        wait = self.share.wait(now)
-        if wait > 0:
-            self.sleep(min(wait, PACE_MAX_SLEEP))
+        # Each wait ends where contention may have ended (share.py), and is asked again then.
+        while (wait := self.share.wait(now)) > 0:
+            if self.sleep(wait):
+                break
+            now = self.clock()
         self.mark = self.cpu()
 
 
-async def off_loop(work: Callable[[], R]) -> R:
+class Beat:
+    """The loop's beat while a large answer is worked on: every BEAT, it tells the share it ran."""
+
+    __slots__ = ("handle", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        SHARE.loop_ran(loop.time())
+        self.handle = loop.call_later(BEAT, self.beat)
+
+    def beat(self) -> None:
+        SHARE.loop_ran(self.loop.time())
+        self.handle = self.loop.call_later(BEAT, self.beat)
+
+    def stop(self) -> None:
+        self.handle.cancel()
+
+
+async def off_loop(work: Callable[[], R], cancellation: Cancellation | None = None) -> R:
     """`work()` in the executor, with the caller's context (the log filter finds its credentials there).
 
     Its CPU is counted against the large answers' share of the core (share.py), a slice at a time
-    as it goes (Pacer)."""
+    as it goes (Pacer), whose sleeps end early once `cancellation` is thrown. Meanwhile the loop
+    beats, so the paced thread can tell it is behind."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     cpu = [0.0]
+    sleep = time.sleep if cancellation is None else cancellation.wait
 
     def timed() -> R:
         start = time.thread_time()
-        pacer = Pacer(SHARE, loop.time)  # loop.time is the monotonic clock: safe from any thread
+        pacer = Pacer(SHARE, loop.time, sleep=sleep)  # loop.time is the monotonic clock: safe from any thread
         try:
             with paced(pacer):
                 return context.run(work)
         finally:
             cpu[0] = time.thread_time() - start - pacer.counted
 
+    beat = Beat(loop)
     _work_begins()
     try:
         return await loop.run_in_executor(executor(), timed)
     finally:
+        beat.stop()
         _work_ends()
         SHARE.spent(cpu[0], loop.time())
+
+
+async def compute(step: Compute[R]) -> R:
+    """A Compute step's result: its work in the executor once the share lets it start.
+
+    Its call's cancellation ends the wait for the share (the work never starts) and the work at
+    its next slice, queued or running (`Compute.run`): either way the step gives its stand-in.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        now = loop.time()
+        SHARE.loop_ran(now)  # the loop asks: it is not behind
+        delay = SHARE.wait(now)
+        if delay <= 0:
+            break
+        if await aio.pause(delay, step.cancellation):  # small calls contend, and the share is spent
+            return step.if_cancelled
+    # The request's context goes with the work (the log filter finds its credentials there).
+    return await off_loop(step.run, step.cancellation)
 
 
 async def drive(steps: Steps[T], run: Run | None = None) -> T:
@@ -177,12 +226,7 @@ async def drive(steps: Steps[T], run: Run | None = None) -> T:
                 value = await aio.run(step)
             elif isinstance(step, Compute):
                 heavy = True
-                loop = asyncio.get_running_loop()
-                delay = SHARE.wait(loop.time())
-                if delay > 0:
-                    await asyncio.sleep(delay)  # small calls are being answered: the share is spent
-                # The request's context goes with the work (the log filter finds its credentials there).
-                value = await off_loop(step.work)
+                value = await compute(step)
                 if run is not None:
                     run.heavy = True
             else:

@@ -5,12 +5,23 @@ some 50 ms of CPU in the executor (driver.off_loop); two clients asking for such
 another would take most of the core, and the small calls beside them would get what is left
 (bench.fairness: a third of their throughput alone, their p99 6× as long). So the CPU the
 executor spends is counted against a budget that grows at SHARE of the wall clock (up to BURST
-saved), and while small calls have been answered within the last RECENT seconds, a large answer
-waits for the budget before its work starts, and its thread sleeps between two slices of the work
-while the budget is spent (driver.Pacer: once started, a thread holding the interpreter lock would
-take half the core). With no small call about, nothing waits: a large answer alone has the
-core. A large answer waiting to start holds its gateway answer (bounded by the connections) and
-nothing else; that wait is the loop's timer, cancelled with its call.
+saved), and while small calls contend for the core, a large answer waits for the budget before
+its work starts, and its thread sleeps between two slices of the work while the budget is spent
+(driver.Pacer: once started, a thread holding the interpreter lock would take half the core).
+
+The share is a ceiling under contention, never a cap on an idle core. Small calls contend for
+RECENT after one was answered: long enough to span the moments between two calls of a steady load
+(at 16 connections one is answered every 0.3 ms), short enough that a trickle of them (a ping
+every 0.2 s) holds large answers back a few per cent of the time. They also contend while the loop
+is behind: while large answers are worked on, the loop says it ran every few milliseconds
+(driver.Beat), and a loop that has not said so for LATE waits for the interpreter lock or for the
+CPU (the process descheduled, a container throttled), and so may its small calls. A mark the loop
+set when it had work would reach a thread holding the lock only once the loop had the lock back;
+the age of its last beat reaches the thread at once. A wait never runs past the moment contention
+may have ended: it is asked again then, and a large answer with the core to itself goes on at
+once. What large answers took of an idle core is owed to no one. A large answer waiting to start
+holds its gateway answer (bounded by the connections) and nothing else; that wait is the loop's
+timer, ended by its call's cancellation.
 
 Pure accounting: the caller passes the clock and the CPU spent, so it is tested without waiting.
 """
@@ -24,17 +35,23 @@ SHARE: Final = 0.1  # of the wall clock, the CPU large answers may take while sm
 # Seconds of CPU a large answer may take at once, saved while the share was unused: a few of the
 # pacer's slices (0.1 s let a whole 4 MB answer run unpaced after a quiet moment).
 BURST: Final = 0.005
-RECENT: Final = 0.25  # seconds since a small call was answered, within which the share applies
+RECENT: Final = 0.005  # seconds after a small call was answered during which small calls contend
+# Seconds since the loop last said it ran after which it is behind: beyond its beat (driver.BEAT)
+# and a busy turn's length, so a loop that is merely busy is not taken for one that is stopped.
+LATE: Final = 0.006
+AGAIN: Final = 0.001  # seconds a wait lasts while the loop is behind: it may catch up at any moment
+ROUNDING: Final = 1e-9  # seconds of CPU: a debt this small is the clocks' arithmetic, not work owed
 
 
 class Share:
     """The executor's CPU budget: `wait(now)` before a large answer's work, `spent(cpu, now)` after it."""
 
-    def __init__(self, share: float = SHARE, burst: float = BURST, recent: float = RECENT) -> None:
-        self.share, self.burst, self.recent = share, burst, recent
+    def __init__(self, share: float = SHARE, burst: float = BURST, recent: float = RECENT, late: float = LATE) -> None:
+        self.share, self.burst, self.recent, self.late = share, burst, recent, late
         self.budget = burst  # seconds of CPU that may be spent now
         self.updated = 0.0
         self.last_small = -recent - 1.0  # when a small call was last answered
+        self.loop_ran_at: float | None = None  # when the loop last said it ran (None: it never has)
         self._lock = threading.Lock()  # the loop and the paced threads (driver.Pacer) both count
 
     def _refill(self, now: float) -> None:
@@ -42,22 +59,40 @@ class Share:
             self.budget = min(self.burst, self.budget + (now - self.updated) * self.share)
             self.updated = now
 
+    def _contention(self, now: float) -> float:
+        """Seconds from `now` within which small calls may still contend for the core (0: they do not)."""
+        window = self.last_small + self.recent - now
+        if window > 0:
+            return window
+        if self.loop_ran_at is not None and now - self.loop_ran_at > self.late:
+            return AGAIN
+        return 0.0
+
     def small_answered(self, now: float) -> None:
         self.last_small = now
 
+    def loop_ran(self, now: float) -> None:
+        """The loop ran at `now` (its beat, while large answers are worked on)."""
+        self.loop_ran_at = now
+
     def wait(self, now: float) -> float:
-        """Seconds a large answer's work waits before it starts, or goes on (0: at once)."""
+        """Seconds a large answer's work waits before it asks again (0: it goes on now).
+
+        Only while small calls contend and the budget is spent; and no longer than until they may
+        have stopped, so a large answer alone never waits out a debt no small call is there to claim.
+        """
         with self._lock:
             self._refill(now)
-            if self.budget >= 0 or now - self.last_small > self.recent:
+            if self.budget > -ROUNDING:
                 return 0.0
-            return -self.budget / self.share
+            contention = self._contention(now)
+            return min(-self.budget / self.share, contention) if contention else 0.0
 
     def spent(self, cpu: float, now: float) -> None:
-        """`cpu` seconds spent on a large answer. While no small call is about, the debt is at most
+        """`cpu` seconds spent on a large answer. While no small call contends, the debt is at most
         this answer's: what large answers took of an idle core is owed to no one."""
         with self._lock:
             self._refill(now)
             self.budget -= cpu
-            if now - self.last_small > self.recent:
+            if not self._contention(now):
                 self.budget = max(self.budget, -cpu)

@@ -35,6 +35,8 @@ PINGS_EVERY: Final = 0.2  # seconds: the issue's trickle (a ping needs no token)
 # How many times their time alone the large answers may take beside the trickle: "about what they
 # take alone" (before: 10×, every ping holding them to SHARE for 0.25 s; after: about 1×).
 BESIDE_AT_MOST: Final = 2.0
+# Seconds: a wait shorter than this, on the simulated clock, is its arithmetic's rounding, not a wait.
+TICK: Final = 1e-9
 
 
 def _run_large_answers(share: Share, cost: float, seconds: float, small_calls: bool) -> float:
@@ -43,7 +45,7 @@ def _run_large_answers(share: Share, cost: float, seconds: float, small_calls: b
     while now < 1000.0 + seconds:
         if small_calls:
             share.small_answered(now)
-        while (wait := share.wait(now)) > 0:  # each wait is asked again where it ends, as the pacer does
+        while (wait := share.wait(now)) > TICK:  # each wait is asked again where it ends, as the pacer does
             now += wait
             if small_calls:
                 share.small_answered(now)
@@ -111,7 +113,7 @@ def _sliced_work_beside(share: Share, small_every: float, seconds: float) -> flo
             share.small_answered(next_small)
             next_small += small_every
         wait = share.wait(now)
-        if wait > 0:
+        if wait > TICK:
             now += wait
             continue
         now += PACE_SLICE

@@ -44,6 +44,7 @@ import bisect
 import functools
 import json
 import re
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -247,7 +248,7 @@ class Redactor:
         self._short: list[_Probe] | None = None  # probes for short texts
         # _grams, worked out on first use: a plain attribute, not functools.cached_property, which
         # on Python 3.11 takes a lock shared by every redactor at each first use (one a request).
-        self._sampling: tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None = None
+        self._sampling: tuple[list[bytes], list[tuple[bytes, set[int]]]] | None = None
         self._sampled = False
         # No more places a text of n characters can be searched at than n times this (_runs):
         # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
@@ -382,53 +383,56 @@ class Redactor:
         return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
 
     @property
-    def _grams(self) -> tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None:
+    def _grams(self) -> tuple[list[bytes], list[tuple[bytes, set[int]]]] | None:
         if not self._sampled:
             self._sampling, self._sampled = self._make_grams(), True
         return self._sampling
 
-    def _make_grams(self) -> tuple[list[bytes], dict[bytes, list[tuple[bytes, int]]]] | None:
-        """The needles secret only whole, and every 4-byte window of the others; None where probes are cheaper.
+    def _make_grams(self) -> tuple[list[bytes], list[tuple[bytes, set[int]]]] | None:
+        """The needles secret only whole, and the others with their windows; None where probes are cheaper.
 
-        Worked out for a redactor with many probes (a payment's): each probe is a pass over the
-        text, so their number times the text's length is what the probes would cost.
+        Worked out for a redactor with many probes (a payment's, a long bearer's: an OAuth access
+        token of 800 bytes has 160): each probe is a pass over the text, so their number times
+        the text's length is what the probes would cost. Counted from the needles' lengths alone
+        (`_layout`); a needle's windows are made once a request, for every text it searches.
         """
-        probes = self._probes_for(frozenset())
-        if len(probes) <= _MANY_PROBES:
-            self._short = probes  # what a short text is searched with (_spelled_in): worked out once
+        needles = self._bytes or ()
+        if sum(len(_layout(len(needle), min_run)) for needle, min_run in needles) <= _MANY_PROBES:
             return None
-        whole = [needle for needle, min_run in self._bytes or () if min_run == len(needle)]
-        runs = [needle for needle, min_run in self._bytes or () if min_run != len(needle)]
-        if any(min_run < MIN_RUN for _, min_run in self._bytes or ()):
+        if any(min_run < MIN_RUN for _, min_run in needles):
             return None
-        grams: dict[bytes, list[tuple[bytes, int]]] = {}
-        for needle in runs:
-            for offset in range(len(needle) - _PROBE + 1):
-                grams.setdefault(needle[offset : offset + _PROBE], []).append((needle, offset))
-        return whole, grams
+        whole = [needle for needle, min_run in needles if min_run == len(needle)]
+        runs = [(needle, _every_window(needle)) for needle, min_run in needles if min_run != len(needle)]
+        return whole, runs
 
-    def _sampled_in(self, view: bytes, whole: list[bytes], grams: dict[bytes, list[tuple[bytes, int]]]) -> bool:
-        """`_spelled_in` in a few passes whatever the number of needles.
+    def _sampled_in(self, view: bytes, whole: list[bytes], runs: list[tuple[bytes, set[int]]]) -> bool:
+        """`_spelled_in` in a few passes whatever the number and length of the needles.
 
         A needle secret only whole is one search. For the others, the view's 4-byte windows every
-        _STEP bytes: a run of MIN_RUN bytes or more holds a whole one. Only a window that is also
-        a needle's is looked at, where it occurs, and the run through it compared. Past
-        MAX_CANDIDATES comparisons, the view is suspected.
+        _STEP bytes: a run of MIN_RUN bytes or more holds a whole one. Windows are read as
+        integers by `struct`, a few C calls for a whole needle or view, and only those a needle
+        shares with the view are looked at, where each occurs in both, and the run through it
+        compared. Past MAX_CANDIDATES comparisons, the view is suspected.
         """
         if any(needle in view for needle in whole):
             return True
+        windows = _sampled_windows(view)
         budget = MAX_CANDIDATES
-        for gram in grams.keys() & {view[p : p + _PROBE] for p in range(0, len(view) - _PROBE + 1, _STEP)}:
-            at = view.find(gram)
-            while at >= 0:
-                for needle, offset in grams[gram]:
-                    budget -= 1
-                    if budget < 0:
-                        return True
-                    start, end, _ = _extend(view, at, needle, offset, _PROBE)
-                    if end - start >= MIN_RUN:
-                        return True
-                at = view.find(gram, at + 1)
+        for needle, needle_windows in runs:
+            for number in windows.intersection(needle_windows):
+                gram = number.to_bytes(_PROBE, "little")
+                offset = needle.find(gram)
+                while offset >= 0:
+                    at = view.find(gram)
+                    while at >= 0:
+                        budget -= 1
+                        if budget < 0:
+                            return True
+                        start, end, _ = _extend(view, at, needle, offset, _PROBE)
+                        if end - start >= MIN_RUN:
+                            return True
+                        at = view.find(gram, at + 1)
+                    offset = needle.find(gram, offset + 1)
         return False
 
     def _spelled_in(self, view: bytes) -> bool:
@@ -695,6 +699,30 @@ def _places(start: int, end: int, size: int, min_run: int) -> list[tuple[int, ra
         (offset, range(max(start, offset + size - min_run), min(offset, end - min_run) + 1))
         for offset in range(min(start + size, last), last + 1, min_run - size + 1)
     ]
+
+
+_WINDOW: Final = struct.Struct("<I")
+_SAMPLED: Final = struct.Struct("<I" + "x" * (_STEP - _PROBE))  # a window, then the bytes to the next
+
+
+def _sampled_windows(view: bytes) -> set[int]:
+    """The 4-byte windows of `view` starting every _STEP bytes, as integers."""
+    last = len(view) - _PROBE  # where the last window may start
+    if last < 0:
+        return set()
+    whole = last // _STEP * _STEP  # the windows before this one each have their _STEP bytes
+    found = {window for (window,) in _SAMPLED.iter_unpack(memoryview(view)[:whole])}
+    found.add(_WINDOW.unpack_from(view, whole)[0])
+    return found
+
+
+def _every_window(needle: bytes) -> set[int]:
+    """The 4-byte windows of `needle` at every offset, as integers: four C calls, one per alignment."""
+    found: set[int] = set()
+    for start in range(min(_PROBE, len(needle) - _PROBE + 1)):
+        count = (len(needle) - start) // _PROBE
+        found.update(struct.unpack_from(f"<{count}I", needle, start))
+    return found
 
 
 @functools.lru_cache(maxsize=64)

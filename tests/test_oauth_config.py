@@ -108,3 +108,12 @@ def test_plain_http_is_for_loopback_addresses(host: str) -> None:
 def test_a_shared_token_cannot_stand_in_for_a_members_sign_in() -> None:
     argv = ["--http", "0", "--public-url", PUBLIC, "--authorization-server", ISSUER, "--allow-shared-token"]
     assert "--allow-shared-token cannot be used with --authorization-server" in refusal(argv)
+
+
+def test_both_doors_are_open_only_by_their_own_setting_and_only_beside_oauth_mode() -> None:
+    argv = ["--http", "0", "--public-url", PUBLIC, "--authorization-server", ISSUER]
+    assert not from_env({}, parse_args(argv)).both_doors
+    assert from_env({}, parse_args([*argv, "--accept-fw1-tokens"])).both_doors
+    assert "--accept-fw1-tokens opens a second door beside OAuth mode" in refusal(
+        ["--http", "0", "--accept-fw1-tokens"]
+    )

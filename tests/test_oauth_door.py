@@ -68,7 +68,7 @@ class _Collected(logging.Handler):
 
 
 @contextmanager
-def oauth_door() -> Iterator[Door_]:
+def oauth_door(*, member_tokens: bool = False) -> Iterator[Door_]:
     sock = listening.listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
     public = f"http://127.0.0.1:{port}/mcp"
@@ -82,7 +82,8 @@ def oauth_door() -> Iterator[Door_]:
         with SandboxAuthServer(resources=[public]) as auth, SandboxGateway() as gateway:
             gateway.trust_issuer(auth.issuer, audiences=[public])
             dispatcher = build_dispatcher(Config(api_url=gateway.url, timeout=5.0))
-            door = Door(public, metadata_url, auth.issuer, dispatcher.member_scopes(), timeout=5.0)
+            scopes = dispatcher.member_scopes()
+            door = Door(public, metadata_url, auth.issuer, scopes, timeout=5.0, member_tokens=member_tokens)
             policy = gate.Policy(loopback_bind=True, max_body=1024 * 1024, resource_metadata=door.metadata_paths)
             with serving(dispatcher, policy, listener=sock, door=door) as server:
                 yield Door_(server, auth, gateway, public, metadata_url, logged)
@@ -357,3 +358,14 @@ def test_the_real_process_takes_node_oidc_providers_tokens_unchanged() -> None:
             _, err = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0, err
         assert token not in "".join(lines) + err
+
+
+def test_with_both_doors_a_members_fw1_token_goes_on_and_an_access_token_is_still_judged() -> None:
+    with oauth_door(member_tokens=True) as door:
+        status, _, answer = call(door.port, "get_wagers", TOKEN_MEMBER_A)
+        assert status == 200 and answer["result"].get("isError") is not True, answer
+        seen = [s for s in door.gateway.seen if s.path == "/v1/member/wagers"][-1]
+        assert seen.header_values("Authorization") == [f"Bearer {TOKEN_MEMBER_A}"]
+        forged = door.auth.mint_access_token("http://127.0.0.1:1/mcp")
+        assert call(door.port, "get_wagers", forged)[0] == 401
+        assert not forwarded(door, forged)

@@ -77,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             config.oauth.issuer,
             config.oauth.metadata_url,
         )
+    if config.both_doors:
+        log.warning(
+            "--accept-fw1-tokens: a member's fw1. token is forwarded unchecked beside the access tokens "
+            "(a token not issued for this server: docs/authorization.md)"
+        )
     if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
         log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
     if config.http_port is not None:
@@ -131,7 +136,14 @@ def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
 
             oauth = config.oauth
             scopes = dispatcher.member_scopes()
-            door = Door(oauth.resource, oauth.metadata_url, oauth.issuer, scopes, timeout=config.timeout)
+            door = Door(
+                oauth.resource,
+                oauth.metadata_url,
+                oauth.issuer,
+                scopes,
+                timeout=config.timeout,
+                member_tokens=config.both_doors,
+            )
         try:
             return serve(
                 dispatcher,

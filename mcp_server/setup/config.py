@@ -73,6 +73,7 @@ class Config:
     metrics_address: tuple[str, int] | None = None  # a listener of their own for GET /metrics (--metrics)
     metrics_on_mcp_port: bool = False  # GET /metrics on the MCP port too (--metrics-on-mcp-port)
     oauth: OAuth | None = None  # HTTP mode as an OAuth resource server (--public-url, --authorization-server)
+    both_doors: bool = False  # OAuth mode also forwards a member's fw1. token as it is (--accept-fw1-tokens)
 
     @property
     def metrics(self) -> bool:
@@ -178,6 +179,12 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         if origin == "*" or origin.lower() == "null":
             raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
     oauth = _oauth(env, args)
+    both_doors = bool(getattr(args, "accept_fw1_tokens", False))
+    if both_doors and oauth is None:
+        raise ConfigError(
+            "--accept-fw1-tokens opens a second door beside OAuth mode: it needs --public-url and "
+            "--authorization-server"
+        )
     if oauth is not None and getattr(args, "allow_shared_token", False):
         raise ConfigError(
             "--allow-shared-token cannot be used with --authorization-server: every caller without a token "
@@ -207,6 +214,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         metrics_address=metrics_address if http_port is not None else None,
         metrics_on_mcp_port=on_mcp_port,
         oauth=oauth,
+        both_doors=both_doors,
     )
 
 
@@ -464,6 +472,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="HTTP mode, OAuth: the issuer of the members' access tokens, where clients sign in",
     )
     parser.add_argument(
+        "--accept-fw1-tokens",
+        action="store_true",
+        help="HTTP mode, OAuth: also forward a member's own fw1. token, unchecked here, as without OAuth "
+        "(two doors; docs/authorization.md says the risk)",
+    )
+    parser.add_argument(
         "--resource",
         metavar="URL",
         help="HTTP mode, OAuth: the audience the tokens carry (default: the public URL; or a parent of it)",
@@ -488,6 +502,7 @@ NO_ARGUMENTS: Final = {
     "public_url": None,
     "authorization_server": None,
     "resource": None,
+    "accept_fw1_tokens": False,
 }
 
 

@@ -26,6 +26,7 @@ from mcp_server.wire.jsonrpc import Id
 log = logging.getLogger("fairwins_mcp.http")
 
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+MEMBER_TOKEN_PREFIX: Final = "fw1."  # a member's own token, made in the FairWins app
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +42,19 @@ class Door:
     """One resource's door: its settings, the issuer's keys, and the verdicts on the tokens it saw."""
 
     def __init__(
-        self, resource: str, metadata_url: str, issuer: str, scopes: Sequence[str], *, timeout: float = 10.0
+        self,
+        resource: str,
+        metadata_url: str,
+        issuer: str,
+        scopes: Sequence[str],
+        *,
+        timeout: float = 10.0,
+        member_tokens: bool = False,
     ) -> None:
         self.resource = resource
+        # Both doors (--accept-fw1-tokens): a member's own fw1. token goes on as without OAuth,
+        # for the gateway to judge, while every other token is judged here.
+        self.member_tokens = member_tokens
         self.metadata_url = metadata_url
         self.issuer_url = issuer
         self.scopes = tuple(scopes)
@@ -71,6 +82,8 @@ class Door:
             if not needed:
                 return None
             return self._challenge(401, None, needed, request_id, _SIGN_IN)
+        if self.member_tokens and token.startswith(MEMBER_TOKEN_PREFIX):
+            return None
         verdict = await self._verdict(token)
         if isinstance(verdict, str):
             return Challenge(503, None, error_body("authorization_server_unreachable", verdict, request_id))

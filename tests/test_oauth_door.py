@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from mcp_server.ops import listener as listening
-from mcp_server.setup.config import Config
+from mcp_server.setup.config import Config, OAuth
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.door import Door
@@ -81,7 +81,8 @@ def oauth_door(*, member_tokens: bool = False) -> Iterator[Door_]:
     try:
         with SandboxAuthServer(resources=[public]) as auth, SandboxGateway() as gateway:
             gateway.trust_issuer(auth.issuer, audiences=[public])
-            dispatcher = build_dispatcher(Config(api_url=gateway.url, timeout=5.0))
+            oauth = OAuth(public, auth.issuer, public)
+            dispatcher = build_dispatcher(Config(api_url=gateway.url, timeout=5.0, oauth=oauth))
             scopes = dispatcher.member_scopes()
             door = Door(public, metadata_url, auth.issuer, scopes, timeout=5.0, member_tokens=member_tokens)
             policy = gate.Policy(loopback_bind=True, max_body=1024 * 1024, resource_metadata=door.metadata_paths)
@@ -202,6 +203,18 @@ def test_the_resource_metadata_is_at_both_paths_and_any_page_may_read_it(door: D
         "scopes_supported": ["build:intents", "read:fees", "read:membership", "read:profile", "read:wagers"],
         "resource_name": "FairWins",
     }
+
+
+def test_each_tool_says_whether_it_needs_a_sign_in_for_chatgpt(door: Door_) -> None:
+    # OpenAI Apps' per-tool securitySchemes, in _meta (which every other client passes by).
+    status, _, answer = post(door.port, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, JSON_HEADERS)
+    assert status == 200
+    schemes = {t["name"]: t["_meta"]["securitySchemes"] for t in answer["result"]["tools"]}
+    assert schemes["get_wagers"] == [{"type": "oauth2", "scopes": ["read:wagers"]}]
+    assert schemes["build_intent"] == [{"type": "oauth2", "scopes": ["build:intents"]}]
+    assert schemes["get_perps_pairs"] == [{"type": "noauth"}]
+    plain = build_dispatcher(Config(api_url=door.gateway.url))
+    assert all("_meta" not in t for t in plain._tool_list)  # without OAuth mode: nothing to sign in to
 
 
 # ---- lazy sign-in ----------------------------------------------------------------------------------

@@ -151,6 +151,7 @@ class Dispatcher:
         title: str = "FairWins",
         version: str = __version__,
         batch_limits: BatchLimits = DEFAULT_BATCH_LIMITS,
+        sign_in: bool = False,
     ) -> None:
         self.catalog = catalog
         self.batch_limits = batch_limits
@@ -166,6 +167,8 @@ class Dispatcher:
         self._prompts: dict[str, Prompt] = {p.name: p for p in catalog.prompts}
         # Definitions never change after start: build the list results once.
         self._tool_list = [t.definition() for t in sorted(catalog.tools, key=lambda t: t.name)]
+        if sign_in:  # OAuth mode: each tool says whether it needs a sign-in, and for which scopes
+            self._tool_list = [_with_security_schemes(t, _scopes_of(self._tools[t["name"]])) for t in self._tool_list]
         # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
         self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
         self._resource_list = [r.definition() for r in catalog.resources]
@@ -620,6 +623,18 @@ def _called(result: JSONObject | Steps[JSONObject]) -> Steps[JSONObject]:
         return value
     assert isinstance(result, dict)
     return result
+
+
+def _with_security_schemes(definition: JSONObject, scopes: tuple[str, ...]) -> JSONObject:
+    """A tool's definition with OpenAI Apps' per-tool `securitySchemes` in `_meta`.
+
+    ChatGPT reads them to know which tools need the member signed in (OAuth 2.1, with these
+    scopes) and which need no one (`noauth`); the MCP schema leaves `_meta` open, so every other
+    client passes them by. The challenge itself stays the HTTP `401` (transports/http/door.py).
+    """
+    scheme: JSONObject = {"type": "oauth2", "scopes": list(scopes)} if scopes else {"type": "noauth"}
+    meta = definition.get("_meta")
+    return {**definition, "_meta": {**(meta if isinstance(meta, dict) else {}), "securitySchemes": [scheme]}}
 
 
 def _scopes_of(tool: Tool) -> tuple[str, ...]:

@@ -52,5 +52,7 @@ def build_gateway(config: Config) -> Gateway:
 def build_dispatcher(config: Config, gateway: Gateway | None = None) -> Dispatcher:
     # A batch, as a whole, gets the time one call gets; its other bounds are BatchLimits' defaults.
     return Dispatcher(
-        build_catalog(gateway or build_gateway(config)), batch_limits=BatchLimits(deadline=config.timeout)
+        build_catalog(gateway or build_gateway(config)),
+        batch_limits=BatchLimits(deadline=config.timeout),
+        sign_in=config.oauth is not None,
     )

@@ -57,9 +57,8 @@ def test_a_pause_raises_abandoned_once_the_call_is_cancelled_around_the_threads_
         with pytest.raises(pause.Abandoned):
             pause.pause()  # and at every pause after, before the pacer
         assert paced == ["paced", "paced"]
-        pause.paced(pacer)  # (a context manager, unused: nothing changes)
     pause.pause()  # outside the block: nothing is stopped
-    assert not issubclass(pause.Abandoned, Exception)  # no `except Exception` of the passes takes it
+    assert not issubclass(pause.Abandoned, Exception)  # no `except Exception` around the work takes it
 
 
 def test_a_compute_gives_its_stand_in_once_its_call_is_cancelled_before_or_during_the_work() -> None:

@@ -43,6 +43,7 @@ import binascii
 import bisect
 import functools
 import json
+import operator
 import re
 import struct
 from collections.abc import Callable, Sequence
@@ -248,7 +249,7 @@ class Redactor:
         self._short: list[_Probe] | None = None  # probes for short texts
         # _grams, worked out on first use: a plain attribute, not functools.cached_property, which
         # on Python 3.11 takes a lock shared by every redactor at each first use (one a request).
-        self._sampling: tuple[list[bytes], list[tuple[bytes, set[int]]]] | None = None
+        self._sampling: tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None = None
         self._sampled = False
         # No more places a text of n characters can be searched at than n times this (_runs):
         # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
@@ -383,12 +384,12 @@ class Redactor:
         return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
 
     @property
-    def _grams(self) -> tuple[list[bytes], list[tuple[bytes, set[int]]]] | None:
+    def _grams(self) -> tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None:
         if not self._sampled:
             self._sampling, self._sampled = self._make_grams(), True
         return self._sampling
 
-    def _make_grams(self) -> tuple[list[bytes], list[tuple[bytes, set[int]]]] | None:
+    def _make_grams(self) -> tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None:
         """The needles secret only whole, and the others with their windows; None where probes are cheaper.
 
         Worked out for a redactor with many probes (a payment's, a long bearer's: an OAuth access
@@ -405,7 +406,7 @@ class Redactor:
         runs = [(needle, _every_window(needle)) for needle, min_run in needles if min_run != len(needle)]
         return whole, runs
 
-    def _sampled_in(self, view: bytes, whole: list[bytes], runs: list[tuple[bytes, set[int]]]) -> bool:
+    def _sampled_in(self, view: bytes, whole: list[bytes], runs: list[tuple[bytes, tuple[int, ...]]]) -> bool:
         """`_spelled_in` in a few passes whatever the number and length of the needles.
 
         A needle secret only whole is one search. For the others, the view's 4-byte windows every
@@ -702,6 +703,7 @@ def _places(start: int, end: int, size: int, min_run: int) -> list[tuple[int, ra
 
 
 _WINDOW: Final = struct.Struct("<I")
+_FIRST: Final = operator.itemgetter(0)
 _SAMPLED: Final = struct.Struct("<I" + "x" * (_STEP - _PROBE))  # a window, then the bytes to the next
 
 
@@ -711,17 +713,20 @@ def _sampled_windows(view: bytes) -> set[int]:
     if last < 0:
         return set()
     whole = last // _STEP * _STEP  # the windows before this one each have their _STEP bytes
-    found = {window for (window,) in _SAMPLED.iter_unpack(memoryview(view)[:whole])}
+    found = set(map(_FIRST, _SAMPLED.iter_unpack(memoryview(view)[:whole])))
     found.add(_WINDOW.unpack_from(view, whole)[0])
     return found
 
 
-def _every_window(needle: bytes) -> set[int]:
-    """The 4-byte windows of `needle` at every offset, as integers: four C calls, one per alignment."""
-    found: set[int] = set()
+def _every_window(needle: bytes) -> tuple[int, ...]:
+    """The 4-byte windows of `needle` at every offset, as integers: four C calls, one per alignment.
+
+    A tuple, not a set: a text's sampled windows are the set, and looking these up in it (one C
+    loop, `set.intersection`) costs less than making a set of them.
+    """
+    found: tuple[int, ...] = ()
     for start in range(min(_PROBE, len(needle) - _PROBE + 1)):
-        count = (len(needle) - start) // _PROBE
-        found.update(struct.unpack_from(f"<{count}I", needle, start))
+        found += struct.unpack_from(f"<{(len(needle) - start) // _PROBE}I", needle, start)
     return found
 
 

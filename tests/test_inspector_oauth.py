@@ -25,27 +25,20 @@ import hashlib
 import json
 import pathlib
 import subprocess
-import threading
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Any, Final
 
 import pytest
 
-from assistant_contract import ALL_SCOPES
 from tests import apps_host
 from tests.conftest import BROWSER, NODE_TOOLS, ROOT
 from tests.hosts import tool
 from tests.inspector import LAUNCHER, NODE
 from tests.oidc import harness as oidc
-from tests.sandbox_auth import SandboxAuthServer
-from tests.sandbox_gateway import ACCOUNT_A, SandboxGateway
+from tests.sandbox_gateway import ACCOUNT_A
 from tests.secret_canaries import record_output
-from tests.test_http import run_cli, wait_for_url
-from tests.test_inspector import WebInspector, free_port
-from tests.test_sdk_oauth import WAGERS_PATH, claims, member_wagers
+from tests.test_inspector import WebInspector
+from tests.test_sdk_oauth import WAGERS_PATH, Setup, claims, member_wagers, oauth_server
 
 pytestmark = [BROWSER, NODE_TOOLS]
 
@@ -59,63 +52,6 @@ CONSENT: Final = {
     "sandbox": {"choose": "Member A", "submit": "Approve"},
     "node-oidc-provider": {"choose": None, "submit": "Allow"},
 }
-
-
-@dataclass
-class Setup:
-    """The server in OAuth mode, its authorization server, and the gateway that trusts that server's tokens."""
-
-    public: str
-    issuer: str
-    gateway: SandboxGateway
-    auth: SandboxAuthServer | None  # the sandbox's, which records what it issued; None for node-oidc-provider
-    log: list[str]  # the server's stderr, line by line
-
-    @property
-    def metadata_url(self) -> str:
-        parts = urllib.parse.urlsplit(self.public)
-        return f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
-
-
-@contextmanager
-def oauth_server(authorization_server: str) -> Iterator[Setup]:
-    port = free_port()
-    public = f"http://127.0.0.1:{port}/mcp"
-    with ExitStack() as stack:
-        auth: SandboxAuthServer | None = None
-        if authorization_server == "sandbox":
-            auth = stack.enter_context(SandboxAuthServer(resources=[public]))
-            issuer = auth.issuer
-        else:
-            issuer = stack.enter_context(oidc.running([public], ALL_SCOPES))
-        gateway = stack.enter_context(SandboxGateway())
-        gateway.trust_issuer(issuer, audiences=[public])
-        proc = run_cli(
-            ["--http", str(port), "--public-url", public, "--authorization-server", issuer],
-            {"FAIRWINS_API_URL": gateway.url},
-        )
-        log: list[str] = []
-        drain: threading.Thread | None = None
-        try:
-            assert wait_for_url(proc, log) == public, "".join(log)
-            assert proc.stderr is not None
-            drain = threading.Thread(target=lambda: log.extend(proc.stderr or ()), daemon=True)
-            drain.start()
-            yield Setup(public, issuer, gateway, auth, log)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(WAIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(WAIT)
-            if drain is not None:
-                drain.join(WAIT)
-            out = proc.stdout.read() if proc.stdout is not None else ""
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-            record_output("test_inspector_oauth: the OAuth-mode server's stdout and stderr", out + "".join(log))
 
 
 def browse(setup: Setup, kind: str, tmp_path: pathlib.Path) -> tuple[dict[str, Any], int]:
@@ -189,7 +125,7 @@ def wager_ids(text: str | None) -> list[str]:
 def test_the_inspectors_own_oauth_flow_signs_in_from_the_401_and_reads_the_members_wagers(
     authorization_server: str, tmp_path: pathlib.Path
 ) -> None:
-    with oauth_server(authorization_server) as setup:
+    with oauth_server(authorization_server, "test_inspector_oauth") as setup:
         metadata = oidc.discover(setup.issuer)  # RFC 8414, as the Inspector reads it
         expected = member_wagers(setup.gateway)
         report, port = browse(setup, authorization_server, tmp_path)

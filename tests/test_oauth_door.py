@@ -38,7 +38,7 @@ from tests.mcp_http import serving
 from tests.oidc import harness as oidc
 from tests.sandbox_auth import SandboxAuthServer, consent, pkce
 from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
-from tests.test_http import run_cli, wait_for_url
+from tests.test_sdk_oauth import oauth_server
 
 WAIT = 10.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -337,40 +337,20 @@ def test_a_member_not_of_this_sandbox_is_its_gateways_to_refuse(door: Door_) -> 
 # ---- the real process, against a third-party authorization server -------------------------------------
 
 
-def _free_port() -> int:
-    sock = listening.listen("127.0.0.1", 0)
-    try:
-        return int(sock.getsockname()[1])
-    finally:
-        sock.close()
-
-
 @NODE_TOOLS
 def test_the_real_process_takes_node_oidc_providers_tokens_unchanged() -> None:
-    port = _free_port()
-    public = f"http://127.0.0.1:{port}/mcp"
-    with oidc.running([public], ["read:wagers", "read:fees"]) as issuer, SandboxGateway() as gateway:
-        gateway.trust_issuer(issuer, audiences=[public])
-        argv = ["--http", str(port), "--public-url", public, "--authorization-server", issuer]
-        proc = run_cli(argv, {"FAIRWINS_API_URL": gateway.url})
-        lines: list[str] = []
-        try:
-            assert wait_for_url(proc, lines) == public
-            status, headers, _ = call(port, "get_wagers")
-            assert (
-                status == 401
-                and f'resource_metadata="http://127.0.0.1:{port}/.well-known/' in headers["www-authenticate"]
-            )
-            token = oidc.access_token(issuer, public, ["read:wagers"])
-            status, _, answer = call(port, "get_wagers", token)
-            assert status == 200 and answer["result"].get("isError") is not True, answer
-            seen = [s for s in gateway.seen if s.path == "/v1/member/wagers"]
-            assert [s.header_values("Authorization") for s in seen] == [[f"Bearer {token}"]]
-        finally:
-            proc.terminate()
-            _, err = proc.communicate(timeout=WAIT)
-        assert proc.returncode == 0, err
-        assert token not in "".join(lines) + err
+    with oauth_server("node-oidc-provider", "test_oauth_door") as setup:
+        port = urllib.parse.urlsplit(setup.public).port
+        assert port is not None
+        status, headers, _ = call(port, "get_wagers")
+        assert status == 401
+        assert headers["www-authenticate"] == f'Bearer resource_metadata="{setup.metadata_url}", scope="read:wagers"'
+        token = oidc.access_token(setup.issuer, setup.public, ["read:wagers"])
+        status, _, answer = call(port, "get_wagers", token)
+        assert status == 200 and answer["result"].get("isError") is not True, answer
+        seen = [s for s in setup.gateway.seen if s.path == "/v1/member/wagers"]
+        assert [s.header_values("Authorization") for s in seen] == [[f"Bearer {token}"]]
+    assert token not in "".join(setup.log)
 
 
 def test_with_both_doors_a_members_fw1_token_goes_on_and_an_access_token_is_still_judged() -> None:

@@ -26,6 +26,7 @@ import queue
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -65,6 +66,11 @@ class Setup:
     submit: Callable[[str], str]  # the user agent's part: an authorization URL in, the redirect back out
     log: list[str]  # the server's stderr, line by line
 
+    @property
+    def metadata_url(self) -> str:
+        parts = urllib.parse.urlsplit(self.public)
+        return f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+
 
 def _free_port() -> int:
     sock = listening.listen("127.0.0.1", 0)
@@ -86,7 +92,8 @@ def _collect(stream: IO[str], into: list[str]) -> None:
 
 
 @contextmanager
-def oauth_server(authorization_server: str) -> Iterator[Setup]:
+def oauth_server(authorization_server: str, label: str = "test_sdk_oauth") -> Iterator[Setup]:
+    """The server in OAuth mode as a process, its authorization server, and the gateway that trusts it."""
     port = _free_port()
     public = f"http://127.0.0.1:{port}/mcp"
     with ExitStack() as stack:
@@ -123,7 +130,7 @@ def oauth_server(authorization_server: str) -> Iterator[Setup]:
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-            record_output("test_sdk_oauth: the OAuth-mode server's stdout and stderr", out + "".join(log))
+            record_output(f"{label}: the OAuth-mode server's stdout and stderr", out + "".join(log))
 
 
 def run_client(argv: list[str], submit: Callable[[str], str]) -> tuple[dict[str, Any], list[str]]:

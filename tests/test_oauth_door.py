@@ -9,6 +9,7 @@ own key or a key of the test's.
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import hmac
 import http.client
@@ -362,3 +363,21 @@ def test_with_both_doors_a_members_fw1_token_goes_on_and_an_access_token_is_stil
         forged = door.auth.mint_access_token("http://127.0.0.1:1/mcp")
         assert call(door.port, "get_wagers", forged)[0] == 401
         assert not forwarded(door, forged)
+
+
+def test_an_authorization_server_out_of_reach_costs_a_503_naming_it_and_nothing_else() -> None:
+    # The door's one outbound seam (upstream/issuer.py): its failure is the call's, owned, and
+    # leaves nothing behind for the collector; the server goes on serving the public calls.
+    with oauth_door() as door:
+        token = door.auth.mint_access_token(door.public)
+        door.auth.stop()
+        for _ in range(3):  # the first fetch fails; the next calls wait out the refetch bound
+            status, headers, answer = call(door.port, "get_wagers", token)
+            assert status == 503 and "www-authenticate" not in headers
+            assert f"The authorization server ({door.auth.issuer}) could not be asked" in answer["error"]["message"]
+            assert call(door.port, "get_gateway_status")[0] == 200
+        assert not forwarded(door, token)
+        gc.collect()
+        guard = door.server.guard
+        assert guard is not None and guard.strays == 0 and guard.fatal is None
+        assert token not in "\n".join(door.logged)

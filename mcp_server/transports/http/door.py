@@ -62,6 +62,7 @@ class Door:
         self.validator = Validator(Policy(issuer, resource), keys)
         self.issuer = Issuer(issuer, keys, timeout=timeout)
         self._loading: asyncio.Future[str | None] | None = None
+        self._problem: str | None = None  # why the last fetch of the keys failed; None once one worked
         # RFC 9728 §3.1's path-aware name, and the bare one clients also ask for.
         path = urllib.parse.urlsplit(metadata_url).path
         self.metadata_paths = frozenset({path, WELL_KNOWN})
@@ -104,10 +105,12 @@ class Door:
         verdict = await self._judged(token)
         unknown = isinstance(verdict, Invalid) and verdict.reason == "unknown_key"
         if (unknown or keys.stale(time.time())) and (self._loading is not None or keys.claim_refetch(time.time())):
-            problem = await self._load()
-            if problem is not None and keys.stale(time.time()):
-                return f"The authorization server ({self.issuer_url}) could not be asked: {problem}. Retry shortly"
+            await self._load()
             verdict = await self._judged(token)
+        if keys.stale(time.time()) and self._problem is not None:
+            # No key set to judge by: the authorization server's outage, never the token's fault,
+            # until a fetch (at most every 30 s) reads one again.
+            return f"The authorization server ({self.issuer_url}) could not be asked: {self._problem}. Retry shortly"
         return verdict
 
     async def _judged(self, token: str) -> Verdict:
@@ -124,7 +127,7 @@ class Door:
 
     def _loaded(self, done: asyncio.Future[str | None]) -> None:
         self._loading = None
-        problem = None if done.cancelled() else done.result()
+        problem = self._problem = None if done.cancelled() else done.result()
         if problem is not None:
             log.warning("the authorization server %s could not be read: %s", self.issuer_url, problem)
 

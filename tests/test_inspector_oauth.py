@@ -21,7 +21,6 @@ browser by tests/apps_host.py; a missing one is installed or the test fails, nam
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pathlib
 import subprocess
@@ -35,10 +34,14 @@ from tests.conftest import BROWSER, NODE_TOOLS, ROOT
 from tests.hosts import tool
 from tests.inspector import LAUNCHER, NODE
 from tests.oidc import harness as oidc
-from tests.sandbox_gateway import ACCOUNT_A
 from tests.secret_canaries import record_output
 from tests.test_inspector import WebInspector
-from tests.test_sdk_oauth import WAGERS_PATH, Setup, claims, member_wagers, oauth_server
+from tests.test_sdk_oauth import (
+    Setup,
+    gateway_saw_exactly_the_token_issued,
+    member_wagers,
+    oauth_server,
+)
 
 pytestmark = [BROWSER, NODE_TOOLS]
 
@@ -172,14 +175,5 @@ def test_the_inspectors_own_oauth_flow_signs_in_from_the_401_and_reads_the_membe
     assert wager_ids(report["structured"]) == expected, report["structured"]
 
     # The gateway saw one token, on the one member read, and it is the token the Inspector was issued.
-    carried = [(s.path, value) for s in seen for value in s.header_values("Authorization")]
-    assert [path for path, _ in carried] == [WAGERS_PATH], carried
-    scheme, _, token = carried[0][1].partition(" ")
-    assert scheme == "Bearer" and hashlib.sha256(token.encode()).hexdigest() == report["tokenSha256"]
-    if issued is not None:
-        assert issued == [token]  # the sandbox issued exactly one access token: this one
-    said = claims(token)
-    assert (said["iss"], said["aud"], said["sub"]) == (setup.issuer, setup.public, ACCOUNT_A), said
-    assert said["client_id"] == report["clientId"] and SCOPE in said["scope"].split(), said
-    assert token not in "".join(setup.log), "the server logged the access token"
+    gateway_saw_exactly_the_token_issued(setup, seen, report, issued)
     assert (tmp_path / f"inspector-oauth-{authorization_server}.png").read_bytes().startswith(b"\x89PNG")

@@ -41,7 +41,7 @@ from tests.conftest import NODE_TOOLS, ROOT, venv_python
 from tests.hosts import node, tool
 from tests.oidc import harness as oidc
 from tests.sandbox_auth import SandboxAuthServer, consent
-from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway
+from tests.sandbox_gateway import ACCOUNT_A, TOKEN_MEMBER_A, SandboxGateway, SeenRequest
 from tests.secret_canaries import record_output
 from tests.test_http import run_cli, wait_for_url
 
@@ -251,7 +251,13 @@ def test_an_sdk_client_signs_in_from_the_401_and_the_gateway_sees_exactly_the_to
     if registered is not None:
         assert registered == [report["clientId"]]  # registered once, dynamically, from the 401's discovery
     assert report["scope"] is not None and "read:wagers" in report["scope"].split(), report
-    # The gateway saw one token, on the one member read, and it is the token the client got.
+    gateway_saw_exactly_the_token_issued(setup, seen, report, issued)
+
+
+def gateway_saw_exactly_the_token_issued(
+    setup: Setup, seen: list[SeenRequest], report: dict[str, Any], issued: list[str] | None
+) -> str:
+    """The gateway saw one token, on the one member read, the one the client was issued; it, checked."""
     carried = [(s.path, value) for s in seen for value in s.header_values("Authorization")]
     assert [path for path, _ in carried] == [WAGERS_PATH], carried
     scheme, _, token = carried[0][1].partition(" ")
@@ -262,3 +268,4 @@ def test_an_sdk_client_signs_in_from_the_401_and_the_gateway_sees_exactly_the_to
     assert (said["iss"], said["aud"], said["sub"]) == (setup.issuer, setup.public, ACCOUNT_A), said
     assert said["client_id"] == report["clientId"] and "read:wagers" in said["scope"].split(), said
     assert token not in "".join(setup.log), "the server logged the access token"
+    return token

@@ -8,6 +8,7 @@ import os
 import select
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -108,7 +109,12 @@ def test_a_stderr_nobody_reads_never_blocks_a_logging_thread_and_the_loss_is_cou
         done = threading.Event()
 
         def flood() -> None:
-            for _ in range(logs.MAX_WAITING // 1000 + 200):  # past the pipe's 64 KiB and the queue's bound
+            # Past the pipe's 64 KiB and the bound, in two halves with the writer's flush between
+            # them: the half it has taken and cannot write still counts against the bound.
+            half = (logs.MAX_WAITING // 1000 + 200) // 2
+            for n in range(2 * half):
+                if n == half:
+                    time.sleep(3 * logs.FLUSH_AFTER)
                 handler.handle(line(logging.INFO, text))
             done.set()
 

@@ -373,7 +373,9 @@ class StderrHandler(logging.Handler):
                     if left <= 0:
                         break
                     self._cond.wait(left)  # more lines gather meanwhile: one write for all of them
-                lines, self._lines, self._size = self._lines, [], 0
+                # The batch stays counted in _size until it is written: MAX_WAITING bounds every
+                # byte not yet on stderr, not only those still queued behind a blocked write.
+                lines, self._lines, held = self._lines, [], self._size
                 ahead, self._ahead = self._ahead, []
                 dropped, self._dropped = self._dropped, 0
                 self._urgent = False
@@ -402,6 +404,7 @@ class StderrHandler(logging.Handler):
                 with self._write_lock:
                     self._write(text.encode("utf-8", "backslashreplace"))
             with self._cond:
+                self._size = max(0, self._size - held)  # 0 already if stderr broke meanwhile
                 self._writing = False
                 self._cond.notify_all()
 

@@ -803,7 +803,7 @@ def _news(call: _Call) -> _Answer:
     if call.relayed != "sandbox":
         # A news vendor's own item (CryptoPanic's): `title`, `published_at`, the source an object;
         # in "plain", the time in seconds since 1970 and the source a name.
-        seconds = {"2026-11-29T18:30:00Z": 1796063400, "2026-11-28T09:10:00Z": 1795943400}
+        seconds = {"2026-11-29T18:30:00Z": 1795977000, "2026-11-28T09:10:00Z": 1795857000}
         items = [
             {
                 "kind": "news",

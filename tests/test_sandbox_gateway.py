@@ -231,6 +231,18 @@ def test_news_needs_a_slug_and_keeps_an_encoded_asset_as_one_segment(
     assert isinstance(news["items"], list) and news["items"]
 
 
+def test_each_news_item_is_dated_alike_in_every_shape(gateway: SandboxGateway) -> None:
+    # Issue 62: the plain shape's seconds since 1970 were each a day after the date they stand for.
+    path = "/v1/news/137/ETH?slug=ethereum"
+    dates = [item["publishedAt"] for item in call(gateway, "GET", path).obj()["items"]]
+    assert dates and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", d) for d in dates)
+    with SandboxGateway(relayed="source") as source, SandboxGateway(relayed="plain") as plain:
+        assert [i["published_at"] for i in call(source, "GET", path).obj()["items"]] == dates
+        seconds = [i["published_at"] for i in call(plain, "GET", path).obj()["items"]]
+    as_dates = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s)) for s in seconds]
+    assert as_dates == dates
+
+
 def test_unknown_path_is_404_json_and_wrong_method_is_405_json(gateway: SandboxGateway) -> None:
     missing = call(gateway, "GET", "/v1/nothing")
     assert missing.status == 404 and missing.obj()["error"] == "not_found"

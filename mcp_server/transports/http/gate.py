@@ -128,29 +128,9 @@ def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
-# Verdicts on Accept headers already read: a client sends the same one with every call, and the
-# reading is a loop of string calls. The first few short ones are kept (never evicted, so a client
-# sending a new header each time can only leave the rest uncached, read as they always were).
-_ACCEPTED: dict[tuple[str, str], bool] = {}
-_ACCEPTED_MAX: Final = 64
-_ACCEPT_CACHED_LEN: Final = 256
-
-
 def accepts(accept: str | None, media: str) -> bool:
     """Whether an Accept header admits `media` (a type/subtype): its own, a wildcard, or no header."""
-    if accept is None:
-        return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
-    known = _ACCEPTED.get((accept, media))
-    if known is not None:
-        return known
-    found = _accepts(accept, media)
-    if len(_ACCEPTED) < _ACCEPTED_MAX and len(accept) <= _ACCEPT_CACHED_LEN:
-        _ACCEPTED[(accept, media)] = found
-    return found
-
-
-def _accepts(accept: str, media: str) -> bool:
-    if not accept.strip():
+    if accept is None or not accept.strip():
         return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
     major = media.split("/", 1)[0]
     for item in accept.split(","):
@@ -178,9 +158,19 @@ def check(
         name = _host_name(host if host is not None else headers.get("host", ""))
         if name is None or not _is_loopback_name(name):
             return Refuse(403, "host_not_allowed", "This server only answers requests addressed to localhost")
-    plain = PLAIN_ROUTES.get(route_path)
     if policy.metrics_only and route_path != METRICS_PATH:
         return Refuse(404, "not_found", "Not found: this port serves GET /metrics only")
+    other = _other_route(method, route_path, policy)
+    if other is not None:
+        return other
+    if route_path != MCP_PATH:
+        return Refuse(404, "not_found", "Not found: the MCP endpoint is POST /mcp")
+    return _mcp(method, headers, policy)
+
+
+def _other_route(method: str, route_path: str, policy: Policy) -> Admit | Refuse | None:
+    """The decision for a path besides /mcp that this server answers; None for any other path."""
+    plain = PLAIN_ROUTES.get(route_path)
     if plain is not None and (plain[0] != "metrics" or policy.metrics):
         route, methods = plain
         if method in methods:
@@ -193,8 +183,11 @@ def check(
         if method == "OPTIONS":
             return Admit("preflight", "*")
         return Refuse(405, "method_not_allowed", f"Use GET for {route_path}", allow="GET, HEAD, OPTIONS")
-    if route_path != MCP_PATH:
-        return Refuse(404, "not_found", "Not found: the MCP endpoint is POST /mcp")
+    return None
+
+
+def _mcp(method: str, headers: Mapping[str, str], policy: Policy) -> Admit | Refuse:
+    """The decision for a request to /mcp: who may ask (Origin) before what is asked."""
     cors: str | None = None
     origin = headers.get("origin")
     if origin is not None:
@@ -219,22 +212,9 @@ def check(
     accept = headers.get("accept")
     if not accepts(accept, "application/json") and not accepts(accept, "text/event-stream"):
         return Refuse(406, "not_acceptable", "Accept must admit application/json or text/event-stream", cors=cors)
-    encoding = headers.get("transfer-encoding")
-    chunked = encoding is not None
-    if encoding is not None and (encoding.strip().lower() != "chunked" or "content-length" in headers):
-        # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
-        return Refuse(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked", cors=cors)
-    length = 0
-    if not chunked:
-        raw = headers.get("content-length")
-        if raw is None:
-            return Refuse(411, "length_required", "Content-Length is required", cors=cors)
-        parsed = content_length(raw.strip())
-        if parsed is None:
-            return Refuse(400, "bad_content_length", "Content-Length must be a non-negative integer", cors=cors)
-        length = parsed
-        if length > policy.max_body:
-            return Refuse(413, "body_too_large", f"The body is over the {policy.max_body} byte limit", cors=cors)
+    framing = _framing(headers, policy, cors)
+    if isinstance(framing, Refuse):
+        return framing
     version = headers.get("mcp-protocol-version")
     if version is not None and version not in SUPPORTED_VERSIONS:
         return Refuse(
@@ -245,4 +225,24 @@ def check(
             data={"supported": list(SUPPORTED_VERSIONS), "requested": version},
             cors=cors,
         )
+    chunked, length = framing
     return Admit("mcp", cors, chunked, length)
+
+
+def _framing(headers: Mapping[str, str], policy: Policy, cors: str | None) -> tuple[bool, int] | Refuse:
+    """How the body is framed, (chunked, Content-Length), or the refusal of a framing not served."""
+    encoding = headers.get("transfer-encoding")
+    if encoding is not None:
+        if encoding.strip().lower() != "chunked" or "content-length" in headers:
+            # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
+            return Refuse(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked", cors=cors)
+        return True, 0
+    raw = headers.get("content-length")
+    if raw is None:
+        return Refuse(411, "length_required", "Content-Length is required", cors=cors)
+    length = content_length(raw.strip())
+    if length is None:
+        return Refuse(400, "bad_content_length", "Content-Length must be a non-negative integer", cors=cors)
+    if length > policy.max_body:
+        return Refuse(413, "body_too_large", f"The body is over the {policy.max_body} byte limit", cors=cors)
+    return False, length

@@ -392,18 +392,38 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
+# The commands and what each does: the parser's choices, and the list --help ends with.
+COMMANDS: Final = {
+    "serve": "run the server (the default when no command is given)",
+    "check": "report whether the gateway and the token work, then exit",
+    "install": "put the server into Claude Desktop or Claude Code\n(fairwins-mcp install --help: its own options)",
+}
+
+
+def _command_list() -> str:
+    width = max(map(len, COMMANDS)) + 3
+    lines = ["commands:"]
+    for name, what in COMMANDS.items():
+        first, *rest = what.split("\n")
+        lines += [f"  {name:<{width}}{first}", *(" " * (width + 2) + line for line in rest)]
+    return "\n".join(lines)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwins-mcp",
-        description="MCP server for the FairWins gateway (stdio by default; --http PORT for Streamable HTTP).",
-        epilog="fairwins-mcp install claude-desktop|claude-code puts the server into a client (install --help).",
+        description="MCP server for the FairWins gateway.\nstdio by default; --http PORT serves Streamable HTTP.",
+        epilog=_command_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # `install` never reaches this parser (cli.main hands it to the installer's own parser); it is a
+    # choice here so that the usage line and an unknown command's error name it.
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "check"),
+        choices=tuple(COMMANDS),
         default="serve",
-        help="serve (the default) runs the server; check reports whether the gateway and token work, then exits",
+        help="serve (the default), check or install: see the commands below",
     )
     # The one line a release check and a member's `uvx fairwins-mcp --version` read: nothing is started.
     parser.add_argument("--version", action="version", version=f"fairwins-mcp {__version__}")

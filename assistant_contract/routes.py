@@ -45,11 +45,6 @@ ROUTES: Final[dict[str, Route]] = {
 # `{name}` segments are filled from tool arguments, one segment each.
 PUBLIC_PATHS: Final[tuple[str, ...]] = tuple(t["exec"]["path"] for t in TOOL_DEFS if t["exec"]["kind"] == "public")
 
-ALL_SCOPES: Final[tuple[str, ...]] = (
-    "assistant:chat",
-    "build:intents",
-    "read:fees",
-    "read:membership",
-    "read:profile",
-    "read:wagers",
-)
+# The scopes a token can hold: exactly the scopes of the routes above, derived so that a route's new
+# scope needs no second edit (its meaning goes in prompt.py's SCOPE_MEANINGS; a test holds both).
+ALL_SCOPES: Final[tuple[str, ...]] = tuple(sorted({r["scope"] for r in ROUTES.values() if r["scope"] is not None}))

@@ -1,8 +1,9 @@
 """TOOL_DEFS: the assistant's tool table, one entry per tool, executions bound as data; ANSWERS: what each answers.
 
 A tool is written here once: its record in TOOL_DEFS names what it executes (a member route's id,
-or a public read's path, from which PUBLIC_PATHS is derived), and its entry in ANSWERS, keyed by
-its name, is the JSON Schema of the gateway's 2xx answer (docs/gateway.md).
+or a public read's path and whose shape its answer is, from which PUBLIC_PATHS and RELAYED are
+derived) and the view that draws it, if any; its entry in ANSWERS, keyed by its name, is the JSON
+Schema of the gateway's 2xx answer (docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Exec(TypedDict):
     kind: Literal["route", "public", "local"]
     route: NotRequired[str]  # kind == "route": a ROUTES id
     path: NotRequired[str]  # kind == "public": the GET path, `{name}` segments filled from arguments
+    # kind == "public": whose shape the answer is: FAIRWINS (pinned), or the third party the gateway
+    # relays it from (RELAYED: typed only where consumers rely on it). Required, so none is forgotten.
+    source: NotRequired[str]
 
 
 class ToolDef(TypedDict):
@@ -47,7 +51,12 @@ class ToolDef(TypedDict):
     scope: NotRequired[str]
     exec: Exec
     progress: str  # what the member sees while it runs
+    # The MCP Apps view that draws its answer (a name in mcp_server/fairwins/views.py), if any.
+    view: NotRequired[str]
 
+
+# The source of an answer FairWins itself defines (every member route's, /status): pinned whole.
+FAIRWINS: Final = "FairWins"
 
 # JSON's integers are exact to 2**53 - 1; a chain id beyond that cannot be written faithfully.
 _CHAIN_ID: Final[dict[str, object]] = {
@@ -116,6 +125,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         "auth": "grant",
         "scope": "read:fees",
         "exec": {"kind": "route", "route": "member.fees"},
+        "view": "fees",
         "progress": "Reading the fee rates…",
     },
     {
@@ -127,7 +137,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         ),
         "inputSchema": _object(),
         "auth": "none",
-        "exec": {"kind": "public", "path": "/status"},
+        "exec": {"kind": "public", "path": "/status", "source": FAIRWINS},
         "progress": "Reading the gateway's status…",
     },
     {
@@ -146,7 +156,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         "description": "List the perpetuals pairs the gateway offers. Public: needs no token." + _WHOLE,
         "inputSchema": _object(),
         "auth": "none",
-        "exec": {"kind": "public", "path": "/v1/perps/pairs"},
+        "exec": {"kind": "public", "path": "/v1/perps/pairs", "source": "a perpetuals venue"},
         "progress": "Reading the perpetuals pairs…",
     },
     {
@@ -163,7 +173,8 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
             }
         ),
         "auth": "none",
-        "exec": {"kind": "public", "path": "/v1/polymarket/{chainId}/markets"},
+        "exec": {"kind": "public", "path": "/v1/polymarket/{chainId}/markets", "source": "Polymarket"},
+        "view": "markets",
         "progress": "Reading the prediction markets…",
     },
     {
@@ -207,7 +218,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
             ("chainId", "asset", "slug"),
         ),
         "auth": "none",
-        "exec": {"kind": "public", "path": "/v1/news/{chainId}/{asset}"},
+        "exec": {"kind": "public", "path": "/v1/news/{chainId}/{asset}", "source": "a news vendor"},
         "progress": "Reading the token news…",
     },
     {
@@ -221,6 +232,7 @@ TOOL_DEFS: Final[tuple[ToolDef, ...]] = (
         "auth": "grant",
         "scope": "read:wagers",
         "exec": {"kind": "route", "route": "member.wagers"},
+        "view": "wagers",
         "progress": "Reading your wagers…",
     },
 )
@@ -276,11 +288,27 @@ _PRICE: Final = obj(
 # each entry an object, a market's question. Every other field is open, and still typed: a union
 # of the types the sources are seen to write, null among them (Polymarket writes `outcomes` and
 # `outcomePrices` as JSON-encoded strings, another gateway plain lists beside `prices`).
-RELAYED: Final[dict[str, str]] = {
-    "get_perps_pairs": "a perpetuals venue",
-    "get_prediction_markets": "Polymarket",
-    "get_token_news": "a news vendor",
-}
+
+
+def _relayed(defs: tuple[ToolDef, ...]) -> dict[str, str]:
+    """Each public read whose answer a third party shapes, and that party: from each record's exec.source."""
+    relayed = {}
+    for tool in defs:
+        execution = tool["exec"]
+        if execution["kind"] != "public":
+            continue
+        source = execution.get("source")
+        if not source:
+            raise ValueError(
+                f"assistant_contract/tools.py: the public read {tool['name']} names no exec 'source': "
+                f"{FAIRWINS!r} for an answer FairWins defines, or the third party the gateway relays it from"
+            )
+        if source != FAIRWINS:
+            relayed[tool["name"]] = source
+    return relayed
+
+
+RELAYED: Final[dict[str, str]] = _relayed(TOOL_DEFS)
 
 
 def _open(*types: str, description: str = "") -> Schema:

@@ -189,6 +189,29 @@ def test_workers_answer_on_the_one_metrics_listener_with_every_workers_figures_s
         socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
 
 
+def test_under_workers_every_json_record_names_the_process_that_wrote_it(sandbox: SandboxGateway) -> None:
+    # Issue 62: with --workers N the records did not say which worker served a request.
+    calls = 6
+    with started(sandbox.url, "--workers", "2", "--log-format", "json") as server:
+        workers = set(server.workers(2))
+        for n in range(calls):  # a connection each: either worker may take it
+            status, _, body = server.post("get_perps_pairs", rid=n)
+            assert answered(status, body)
+        server.signal(signal.SIGTERM)
+        assert server.wait(WAIT * 4) == 0, server.output[-3000:]
+    records = [json.loads(line) for line in server.output.splitlines() if line.startswith("{")]
+    assert records and all(isinstance(r.get("pid"), int) for r in records), server.output[-3000:]
+    (listening,) = [r for r in records if r["message"].startswith("fairwins-mcp listening on")]
+    assert listening["pid"] == server.pid
+    # Each worker logs its own pid in words once it serves: its records carry that pid, not the supervisor's.
+    serving = {
+        int(r["message"].split()[1]): r["pid"] for r in records if re.fullmatch(r"worker \d+ serving", r["message"])
+    }
+    assert serving == {pid: pid for pid in workers}
+    served = [r for r in records if r.get("method") == "tools/call"]
+    assert len(served) == calls and {r["pid"] for r in served} <= workers, served
+
+
 def test_workers_auto_counts_the_cpus_this_process_may_use(slow_gateway: SandboxGateway) -> None:
     with started(slow_gateway.url, "--workers", "auto", taskset="0") as server:  # pinned to one CPU
         assert server.workers(1)

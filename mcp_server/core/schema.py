@@ -402,6 +402,18 @@ class _Source:
         # Past a single type's line, `v` is of that type: each guard below that asks again is
         # written `True`, which compiles to nothing.
         known = wanted if isinstance(wanted, str) and wanted in _TYPE_TESTS else None
+        self._values(schema, v, out, pad, known)
+        self._numbers(schema, v, out, pad, known)
+        self._text(schema, v, out, pad, known)
+        self._array(schema, v, out, depth, known)
+        self._object(schema, v, out, depth, known == "object")
+        branches = schema.get("anyOf")
+        if isinstance(branches, list) and branches:
+            calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
+            out.append(f"{pad}if not ({calls}): return False")
+
+    def _values(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+        """Lines for enum and const."""
         if "enum" in schema:
             options = schema["enum"]
             if all(isinstance(o, str) for o in options):
@@ -412,21 +424,32 @@ class _Source:
             out.append(f"{pad}    return False")
         if "const" in schema:
             out.append(f"{pad}if not _same({v}, {self.constant(schema['const'])}): return False")
+
+    def _numbers(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+        """Lines for the bounds of a number."""
         bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
         if bounds:
             number = "True" if known in ("integer", "number") else None
             out.append(f"{pad}if {number or f'isinstance({v}, (int, float)) and not isinstance({v}, bool)'}:")
             for key, limit in bounds:
                 out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
+
+    def _text(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+        """Lines for a string's length and pattern."""
         low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
-        if low is not None or high is not None or source is not None:
-            out.append(f"{pad}if {'True' if known == 'string' else f'isinstance({v}, str)'}:")
-            if low is not None:
-                out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
-            if high is not None:
-                out.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
-            if source is not None:
-                out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
+        if low is None and high is None and source is None:
+            return
+        out.append(f"{pad}if {'True' if known == 'string' else f'isinstance({v}, str)'}:")
+        if low is not None:
+            out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
+        if high is not None:
+            out.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+        if source is not None:
+            out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
+
+    def _array(self, schema: dict[str, Any], v: str, out: list[str], depth: int, known: str | None) -> None:
+        """Lines for an array's size and its items."""
+        pad = "    " * depth
         low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
         block: list[str] = []
         if low is not None:
@@ -441,11 +464,6 @@ class _Source:
                 block += [f"{pad}    for {item} in {v}:", *inner]
         if block:
             out += [f"{pad}if {'True' if known == 'array' else f'isinstance({v}, list)'}:", *block]
-        self._object(schema, v, out, depth, known == "object")
-        branches = schema.get("anyOf")
-        if isinstance(branches, list) and branches:
-            calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
-            out.append(f"{pad}if not ({calls}): return False")
 
     def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int, is_object: bool) -> None:
         pad = "    " * depth
@@ -493,6 +511,7 @@ _BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
 # ---- many values at once ---------------------------------------------------------------------
 
 Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one
+BulkStep = Callable[[list[Any], set[type]], bool]  # one keyword over the values, given their types
 
 # What `_TYPES` accepts, as exact types: parsed JSON holds no subclasses. An integral float is an
 # integer to the checker; it is left to the checker here (the exact types would refuse it).
@@ -542,7 +561,14 @@ def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
     keywords = CHECKED & schema.keys()
     if keywords != {"type"}:
         return None
-    wanted = schema["type"]
+    return _exact_types(schema)
+
+
+def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
+    """The exact types a schema's `type` allows (None: no `type`, or a name not known here)."""
+    wanted = schema.get("type")
+    if wanted is None:
+        return None
     names = wanted if isinstance(wanted, list) else [wanted]
     if not all(isinstance(n, str) and n in _EXACT for n in names):
         return None
@@ -561,60 +587,12 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
     settle so (an integral float, an enum of objects, a group no branch settles) it answers
     False, and the caller checks those values one by one.
     """
-    steps: list[Callable[[list[Any], set[type]], bool]] = []
-    allowed: frozenset[type] | None = None
-    wanted = schema.get("type")
-    if wanted is not None:
-        names = wanted if isinstance(wanted, list) else [wanted]
-        if all(isinstance(n, str) and n in _EXACT for n in names):
-            allowed = frozenset().union(*(_EXACT[n] for n in names))
-    if "enum" in schema:
-        options = schema["enum"]
-        if isinstance(options, list) and all(isinstance(o, str) for o in options):
-            texts = frozenset(options)
-            steps.append(lambda values, types: types <= {str} and set(values) <= texts)
-        else:
-            return _never
-    if "const" in schema:
-        constant = schema["const"]
-        if not isinstance(constant, str):
-            return _never
-        steps.append(lambda values, types: types <= {str} and set(values) <= {constant})
-    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
-    if bounds:
-
-        def in_bounds(values: list[Any], types: set[type]) -> bool:
-            if not types & _NUMBERS:
-                return True  # bounds apply to numbers only (true is no number here)
-            numbers = (
-                values if types <= _NUMBERS else list(compress(values, map(_NUMBERS.__contains__, map(type, values))))
-            )
-            low, high = min(numbers), max(numbers)
-            return all(test(low, limit) and test(high, limit) for limit, test in bounds)
-
-        steps.append(in_bounds)
-    text = _bulk_text(schema)
-    if text is not None:
-        steps.append(text)
-    array = _bulk_list(schema)
-    if array is not None:
-        steps.append(array)
-    objects = _bulk_object(schema)
-    if objects is not None:
-        steps.append(objects)
-    branches = schema.get("anyOf")
-    if isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches):
-        alternatives = [compile_bulk(branch) for branch in branches]
-
-        def any_of(values: list[Any], types: set[type]) -> bool:
-            # Each value fitting some branch fits anyOf: the first branch for them all, else the
-            # values of each type (a nullable's strings and its nulls) each by a branch of its own.
-            if alternatives[0](values):
-                return True
-            groups = [values] if len(types) == 1 else [_of(values, kind) for kind in types]
-            return all(any(alternative(group) for alternative in alternatives) for group in groups)
-
-        steps.append(any_of)
+    values = _bulk_values(schema)
+    if values is None:
+        return _never
+    allowed = _exact_types(schema)
+    made = (_bulk_bounds(schema), _bulk_text(schema), _bulk_list(schema), _bulk_object(schema), _bulk_any_of(schema))
+    steps = values + [step for step in made if step is not None]
 
     def bulk(values: list[Any]) -> bool:
         types = set(map(type, values))
@@ -623,6 +601,57 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
         return all(step(values, types) for step in steps)
 
     return bulk
+
+
+def _bulk_values(schema: dict[str, Any]) -> list[BulkStep] | None:
+    """The steps for enum and const; None when they cannot be settled in bulk (not strings)."""
+    steps: list[BulkStep] = []
+    if "enum" in schema:
+        options = schema["enum"]
+        if not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
+            return None
+        texts = frozenset(options)
+        steps.append(lambda values, types: types <= {str} and set(values) <= texts)
+    if "const" in schema:
+        constant = schema["const"]
+        if not isinstance(constant, str):
+            return None
+        steps.append(lambda values, types: types <= {str} and set(values) <= {constant})
+    return steps
+
+
+def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
+    """The step for a number's bounds: the least and the greatest number against each."""
+    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
+    if not bounds:
+        return None
+
+    def in_bounds(values: list[Any], types: set[type]) -> bool:
+        if not types & _NUMBERS:
+            return True  # bounds apply to numbers only (true is no number here)
+        numbers = values if types <= _NUMBERS else list(compress(values, map(_NUMBERS.__contains__, map(type, values))))
+        low, high = min(numbers), max(numbers)
+        return all(test(low, limit) and test(high, limit) for limit, test in bounds)
+
+    return in_bounds
+
+
+def _bulk_any_of(schema: dict[str, Any]) -> BulkStep | None:
+    """The step for anyOf: the values each fit some branch, settled a type's group at a time."""
+    branches = schema.get("anyOf")
+    if not (isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches)):
+        return None
+    alternatives = [compile_bulk(branch) for branch in branches]
+
+    def any_of(values: list[Any], types: set[type]) -> bool:
+        # Each value fitting some branch fits anyOf: the first branch for them all, else the
+        # values of each type (a nullable's strings and its nulls) each by a branch of its own.
+        if alternatives[0](values):
+            return True
+        groups = [values] if len(types) == 1 else [_of(values, kind) for kind in types]
+        return all(any(alternative(group) for alternative in alternatives) for group in groups)
+
+    return any_of
 
 
 def _never(values: list[Any]) -> bool:

@@ -19,6 +19,9 @@ from mcp_server.ops import signals
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
+# The process id every JSON record carries as `pid`, once several processes write to one stderr
+# (--workers: mark_pid); None in a process serving alone, whose records need not say which.
+_pid: int | None = None
 
 # How long a log line may wait before it is written. One record per message would otherwise cost
 # a system call per message, on the thread that has just answered it.
@@ -196,6 +199,8 @@ class JsonFormatter(logging.Formatter):
             "message": message,
             "logger": record.name,
         }
+        if _pid is not None:
+            entry["pid"] = _pid
         mcp_record = record.__dict__.get("mcp_record")
         if mcp_record is not None:
             entry.update(mcp_record.fields())
@@ -463,6 +468,13 @@ def flush() -> None:
     """Write every log line queued so far (before a process leaves by os._exit, which runs no atexit)."""
     for handler in list(_HANDLERS):
         handler.flush()
+
+
+def mark_pid() -> None:
+    """Name this process in every JSON record from now on (`pid`): for the --workers supervisor, and
+    for each worker again after its fork, so a record says which process wrote it."""
+    global _pid
+    _pid = os.getpid()
 
 
 def write_in_place() -> None:

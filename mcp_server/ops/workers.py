@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mcp_server.ops import signals
+from mcp_server.ops import logs, signals
 
 log = logging.getLogger("fairwins_mcp.workers")
 
@@ -256,6 +256,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for fd in (self._wake_r, self._wake_w, self._life_w):
             _close_fd(fd)
+        logs.mark_pid()  # this worker's own records say so, not the supervisor's pid they were forked with
         return self.run(self.listener, Lifeline(self._life_r))
 
     def _reap(self) -> None:

@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
         signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     logs.configure(config.log_level, config.log_format, config.trace_project)
+    if config.http_workers is not None:
+        logs.mark_pid()  # several processes share this stderr: each JSON record names its own
     if config.api_token:
         logs.register_secret(config.api_token)
     from mcp_server.setup.server import build_dispatcher  # after logging, so snapshot problems are reported there

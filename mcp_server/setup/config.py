@@ -148,48 +148,21 @@ def token_refusal(token: str, where: str) -> str | None:
 
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
-    idle_timeout = _number(env, "FAIRWINS_MCP_IDLE_TIMEOUT", 30.0, 1.0, 3600.0)
-    drain_idle = _number(env, "FAIRWINS_MCP_DRAIN_IDLE", min(10.0, idle_timeout), 0.0, 3600.0)
-    if drain_idle > idle_timeout:
-        raise ConfigError(
-            f"FAIRWINS_MCP_DRAIN_IDLE ({drain_idle:g}) must not exceed FAIRWINS_MCP_IDLE_TIMEOUT ({idle_timeout:g})"
-        )
+    """The server's settings from its environment and flags, each checked; ConfigError names a bad one."""
+    idle_timeout, drain_idle = _idle(env)
     token = _setting(env, "FAIRWINS_API_TOKEN")
     refusal = None if token is None else token_refusal(token, "FAIRWINS_API_TOKEN")
     if refusal is not None:
         raise ConfigError(refusal)
-    level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
-    origins = [o.strip() for o in env.get("FAIRWINS_MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
     cloud_run = bool(env.get("K_SERVICE"))
-    # Cloud Run reads JSON lines as structured entries; a terminal gets text.
-    log_format = getattr(args, "log_format", None) or env.get("FAIRWINS_MCP_LOG_FORMAT", "").strip().lower()
-    log_format = log_format or ("json" if cloud_run else "text")
-    if log_format not in LOG_FORMATS:
-        raise ConfigError(f"FAIRWINS_MCP_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    level, log_format = _logging(env, args, cloud_run)
     http_port = getattr(args, "http", None)
     metrics_address = _metrics_address(env, args)
     on_mcp_port = bool(getattr(args, "metrics_on_mcp_port", False))
     if on_mcp_port and http_port is None:
         raise ConfigError("--metrics-on-mcp-port needs --http: it serves GET /metrics on the HTTP port")
     host = getattr(args, "host", None) or ("0.0.0.0" if cloud_run else "127.0.0.1")
-    origins += list(getattr(args, "allowed_origin", None) or [])
-    for origin in origins:
-        if origin == "*" or origin.lower() == "null":
-            raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
-    oauth = _oauth(env, args)
-    both_doors = bool(getattr(args, "accept_fw1_tokens", False))
-    if both_doors and oauth is None:
-        raise ConfigError(
-            "--accept-fw1-tokens opens a second door beside OAuth mode: it needs --public-url and "
-            "--authorization-server"
-        )
-    if oauth is not None and getattr(args, "allow_shared_token", False):
-        raise ConfigError(
-            "--allow-shared-token cannot be used with --authorization-server: every caller without a token "
-            "would act as FAIRWINS_API_TOKEN's member, whose token was not issued for this server"
-        )
+    oauth, both_doors = _doors(env, args)
     return Config(
         api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
@@ -200,7 +173,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         trace_project=env.get("GOOGLE_CLOUD_PROJECT", "").strip() or None,
         http_port=http_port,
         host=host,
-        allowed_origins=tuple(dict.fromkeys(o.rstrip("/") for o in origins)),
+        allowed_origins=_origins(env, args),
         allow_shared_token=bool(getattr(args, "allow_shared_token", False)),
         send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 1024, 1, 8192)),
@@ -216,6 +189,56 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         oauth=oauth,
         both_doors=both_doors,
     )
+
+
+def _idle(env: Mapping[str, str]) -> tuple[float, float]:
+    """The idle timeout and the drain's idle wait, which must not exceed it."""
+    idle_timeout = _number(env, "FAIRWINS_MCP_IDLE_TIMEOUT", 30.0, 1.0, 3600.0)
+    drain_idle = _number(env, "FAIRWINS_MCP_DRAIN_IDLE", min(10.0, idle_timeout), 0.0, 3600.0)
+    if drain_idle > idle_timeout:
+        raise ConfigError(
+            f"FAIRWINS_MCP_DRAIN_IDLE ({drain_idle:g}) must not exceed FAIRWINS_MCP_IDLE_TIMEOUT ({idle_timeout:g})"
+        )
+    return idle_timeout, drain_idle
+
+
+def _logging(env: Mapping[str, str], args: argparse.Namespace | None, cloud_run: bool) -> tuple[str, str]:
+    """The log level and format; Cloud Run reads JSON lines as structured entries, a terminal gets text."""
+    level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    log_format = getattr(args, "log_format", None) or env.get("FAIRWINS_MCP_LOG_FORMAT", "").strip().lower()
+    log_format = log_format or ("json" if cloud_run else "text")
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"FAIRWINS_MCP_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    return level, log_format
+
+
+def _origins(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[str, ...]:
+    """The browser origins allowed besides loopback, from the variable and the flags; never a wildcard."""
+    origins = [o.strip() for o in env.get("FAIRWINS_MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+    origins += list(getattr(args, "allowed_origin", None) or [])
+    for origin in origins:
+        if origin == "*" or origin.lower() == "null":
+            raise ConfigError(f"allowed origin {origin!r} is refused: there is no wildcard and null is never allowed")
+    return tuple(dict.fromkeys(o.rstrip("/") for o in origins))
+
+
+def _doors(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[OAuth | None, bool]:
+    """OAuth mode's settings, and whether the fw1 door stays open beside it (only ever by its flag)."""
+    oauth = _oauth(env, args)
+    both_doors = bool(getattr(args, "accept_fw1_tokens", False))
+    if both_doors and oauth is None:
+        raise ConfigError(
+            "--accept-fw1-tokens opens a second door beside OAuth mode: it needs --public-url and "
+            "--authorization-server"
+        )
+    if oauth is not None and getattr(args, "allow_shared_token", False):
+        raise ConfigError(
+            "--allow-shared-token cannot be used with --authorization-server: every caller without a token "
+            "would act as FAIRWINS_API_TOKEN's member, whose token was not issued for this server"
+        )
+    return oauth, both_doors
 
 
 # Each OAuth setting: its flag's attribute, its flag, its variable.

@@ -14,8 +14,7 @@ from .prompt import SCOPE_MEANINGS, build_system_prompt, surface_note
 from .routes import ALL_SCOPES, PUBLIC_PATHS, ROUTES, Route
 from .selection import select_tools, tools_for_messages
 from .tools import DESCRIPTION_MAX, TOOL_DEFS, ToolDef
-
-__version__ = "1.0.0"
+from .versions import __version__
 
 __all__ = [
     "ALL_SCOPES",

@@ -1,15 +1,21 @@
-"""Write or verify toolDefs.snapshot.json: `python -m assistant_contract.export [--check] [--output PATH]`."""
+"""Write or verify toolDefs.snapshot.json: `python -m assistant_contract.export [--check] [--output PATH]`.
+
+`--check` also holds the snapshot to the fingerprint versions.py records for the contract's
+version, so a table that changed without a new version fails, naming the line to add.
+"""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
 import pathlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import versions
 from .answers import OUTPUT_SCHEMAS
 from .results import (
     CHAIN_UNKNOWN,
@@ -63,6 +69,36 @@ def render() -> str:
     return json.dumps(snapshot(), indent=2, ensure_ascii=False) + "\n"
 
 
+def fingerprint(table: dict[str, Any]) -> str:
+    """The sha256 of a snapshot's content: everything but `generatedBy`, keys sorted, so only a change counts."""
+    content = {key: value for key, value in table.items() if key != "generatedBy"}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _next(version: str) -> tuple[str, str, str]:
+    major, minor, patch = (int(part) for part in version.split("."))
+    return f"{major + 1}.0.0", f"{major}.{minor + 1}.0", f"{major}.{minor}.{patch + 1}"
+
+
+def unrecorded(table: dict[str, Any]) -> str | None:
+    """None when `table` is the one versions.py records for its version; else what to write there, and why."""
+    version, now = versions.__version__, fingerprint(table)
+    newest = list(versions.FINGERPRINTS)[-1]
+    if version != newest:
+        return f"assistant_contract/versions.py: __version__ is {version}, but the newest line of FINGERPRINTS is {newest}."
+    if versions.FINGERPRINTS[version] == now:
+        return None
+    major, minor, patch = _next(version)
+    return (
+        f"The contract's table is not the one assistant_contract {version} published. In "
+        "assistant_contract/versions.py, set __version__ to the next version and add its line to FINGERPRINTS: "
+        f'a tool, route or optional field added is minor ("{minor}": "{now}"); one removed, renamed or narrowed '
+        f'is major ("{major}": "{now}"); wording alone is a patch ("{patch}": "{now}"). docs/contract.md, '
+        '"Versions", says more.'
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assistant_contract.export", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 with a diff if the file is stale")
@@ -76,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FileNotFoundError:
             current = ""
         if current == wanted:
+            problem = unrecorded(snapshot())
+            if problem:
+                print(problem)
+                return 1
             return 0
         diff = difflib.unified_diff(
             current.splitlines(keepends=True), wanted.splitlines(keepends=True), str(path), "assistant_contract"
@@ -85,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     path.write_text(wanted, encoding="utf-8")
     print(f"wrote {path}")
+    problem = unrecorded(snapshot())
+    if problem:
+        print(problem)  # written all the same: the snapshot is current, its version is the contributor's to choose
     return 0
 
 

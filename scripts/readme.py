@@ -3,8 +3,8 @@
 Each region between `<!-- generated:NAME:start -->` and `<!-- generated:NAME:end -->` markers
 (BLOCKS: README.md's catalog of tools, resources and prompts, its tool count and its list of
 public tools; the `check` sample of docs/configuration.md; the lists of the guide the server
-serves as fairwins://guide; docs/gateway.md's tables of the routes and of the fields each answer
-carries) is generated from the vendored snapshot as the shipped server composes it
+serves as fairwins://guide; docs/gateway.md's tables of the routes, of what each answer pins and
+what it leaves open, and of the fields each answer carries) is generated from the vendored snapshot as the shipped server composes it
 (mcp_server.setup.server.build_catalog), so no page can drift from what a client sees in
 tools/list, and a new tool needs no prose edit. `--check` changes nothing: it prints the
 difference and the command that fixes it, and exits 1 when there is one.
@@ -266,6 +266,69 @@ def answer_fields(_: str) -> str:
     return "\n".join(out)
 
 
+def _is_envelope(answer: dict[str, Any]) -> bool:
+    """The answer is the per-chain envelope (assistant_contract.schemas.envelope): `chains`, each with a `state`."""
+    return "state" in answer.get("properties", {}).get("chains", {}).get("items", {}).get("properties", {})
+
+
+def per_chain_reads(_: str) -> str:
+    """The served tools whose answer is the per-chain envelope."""
+    return _names([t.name for t in _served()[0] if _is_envelope(t.output_schema["anyOf"][0])])
+
+
+def reads(_: str) -> str:
+    """The guide's custody list of reads: every served gateway tool that is a GET."""
+    return _names([t.name for t in _served()[0] if t.method == "GET"])
+
+
+def _paths(schema: dict[str, Any], prefix: str = "", always: bool = True) -> list[tuple[str, str, bool]]:
+    """(field, its type in words, whether it is always there) of each field of an answer, outermost first."""
+    found = []
+    required = schema.get("required", [])
+    for name, sub in schema.get("properties", {}).items():
+        kept = always and name in required
+        found.append((f"{prefix}{name}", _type(sub), kept))
+        if sub.get("type") == "array" and sub.get("items", {}).get("type") == "object":
+            found += _paths(sub["items"], f"{prefix}{name}[].", kept)
+        elif sub.get("type") == "object":
+            found += _paths(sub, f"{prefix}{name}.", kept)
+    return found
+
+
+def pinned_rows(_: str) -> str:
+    """docs/gateway.md's "Pinned and relayed" table: whose shape each answer is, what the contract pins and what it
+    leaves open. Each public read's row follows from its record (exec.source) and its answer's schema."""
+    rows = [
+        "",
+        "| route | whose shape | pinned | open |",
+        "|---|---|---|---|",
+        "| the member routes (`/v1/member/…`) | FairWins' | the per-chain envelope and its three states; "
+        "every field marked (always); each field's type | fields a gateway adds |",
+    ]
+    snap = load()
+    for tool in _served()[0]:
+        if not tool.public:
+            continue
+        source = tool.entry["exec"]["source"]
+        fields = _paths(snap.output_schemas[tool.entry["exec"]["path"]]["anyOf"][0])
+        always = [f"`{name}` ({kind})" for name, kind, kept in fields if kept]
+        if source == "FairWins":
+            pinned = "each field's type" + (f"; always {', '.join(always)}" if always else " (none is guaranteed)")
+            rows.append(f"| `GET {tool.path_template}` | FairWins' | {pinned} | fields a gateway adds |")
+            continue
+        rest = ", ".join(f"`{name}`" for name, _, kept in fields if not kept)
+        rows.append(
+            f"| `GET {tool.path_template}` | relayed from {_cell(source)} | {', '.join(always) or 'nothing'} | "
+            f"the rest ({rest}), each a union of the types the source is seen to write, null among them |"
+        )
+    rows += [
+        "| an x402 offer (402) | x402's | `accepts` is read, nothing else | passed on verbatim ([payments](payments.md)) |",
+        "| an error (4xx, 5xx) | FairWins' | `error` is quoted only as an identifier, `message` only cleaned and cut "
+        "| [Errors](#errors) |",
+    ]
+    return "\n".join([*rows, ""])
+
+
 @dataclass(frozen=True)
 class Block:
     """One generated region: the file it is in, its marker name, and what writes it from its current text."""
@@ -293,9 +356,12 @@ BLOCKS: Final = (
     Block("mcp_server/fairwins/guide.md", "scopes", scope_rows),
     Block("mcp_server/fairwins/guide.md", "public-tools", public_tools),
     Block("mcp_server/fairwins/guide.md", "priced-tools", priced_tools),
+    Block("mcp_server/fairwins/guide.md", "reads", reads),
     Block("docs/payments.md", "priced-tools", priced_tools),
     Block("docs/gateway.md", "member-routes", member_routes),
     Block("docs/gateway.md", "public-routes", public_routes),
+    Block("docs/gateway.md", "per-chain-reads", per_chain_reads),
+    Block("docs/gateway.md", "pinned", pinned_rows),
     Block("docs/gateway.md", "answer-fields", answer_fields),
 )
 FILES: Final = tuple(dict.fromkeys(block.path for block in BLOCKS))

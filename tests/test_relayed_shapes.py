@@ -1,6 +1,7 @@
 """A readable answer is never called unreadable: the relayed reads in more than one shape (issue 48).
 
-The gateway relays three bodies from third parties (docs/gateway.md, "Pinned and relayed"):
+The gateway relays bodies from third parties (docs/gateway.md, "Pinned and relayed"): each public
+read whose record names a source other than FairWins (assistant_contract's RELAYED), such as
 Polymarket's markets, a perpetuals venue's pairs, a news vendor's items. The contract types them
 only where this server relies on them, so each comes back as a result in the sandbox's shape, in
 the source's own as published (Polymarket's `outcomes` and `outcomePrices` as JSON-encoded
@@ -13,8 +14,10 @@ misses the schema is said to be in a shape the contract does not describe, and i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any, Final
@@ -31,18 +34,41 @@ from tests.conftest import NODE_TOOLS, ROOT, client_for, server_env
 from tests.hosts import node, tool
 from tests.mcp_http import serving
 from tests.outputs import failure_facts
+from tests.samples import VALID_ARGUMENTS
 from tests.sandbox_gateway import RELAYED_SHAPES, SandboxGateway
 from tests.test_sdk_client import sdk
 from tests.test_shared_token import SDK_PYTHON
 
-NEWS: Final = {"chainId": 137, "asset": "USDC", "slug": "usd-coin"}
-# Each relayed read, and the gateway path it asks (the answer it must pass on unchanged).
-CALLS: Final[list[tuple[str, dict[str, Any], str]]] = [
-    ("get_prediction_markets", {}, "/v1/polymarket/137/markets?q="),
-    ("get_prediction_markets", {"q": "ETH"}, "/v1/polymarket/137/markets?q=ETH"),
-    ("get_perps_pairs", {}, "/v1/perps/pairs"),
-    ("get_token_news", NEWS, "/v1/news/137/USDC?slug=usd-coin"),
-]
+
+
+def gateway_path(entry: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """The path a public read asks the gateway for: `{name}` from the argument (or its default), the rest as query."""
+    properties = entry["inputSchema"].get("properties", {})
+    rest = dict(arguments)
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return urllib.parse.quote(str(rest.pop(name, properties[name].get("default"))), safe="")
+
+    path = re.sub(r"{(\w+)}", fill, entry["exec"]["path"])
+    return path + (f"?{urllib.parse.urlencode(rest)}" if rest else "")
+
+
+def relayed_calls() -> list[tuple[str, dict[str, Any], str]]:
+    """Each relayed read, with no arguments when it needs none and with its sample arguments (tests/samples.py)."""
+    entries = {t["name"]: t for t in load().tools}
+    calls = []
+    for name in sorted(RELAYED):
+        sample = VALID_ARGUMENTS.get(name, {})
+        needs = entries[name]["inputSchema"].get("required", [])
+        for arguments in ([] if needs else [{}]) + ([sample] if sample else []):
+            calls.append((name, arguments, gateway_path(entries[name], arguments)))
+    return calls
+
+
+# Each relayed read, and the gateway path it asks (the answer it must pass on unchanged): derived
+# from the contract, so a new relayed read is walked here with no edit.
+CALLS: Final = relayed_calls()
 PY_HTTP: Final = ROOT / "tests" / "sdk" / "relayed_calls.py"
 TS_CALLS: Final = ROOT / "tests" / "sdk" / "ts_calls.mjs"
 TS_DIST: Final = ROOT / ".tools/inspector/node_modules/@modelcontextprotocol/client/dist/"
@@ -70,20 +96,27 @@ def stdin() -> str:
 
 def test_the_shapes_differ_where_the_old_contract_refused_them() -> None:
     # Not three names for one body: Polymarket's outcomes are a string, the plain ones names.
-    seen = {}
+    seen: dict[str, dict[str, Any]] = {}
     for shape in RELAYED_SHAPES:
         with SandboxGateway(relayed=shape) as started:
-            seen[shape] = answers(started)
-    outcomes = {shape: bodies[0]["markets"][0]["outcomes"] for shape, bodies in seen.items()}
-    assert outcomes["source"] == '["Yes", "No"]' and outcomes["plain"] == ["Yes", "No"]
-    assert outcomes["sandbox"] == [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}]
-    assert json.loads(seen["source"][0]["markets"][0]["outcomePrices"]) == ["0.41", "0.59"]
-    assert seen["plain"][0]["markets"][0]["prices"] == ["0.41", "0.59"]
-    assert seen["source"][2]["pairs"][0]["name"] == "BTC" and isinstance(
-        seen["plain"][2]["pairs"][0]["maxLeverage"], str
-    )
-    assert seen["source"][3]["items"][0]["source"] == {"title": "Sandbox Wire", "domain": "news.sandbox.invalid"}
-    assert isinstance(seen["plain"][3]["items"][0]["published_at"], int)
+            # Each tool's first call's answer (markets: the search without text).
+            seen[shape] = dict(reversed([(name, body) for (name, _, _), body in zip(CALLS, answers(started))]))
+    markets = {shape: bodies["get_prediction_markets"]["markets"][0] for shape, bodies in seen.items()}
+    assert markets["source"]["outcomes"] == '["Yes", "No"]' and markets["plain"]["outcomes"] == ["Yes", "No"]
+    assert markets["sandbox"]["outcomes"] == [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}]
+    assert json.loads(markets["source"]["outcomePrices"]) == ["0.41", "0.59"]
+    assert markets["plain"]["prices"] == ["0.41", "0.59"]
+    pairs = {shape: bodies["get_perps_pairs"]["pairs"][0] for shape, bodies in seen.items()}
+    assert pairs["source"]["name"] == "BTC" and isinstance(pairs["plain"]["maxLeverage"], str)
+    news = {shape: bodies["get_token_news"]["items"][0] for shape, bodies in seen.items()}
+    assert news["source"]["source"] == {"title": "Sandbox Wire", "domain": "news.sandbox.invalid"}
+    assert isinstance(news["plain"]["published_at"], int)
+
+
+def test_every_relayed_read_of_the_contract_is_called_here() -> None:
+    assert {name for name, _, _ in CALLS} == set(RELAYED) and set(RELAYED) <= {
+        t["name"] for t in load().tools if t["exec"]["kind"] == "public"
+    }
 
 
 def test_each_relayed_read_in_each_shape_is_a_result_carrying_the_answer_unchanged(gateway: SandboxGateway) -> None:
@@ -93,7 +126,6 @@ def test_each_relayed_read_in_each_shape_is_a_result_carrying_the_answer_unchang
         result = mcp.call_tool(name, arguments)
         assert result["isError"] is False, result["content"][0]["text"]
         assert result["structuredContent"] == body and json.loads(result["content"][0]["text"]) == body
-    assert {name for name, _, _ in CALLS} == set(RELAYED)
 
 
 def test_the_python_sdk_client_accepts_each_shape_over_stdio(gateway: SandboxGateway) -> None:

@@ -64,6 +64,7 @@ BUILD_INTENT: Final[dict[str, Any]] = {
     "scope": "build:intents",
     "exec": {"kind": "route", "route": "member.intents.build"},
     "progress": "Building the unsigned transaction…",
+    "view": "intent",
 }
 UNSIGNED_NOTE = (
     "Nothing was signed or submitted: this is typed data for the member to review and sign in "

@@ -5,19 +5,26 @@ price and the failure. Each view is that page with its name set on `<html data-v
 constant of this module, never anything a client or the gateway sent. The page draws gateway
 data only as text (docs/style.md, habit 13) and declares no domains, so hosts apply the spec's
 restrictive default CSP: no network at all.
+
+Which tools a view draws is not written here: each tool's entry names its view (the contract's
+`view`, in the snapshot; build_intent's own entry), and `for_tools` gives each view its tools.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import dataclasses
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from mcp_server.core.apps import UI_MIME_TYPE
 from mcp_server.core.context import RequestContext
+from mcp_server.fairwins.snapshot import load
+from mcp_server.fairwins.tools import BUILD_INTENT
 from mcp_server.wire.jsonrpc import JSONObject
 
 HERE: Final = os.path.dirname(os.path.realpath(__file__))
@@ -41,7 +48,7 @@ class View:
     name: str
     title: str
     description: str
-    tools: tuple[str, ...]
+    tools: tuple[str, ...] = ()  # the tools whose entry names this view (for_tools)
     ttl_ms: int = 3_600_000
     cache_scope: str = "public"
 
@@ -76,36 +83,53 @@ class View:
         return [{"uri": self.uri, "mimeType": UI_MIME_TYPE, "text": self.html(), "_meta": {"ui": ui}}]
 
 
-VIEWS: Final = (
+# The views the page draws: a new one is a View here, and in ui/app.html a drawing function named
+# after it with its entry in the dispatch map of show() (tests/test_recipe.py names what is missing).
+DRAWN: Final = (
     View(
         "ui://fairwins/wagers.html",
         "wagers",
         "Your wagers",
         "The member's wagers, one section per chain, with unreadable chains shown as unknown.",
-        ("get_wagers",),
     ),
     View(
         "ui://fairwins/intent.html",
         "intent",
         "What you would sign",
         "The unsigned EIP-712 typed data build_intent prepared, field by field; this server cannot sign it.",
-        ("build_intent",),
     ),
     View(
         "ui://fairwins/markets.html",
         "markets",
         "Prediction markets",
         "Each market's question with its outcome prices as bars, and a search through the host.",
-        ("get_prediction_markets",),
     ),
     View(
         "ui://fairwins/fees.html",
         "fees",
         "Your fee rates",
         "The member's fee rates per chain, or the price of reading them.",
-        ("get_fees",),
     ),
 )
+
+
+def for_tools(entries: Iterable[Mapping[str, Any]]) -> tuple[View, ...]:
+    """Each view of DRAWN with the names of the tool entries whose `view` is its name, in their order."""
+    named = [(entry["name"], entry.get("view")) for entry in entries]
+    # A view this page does not draw is left out: tests/test_recipe.py fails on it, a server serves on.
+    return tuple(dataclasses.replace(view, tools=tuple(n for n, v in named if v == view.name)) for view in DRAWN)
+
+
+@functools.cache
+def _shipped() -> tuple[View, ...]:
+    return for_tools((*load().tools, BUILD_INTENT))
+
+
+def __getattr__(name: str) -> tuple[View, ...]:
+    """VIEWS: the views with the tools the shipped snapshot gives them, read on first use (not at import)."""
+    if name == "VIEWS":
+        return _shipped()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _icon() -> JSONObject:

@@ -28,13 +28,14 @@ INSTRUCTIONS: Final = (
 def build_catalog(gateway: Gateway, snap: Snapshot | None = None) -> Catalog:
     snap = snap or load()
     wording = Wording.from_snapshot(snap.wording)
+    tools = build_tools(snap, gateway, wording)
     return Catalog(
-        tools=build_tools(snap, gateway, wording),
+        tools=tools,
         resources=build_resources(gateway, wording, snap.route_paths),
         prompts=[WagerReview(gateway, wording), PortfolioBriefing()],
         instructions=INSTRUCTIONS,
         payments=payments,
-        views=views.VIEWS,
+        views=views.for_tools(t.entry for t in tools),
         icons=views.server_icons(),
         tool_icons=views.tool_icons(),
     )

@@ -58,7 +58,7 @@ def test_once_runs_the_whole_session_and_exits_0() -> None:
     # the public read and the price
     assert "Will ETH close above $5,000 on 2026-12-31?  Yes 0.41 / No 0.59" in out
     assert "This public read needed no token." in out
-    assert "the gateway priced it: “This is a price, not an outage: get_wagers costs 10000" in out
+    assert "the gateway priced it: “This is a price, not an outage: get_wagers costs 0.01 USDC (10000" in out
     # step 6: an OAuth client signs in to the second server and reads the wagers with its token
     oauth = re.search(
         r"^6\. an OAuth client signs in, on the second server \((http://127\.0\.0\.1:\d+)/mcp\)$", out, re.M

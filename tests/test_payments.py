@@ -306,19 +306,59 @@ def test_an_unreadable_payment_required_header_is_no_offer(header: str) -> None:
     assert payments.read_offer(response(402, (("PAYMENT-REQUIRED", header),), {})) is None
 
 
-def test_the_price_states_atomic_amounts_asset_network_and_recipient_and_invents_nothing() -> None:
+def test_the_price_states_atomic_amounts_asset_network_and_recipient_and_known_usdc_in_words() -> None:
     text = payments.price_sentence(V2_OFFER, "build_intent")
     for fact in ("20000 atomic units", USDC_POLYGON, USDC_BASE, "eip155:137", "eip155:8453", PAY_TO, "exact"):
         assert fact in text
-    assert "$" not in text and "0.02" not in text and "USDC" not in text.replace("USD Coin", "")
+    # Issue 62: the amount in words beside the atomic units, where the asset is USDC on its own chain.
+    assert text.count("costs 0.02 USDC (20000 atomic units of asset") == 1
+    assert text.count("or 0.02 USDC (20000 atomic units of asset") == 1
+    assert "$" not in text
+
+
+def test_an_asset_this_server_does_not_know_is_stated_in_atomic_units_alone() -> None:
+    usdc = {"scheme": "exact", "amount": "20000", "payTo": PAY_TO}
+    for unknown in (
+        {**usdc, "network": "eip155:137", "asset": "0x0000000000000000000000000000000000000bad"},
+        {**usdc, "network": "eip155:10", "asset": USDC_POLYGON},  # USDC's Polygon address on another chain
+        {**usdc, "network": "eip155:8453", "asset": USDC_POLYGON},
+        {**usdc, "network": "eip155:137", "asset": USDC_POLYGON, "amount": "0.02"},  # not atomic
+    ):
+        text = payments.price_sentence({"x402Version": 2, "accepts": [unknown]}, "get_fees")
+        assert f"costs {unknown['amount']} atomic units of asset {unknown['asset']}" in text
+        assert "USDC" not in text
+
+
+@pytest.mark.parametrize(
+    ("amount", "network", "asset", "words"),
+    [
+        ("10000", "polygon", USDC_POLYGON, "0.01 USDC"),
+        ("10000", "eip155:137", USDC_POLYGON.lower(), "0.01 USDC"),
+        ("1", "base", USDC_BASE, "0.000001 USDC"),
+        ("1500000", "eip155:8453", USDC_BASE.upper().replace("0X", "0x"), "1.5 USDC"),
+        ("1000000", "eip155:1", "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48", "1 USDC"),
+        ("0", "polygon", USDC_POLYGON, "0 USDC"),
+        (10000, "polygon", USDC_POLYGON, "0.01 USDC"),
+        ("123456789012345678901234567890", "polygon", USDC_POLYGON, "123456789012345678901234.56789 USDC"),
+        ("-10000", "polygon", USDC_POLYGON, None),
+        ("1e4", "polygon", USDC_POLYGON, None),
+        (True, "polygon", USDC_POLYGON, None),
+        ("10000", "ethereum", "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48", None),
+        ("10000", None, USDC_POLYGON, None),
+    ],
+)
+def test_an_amount_in_words_is_exact_for_known_usdc_and_none_otherwise(
+    amount: object, network: object, asset: object, words: str | None
+) -> None:
+    assert payments.in_words(amount, asset, network) == words
 
 
 def test_an_upto_price_is_stated_as_a_maximum() -> None:
-    offer = {
-        "x402Version": 2,
-        "accepts": [{"scheme": "upto", "amount": "500", "network": "n", "asset": "a", "payTo": "p"}],
-    }
-    assert "up to 500 atomic units" in payments.price_sentence(offer, "get_fees")
+    option: dict[str, Any] = {"scheme": "upto", "amount": "500", "network": "n", "asset": "a", "payTo": "p"}
+    assert "up to 500 atomic units" in payments.price_sentence({"x402Version": 2, "accepts": [option]}, "get_fees")
+    usdc = {**option, "network": "eip155:137", "asset": USDC_POLYGON}
+    words = payments.price_sentence({"x402Version": 2, "accepts": [usdc]}, "get_fees")
+    assert "costs up to 0.0005 USDC (500 atomic units of asset" in words
 
 
 def _answer(resp: GatewayResponse) -> JSONObject:
@@ -398,7 +438,7 @@ def test_a_v1_price_for_wagers_is_the_offer_verbatim_plus_a_sentence(mcp: McpCli
     assert result["structuredContent"] == V1_OFFER  # nulls and unknown keys included
     assert json.loads(result["content"][0]["text"]) == V1_OFFER
     sentence = result["content"][1]["text"]
-    for fact in ("10000 atomic units", USDC_POLYGON, "network polygon", PAY_TO):
+    for fact in ("0.01 USDC (10000 atomic units", USDC_POLYGON, "network polygon", PAY_TO):
         assert fact in sentence
     assert "price, not an outage" in sentence
     assert "holds no key and cannot pay" in sentence

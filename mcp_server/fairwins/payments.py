@@ -113,27 +113,63 @@ def _quoted(value: object, limit: int = 100) -> str | None:
     return text or None
 
 
+# The chain each network name of an offer stands for: x402 v1's names, and v2's CAIP-2 ids.
+CHAIN_OF_NETWORK: Final = {
+    "polygon": 137,
+    "base": 8453,
+    "eip155:1": 1,
+    "eip155:137": 137,
+    "eip155:8453": 8453,
+}
+# The assets whose decimals this server knows, by (chain, contract address in lower case): Circle's
+# USDC on each chain. Any other asset, or a known address on another network, is stated in atomic
+# units alone: decimals are never guessed.
+KNOWN_ASSETS: Final = {
+    (1, "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"): ("USDC", 6),
+    (137, "0x3c499c542cef5e3811e1192ce70d8cc03d5c3359"): ("USDC", 6),
+    (8453, "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913"): ("USDC", 6),
+}
+_ATOMIC: Final = re.compile(r"[0-9]{1,78}")  # a uint256 in decimal, as x402 writes an amount
+
+
+def in_words(amount: object, asset: object, network: object) -> str | None:
+    """An atomic amount of a known asset as a person reads it ("0.01 USDC"); None for any other."""
+    if isinstance(amount, int) and not isinstance(amount, bool):
+        amount = str(amount)
+    chain = CHAIN_OF_NETWORK.get(network) if isinstance(network, str) else None
+    known = KNOWN_ASSETS.get((chain, asset.lower())) if chain is not None and isinstance(asset, str) else None
+    if known is None or not isinstance(amount, str) or not _ATOMIC.fullmatch(amount):
+        return None
+    symbol, decimals = known
+    digits = amount.rjust(decimals + 1, "0")
+    whole, fraction = digits[:-decimals].lstrip("0") or "0", digits[-decimals:].rstrip("0")
+    return f"{whole}.{fraction} {symbol}" if fraction else f"{whole} {symbol}"
+
+
 def _option(entry: object) -> str:
     if not isinstance(entry, dict):
         return "an option this server cannot read (see the offer)"
-    amount = _quoted(entry.get("amount", entry.get("maxAmountRequired")))
+    raw_amount = entry.get("amount", entry.get("maxAmountRequired"))
+    amount = _quoted(raw_amount)
     scheme = _quoted(entry.get("scheme"), 40)
     asset = _quoted(entry.get("asset"))
     network = _quoted(entry.get("network"), 60)
     pay_to = _quoted(entry.get("payTo"))
+    # "upto" settles at most this much (docs/payments.md, x402's offers); "exact" settles exactly it.
+    most = "up to " if scheme == "upto" else ""
+    where = f"asset {asset or '(not stated)'} on network {network or '(not stated)'}"
+    worded = in_words(raw_amount, entry.get("asset"), entry.get("network"))
     if amount is None:
-        cost = "an amount the offer does not state"
+        cost = f"an amount the offer does not state of {where}"
+    elif worded is not None:
+        cost = f"{most}{worded} ({amount} atomic units of {where})"
     else:
-        # "upto" settles at most this much (docs/payments.md, x402's offers); "exact" settles exactly it.
-        cost = f"{'up to ' if scheme == 'upto' else ''}{amount} atomic units"
-    return (
-        f"{cost} of asset {asset or '(not stated)'} on network {network or '(not stated)'}, "
-        f"paid to {pay_to or '(not stated)'} (x402 scheme {scheme or '(not stated)'})"
-    )
+        cost = f"{most}{amount} atomic units of {where}"
+    return f"{cost}, paid to {pay_to or '(not stated)'} (x402 scheme {scheme or '(not stated)'})"
 
 
 def price_sentence(offer: JSONObject, tool: str) -> str:
-    """What the call costs, as the offer states it: atomic amounts, no invented decimals or dollars."""
+    """What the call costs, as the offer states it: atomic amounts, in words too where the asset is known."""
     accepts = offer.get("accepts")
     entries = accepts if isinstance(accepts, list) else []
     if not entries:

@@ -1,11 +1,13 @@
 """The whole test run watches for secrets: every fairwins_mcp log record and every server output a helper reads.
 
 Secrets are canaries: the sandbox's member tokens, a canary token the sandbox does not know,
-and canary x402 payments (a v1 and a v2 payload, as `params._meta` carries them and as the base64
-header value the gateway receives). None may appear in any log record, captured process output,
-error or result of the run, except a token's redacted form (`fw1.…abcd`, which holds none of the
-secret part searched for). tests/test_secrets.py drives every path with them; this module's
-hooks, imported by conftest.py, record the whole session and fail it if anything leaked. The
+canary x402 payments (a v1 and a v2 payload, as `params._meta` carries them and as the base64
+header value the gateway receives), and the OAuth access tokens a test registers as it mints them
+(`canary_access_token`: real signed JWTs of the sandbox authorization server). None may appear in
+any log record, captured process output, error or result of the run, except a token's redacted
+form (`fw1.…abcd`, which holds none of the secret part searched for). tests/test_secrets.py and
+tests/test_oauth_secrets.py drive every path with them; this module's hooks, imported by
+conftest.py, record the whole session and fail it if anything leaked. The
 MCP Apps views are watched too: every report of the browser test host (what each view's DOM held
 and the results it was handed) is recorded as an output (tests/apps_host.py).
 """
@@ -84,6 +86,71 @@ def _base64_window(encoded: str, raw: bytes, secret: bytes) -> str:
     return encoded[first * 4 : last * 4]
 
 
+# OAuth access tokens registered during the run: name → the secret parts of one token.
+_ACCESS_TOKENS: Final[dict[str, str]] = {}
+_ACCESS_LOCK: Final = threading.Lock()
+FRAGMENT: Final = 16  # characters: the shortest run of an access token's secret parts a leak may be
+_BASE64URL_RUN: Final = re.compile(rf"[A-Za-z0-9_-]{{{FRAGMENT},}}")
+
+
+def access_token_parts(token: str) -> dict[str, str]:
+    """The parts of a compact JWS that are the member's: its claims and its signature, as they are encoded.
+
+    The header is left out: it names the algorithm and the key, the same for every token of that key.
+    """
+    parts = token.split(".")
+    found = {}
+    if len(parts) >= 2 and parts[1]:
+        found["claims"] = parts[1]
+    if len(parts) >= 3 and parts[2]:
+        found["signature"] = parts[2][:-4]  # all but what a redacted form (`…abcd`) may show
+    return found
+
+
+def canary_access_token(token: str, name: str) -> str:
+    """`token`, watched for by the rest of the run (its claims and its signature, anywhere); returned."""
+    with _ACCESS_LOCK:
+        for part, value in access_token_parts(token).items():
+            _ACCESS_TOKENS.setdefault(value, f"access token {name} (…{value[-4:]}), {part}")
+    return token
+
+
+def fragments_found(texts: Iterable[tuple[str, str]], tokens: Iterable[str], width: int = FRAGMENT) -> list[str]:
+    """Each place where `width` or more characters in a row of a token's secret parts appear.
+
+    Stricter than `Recorder.leaks` (which looks for whole parts): a line cut short, or a part split
+    across two fields, is found too. Every window of the parts goes in one set, and each run of
+    base64url characters in a text (as it is, and with its case and encodings undone) is looked up
+    a window at a time.
+    """
+    windows: dict[str, str] = {}
+    for token in tokens:
+        for part, value in access_token_parts(token).items():
+            for at in range(len(value) - width + 1):
+                windows.setdefault(value[at : at + width], f"access token …{token[-4:]}, {part}")
+    folded_windows = {window.casefold(): name for window, name in windows.items()}
+    found = []
+    for where, text in texts:
+        for wanted, seen in ((windows, text), (folded_windows, folded(text))):
+            hit = _first_window(seen, wanted, width)
+            if hit is not None:
+                name, at = hit
+                found.append(f"{name} ({width}+ characters) in {where}: …{seen[max(at - 80, 0) :][:200]}…")
+                break
+    return found
+
+
+def _first_window(text: str, wanted: dict[str, str], width: int) -> tuple[str, int] | None:
+    """The name of the first window of `wanted` inside a base64url run of `text`, and where it starts."""
+    for run in _BASE64URL_RUN.finditer(text):
+        chars = run.group()
+        for at in range(len(chars) - width + 1):
+            name = wanted.get(chars[at : at + width])
+            if name is not None:
+                return name, run.start() + at
+    return None
+
+
 def secrets() -> dict[str, str]:
     """Name → a string that must never be found. Each is specific enough never to occur by chance."""
     found = {
@@ -105,6 +172,8 @@ def secrets() -> dict[str, str]:
         found[f"v{version} pretty payment header, signature part"] = _base64_window(
             pretty, base64.b64decode(pretty), PAYMENT_SIGNATURE.encode()
         )
+    with _ACCESS_LOCK:
+        found.update({name: value for value, name in _ACCESS_TOKENS.items()})
     return found
 
 

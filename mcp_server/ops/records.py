@@ -102,6 +102,9 @@ FAILURE_KINDS: Final = frozenset(
 # every field at the bound a line stays near 2 KiB, and about 10 KiB when every character is one
 # JSON escapes as 12 bytes (a JSON line repeats the text form in `message`), whatever was sent.
 CLIENT_TEXT: Final = 128
+# RFC 8615's prefix: a GET under it is a client's discovery (OAuth mode's resource metadata, where a
+# member's sign-in starts), logged at INFO like an MCP request, not at DEBUG like a probe or a scrape.
+WELL_KNOWN: Final = "/.well-known/"
 
 
 class Attempt(NamedTuple):
@@ -288,7 +291,12 @@ class Record:
             return logging.WARNING if self.code == -32603 else logging.INFO
         if self.code == -32603 or (http.status >= 500 and http.status != 503):
             return logging.WARNING
-        if not self.outcome and http.method in ("GET", "HEAD") and 200 <= http.status < 300:
+        if (
+            not self.outcome
+            and http.method in ("GET", "HEAD")
+            and 200 <= http.status < 300
+            and not http.path.startswith(WELL_KNOWN)
+        ):
             return logging.DEBUG  # /healthz and /metrics: probes and scrapes would drown the rest
         return logging.INFO
 

@@ -326,31 +326,51 @@ def _allows(schema: dict[str, Any], name: str) -> bool:
 
 def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
     """How to read a value of `schema`: streamed where it holds an array of checked items, else whole."""
-    if _allows(schema, "object") and not _VALUE_KEYWORDS & schema.keys():
-        properties = schema.get("properties", {})
-        branches = schema.get("anyOf", [])
-        named = {n for b in branches if isinstance(b, dict) for n in b.get("properties", {})}
-        fields: dict[str, _Plan] = {}
-        for name, sub in properties.items():
-            if name not in named and isinstance(sub, dict):
-                plan = _plan(sub, chunk)
-                if not isinstance(plan, _Whole):
-                    fields[name] = plan
-        if fields:
-            return _Object(schema, fields)
+    plan = (
+        _object_plan(schema, chunk)
+        or _array_plan(schema, chunk)
+        or (_first_branch_plan(schema, chunk) if root else None)
+    )
+    return plan if plan is not None else _Whole(compile_verdict(schema) if root else None)
+
+
+def _object_plan(schema: dict[str, Any], chunk: int) -> _Object | None:
+    """An object walked field by field, when some property (outside anyOf's) is streamed."""
+    if not _allows(schema, "object") or _VALUE_KEYWORDS & schema.keys():
+        return None
+    branches = schema.get("anyOf", [])
+    named = {n for b in branches if isinstance(b, dict) for n in b.get("properties", {})}
+    fields: dict[str, _Plan] = {}
+    for name, sub in schema.get("properties", {}).items():
+        if name not in named and isinstance(sub, dict):
+            plan = _plan(sub, chunk)
+            if not isinstance(plan, _Whole):
+                fields[name] = plan
+    return _Object(schema, fields) if fields else None
+
+
+def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
+    """An array read in chunks, when it checks nothing but its items and its size."""
     items = schema.get("items")
     if _allows(schema, "array") and isinstance(items, dict) and not (CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
         return _Array(schema, items, _plan(items, chunk), chunk)
+    return None
+
+
+def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
+    """The plan of an answer's first anyOf branch with the answer's `type`.
+
+    Stricter than the schema (its first branch alone), so what it vouches for fits.
+    """
     branches = schema.get("anyOf")
     own = {k: v for k, v in schema.items() if k in CHECKED and k != "anyOf"}
-    if root and isinstance(branches, list) and branches and isinstance(branches[0], dict) and own.keys() <= {"type"}:
-        first = branches[0]
-        if "type" not in own or first.get("type", own["type"]) == own["type"]:
-            # Stricter than the schema (its first branch alone), so what this vouches for fits.
-            plan = _plan({**first, **own}, chunk)
-            if not isinstance(plan, _Whole):
-                return plan
-    return _Whole(compile_verdict(schema) if root else None)
+    if not (isinstance(branches, list) and branches and isinstance(branches[0], dict) and own.keys() <= {"type"}):
+        return None
+    first = branches[0]
+    if "type" in own and first.get("type", own["type"]) != own["type"]:
+        return None
+    plan = _plan({**first, **own}, chunk)
+    return None if isinstance(plan, _Whole) else plan
 
 
 class Reader:

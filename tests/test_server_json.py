@@ -13,6 +13,7 @@ import json
 import pathlib
 import re
 import tomllib
+import urllib.parse
 from typing import Any, Final
 
 import pytest
@@ -134,3 +135,69 @@ def test_environment_variables_are_the_ones_the_server_reads_with_its_defaults()
     assert int(described["FAIRWINS_MCP_MAX_RESPONSE_BYTES"]["default"]) == defaults.max_response_bytes
     assert described["FAIRWINS_MCP_LOG_LEVEL"]["default"] == defaults.log_level
     assert tuple(described["FAIRWINS_MCP_LOG_LEVEL"]["choices"]) == LOG_LEVELS
+
+
+# --- the hosted server (issue 60) ----------------------------------------------------------------
+#
+# server.json declares no remote yet. The registry's schema would take one whose URL is a template
+# an operator fills (`https://{host}/mcp` with `variables`, 2025-12-11), and a remote can say
+# nothing of OAuth (its only credential field is `headers`): a client learns to sign in from the
+# member call's 401 and the resource metadata, as from any MCP server. But the official registry
+# refuses a remote whose host is not the namespace's domain (fairwins.app) or one under it, read
+# from the URL as written (internal/validators in modelcontextprotocol/registry: url.Parse, then
+# the host against the reversed namespace), and a template has no host to read. So the remote waits
+# for FairWins's hosted URL; then it is one entry, held to these rules.
+
+HOSTED: Final = {"type": "streamable-http", "url": "https://mcp.fairwins.app/mcp"}  # the shape, not the URL
+
+
+def remote_problems(remote: dict[str, Any], server_name: str) -> list[str]:
+    """Why the official registry would refuse `remote`, or why it would not be this server's door."""
+    domain = ".".join(reversed(server_name.split("/", 1)[0].split(".")))
+    url = remote.get("url", "")
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    problems = []
+    if remote.get("type") != "streamable-http":
+        problems.append("this server speaks Streamable HTTP only")
+    if parts.scheme != "https":
+        problems.append("a remote is https (the registry; and a token never crosses the network in clear)")
+    if not re.fullmatch(r"[a-z0-9.-]+", host):
+        problems.append(f"the host {host!r} is a template or not a host name: the registry cannot match it")
+    elif host != domain and not host.endswith("." + domain):
+        problems.append(f"the host {host!r} is not {domain} or under it, as the namespace requires")
+    if not parts.path.endswith("/mcp") or parts.query or parts.fragment:
+        problems.append("the URL is the MCP endpoint, /mcp, as --public-url names it")
+    if remote.get("headers"):
+        problems.append("members sign in with OAuth: no header carries a credential")
+    return problems
+
+
+def test_every_declared_remote_is_one_the_official_registry_takes() -> None:
+    data = server_json()
+    for remote in data.get("remotes", []):
+        assert remote_problems(remote, data["name"]) == [], remote
+
+
+def test_a_hosted_remote_is_valid_and_taken() -> None:
+    data = {**server_json(), "remotes": [HOSTED]}
+    assert validate(data, SCHEMA) == []
+    assert remote_problems(HOSTED, data["name"]) == []
+
+
+@pytest.mark.parametrize(
+    ("remote", "why"),
+    [
+        ({**HOSTED, "url": "https://{host}/mcp", "variables": {"host": {"isRequired": True}}}, "is a template"),
+        ({**HOSTED, "url": "https://mcp.example.com/mcp"}, "is not fairwins.app"),
+        ({**HOSTED, "url": "https://evilfairwins.app/mcp"}, "is not fairwins.app"),
+        ({**HOSTED, "url": "http://mcp.fairwins.app/mcp"}, "is https"),
+        ({**HOSTED, "url": "https://mcp.fairwins.app/"}, "/mcp"),
+        ({**HOSTED, "type": "sse"}, "Streamable HTTP only"),
+        ({**HOSTED, "headers": [{"name": "Authorization", "isSecret": True}]}, "OAuth"),
+    ],
+)
+def test_a_remote_the_registry_or_this_server_would_refuse_is_named(remote: dict[str, Any], why: str) -> None:
+    # Each valid against the schema: the rules the schema cannot say are the ones held here.
+    assert validate({**server_json(), "remotes": [remote]}, SCHEMA) == []
+    assert any(why in problem for problem in remote_problems(remote, server_json()["name"])), why

@@ -193,19 +193,8 @@ def scan(text: str) -> Span:
                 elif frame.kind == "object":
                     pos = _key(text, pos, frame)
                 continue
-            if char == '"':
-                found, kind = _STRING.match(text, pos), "string"
-            elif char == "-" or "0" <= char <= "9":
-                found, kind = _NUMBER.match(text, pos), "number"
-            else:
-                found, kind = None, "literal"
-                end = next((pos + len(w) for w in _LITERALS if text.startswith(w, pos)), None)
-                if end is not None:
-                    done, pos = Span(pos, end, kind), end
-                    continue
-            if not found:
-                raise JsonSyntaxError(pos, _NO_VALUE.get(char, _NO_VALUE["?"]))
-            done, pos = Span(pos, found.end(), kind), found.end()
+            done = _scalar(text, pos, char)
+            pos = done.end
             continue
         if not stack:
             pos = _skip(text, pos)
@@ -224,6 +213,22 @@ def scan(text: str) -> Span:
             done, pos = Span(frame.start, pos + 1, frame.kind, tuple(frame.members)), pos + 1
         else:
             raise JsonSyntaxError(pos, f"a comma or {frame.closer!r} was expected")
+
+
+def _scalar(text: str, pos: int, char: str) -> Span:
+    """The string, number or literal that starts at `pos` (its first character `char`)."""
+    if char == '"':
+        found, kind = _STRING.match(text, pos), "string"
+    elif char == "-" or "0" <= char <= "9":
+        found, kind = _NUMBER.match(text, pos), "number"
+    else:
+        end = next((pos + len(w) for w in _LITERALS if text.startswith(w, pos)), None)
+        if end is not None:
+            return Span(pos, end, "literal")
+        found, kind = None, "literal"
+    if not found:
+        raise JsonSyntaxError(pos, _NO_VALUE.get(char, _NO_VALUE["?"]))
+    return Span(pos, found.end(), kind)
 
 
 def _line_col(text: str, position: int) -> str:

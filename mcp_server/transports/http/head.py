@@ -143,43 +143,19 @@ def _bad_field(fields: bytes) -> Refusal:
 
 
 def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> Head | Refusal:
-    host = headers.get("host")
-    path = target
-    if not target.startswith("/"):
-        if target == "*":
-            path = "*"
-        else:
-            # absolute-form: "the origin server MUST ignore the received Host header field (if
-            # any) and instead use the host information of the request-target" (RFC 9112 §3.2.2).
-            rest = target.split("://", 1)[1]
-            cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-            host, path = rest[:cut], rest[cut:] or "/"
-            if not host or "@" in host:
-                return Refusal(400, "bad_request_target", "An absolute request target must name a host, and no user")
+    """The request's head once its target and its body's framing are read, or why they cannot be."""
+    addressed = _addressed(target, headers.get("host"))
+    if isinstance(addressed, Refusal):
+        return addressed
+    host, path = addressed
     if minor == 1 and host is None:
         # "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
         # message that lacks a Host header field" (RFC 9112 §3.2).
         return Refusal(400, "missing_host", "An HTTP/1.1 request must carry a Host header")
-    encoding = headers.get("transfer-encoding")
-    raw_length = headers.get("content-length")
-    length = 0
-    chunked = False
-    if encoding is not None:
-        if minor == 0:
-            # "A server or client that receives an HTTP/1.0 message containing a Transfer-Encoding
-            # header field MUST treat the message as if the framing is faulty" (RFC 9112 §6.1).
-            return Refusal(400, "bad_framing", "Transfer-Encoding is not HTTP/1.0: the framing is faulty")
-        if raw_length is not None:
-            # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
-            return Refusal(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked")
-        if encoding.lower() != "chunked":
-            return Refusal(400, "bad_framing", "The only transfer coding read here is chunked, alone")
-        chunked = True
-    elif raw_length is not None:
-        length_or_none = content_length(raw_length)
-        if length_or_none is None:
-            return Refusal(400, "bad_content_length", "Content-Length must be a non-negative integer (ASCII digits)")
-        length = length_or_none
+    framing = _body(minor, headers)
+    if isinstance(framing, Refusal):
+        return framing
+    length, chunked = framing
     connection = headers.get("connection")
     keep_alive = minor == 1 and (
         connection is None or "close" not in {token.strip().lower() for token in connection.split(",")}
@@ -201,6 +177,43 @@ def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> He
         keep_alive=keep_alive,
         expect_continue=expect_continue,
     )
+
+
+def _addressed(target: str, host: str | None) -> tuple[str | None, str] | Refusal:
+    """The request's host and path: from an absolute-form target, else the Host header's and the target."""
+    if target.startswith("/") or target == "*":
+        return host, target
+    # absolute-form: "the origin server MUST ignore the received Host header field (if
+    # any) and instead use the host information of the request-target" (RFC 9112 §3.2.2).
+    rest = target.split("://", 1)[1]
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    host, path = rest[:cut], rest[cut:] or "/"
+    if not host or "@" in host:
+        return Refusal(400, "bad_request_target", "An absolute request target must name a host, and no user")
+    return host, path
+
+
+def _body(minor: int, headers: dict[str, str]) -> tuple[int, bool] | Refusal:
+    """How the body is framed, (Content-Length, chunked), or why that framing is refused."""
+    encoding = headers.get("transfer-encoding")
+    raw_length = headers.get("content-length")
+    if encoding is not None:
+        if minor == 0:
+            # "A server or client that receives an HTTP/1.0 message containing a Transfer-Encoding
+            # header field MUST treat the message as if the framing is faulty" (RFC 9112 §6.1).
+            return Refusal(400, "bad_framing", "Transfer-Encoding is not HTTP/1.0: the framing is faulty")
+        if raw_length is not None:
+            # Both framings at once is how requests are smuggled past a proxy (RFC 9112 §6.3).
+            return Refusal(400, "bad_framing", "Use either Content-Length or Transfer-Encoding: chunked")
+        if encoding.lower() != "chunked":
+            return Refusal(400, "bad_framing", "The only transfer coding read here is chunked, alone")
+        return 0, True
+    if raw_length is None:
+        return 0, False
+    length = content_length(raw_length)
+    if length is None:
+        return Refusal(400, "bad_content_length", "Content-Length must be a non-negative integer (ASCII digits)")
+    return length, False
 
 
 def content_length(value: str) -> int | None:

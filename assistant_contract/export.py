@@ -86,7 +86,7 @@ def unrecorded(table: dict[str, Any]) -> str | None:
     version, now = versions.__version__, fingerprint(table)
     newest = list(versions.FINGERPRINTS)[-1]
     if version != newest:
-        return f"assistant_contract/versions.py: __version__ is {version}, but the newest line of FINGERPRINTS is {newest}."
+        return f"assistant_contract/versions.py: __version__ is {version}, but FINGERPRINTS' newest line is {newest}."
     if versions.FINGERPRINTS[version] == now:
         return None
     major, minor, patch = _next(version)

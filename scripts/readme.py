@@ -322,7 +322,8 @@ def pinned_rows(_: str) -> str:
             f"the rest ({rest}), each a union of the types the source is seen to write, null among them |"
         )
     rows += [
-        "| an x402 offer (402) | x402's | `accepts` is read, nothing else | passed on verbatim ([payments](payments.md)) |",
+        "| an x402 offer (402) | x402's | `accepts` is read, nothing else "
+        "| passed on verbatim ([payments](payments.md)) |",
         "| an error (4xx, 5xx) | FairWins' | `error` is quoted only as an identifier, `message` only cleaned and cut "
         "| [Errors](#errors) |",
     ]

@@ -40,7 +40,6 @@ from tests.test_sdk_client import sdk
 from tests.test_shared_token import SDK_PYTHON
 
 
-
 def gateway_path(entry: dict[str, Any], arguments: dict[str, Any]) -> str:
     """The path a public read asks the gateway for: `{name}` from the argument (or its default), the rest as query."""
     properties = entry["inputSchema"].get("properties", {})
@@ -61,7 +60,8 @@ def relayed_calls() -> list[tuple[str, dict[str, Any], str]]:
     for name in sorted(RELAYED):
         sample = VALID_ARGUMENTS.get(name, {})
         needs = entries[name]["inputSchema"].get("required", [])
-        for arguments in ([] if needs else [{}]) + ([sample] if sample else []):
+        choices: list[dict[str, Any]] = ([] if needs else [{}]) + ([sample] if sample else [])
+        for arguments in choices:
             calls.append((name, arguments, gateway_path(entries[name], arguments)))
     return calls
 
@@ -100,7 +100,10 @@ def test_the_shapes_differ_where_the_old_contract_refused_them() -> None:
     for shape in RELAYED_SHAPES:
         with SandboxGateway(relayed=shape) as started:
             # Each tool's first call's answer (markets: the search without text).
-            seen[shape] = dict(reversed([(name, body) for (name, _, _), body in zip(CALLS, answers(started))]))
+            bodies = answers(started)
+            seen[shape] = {}
+            for (name, _, _), body in zip(CALLS, bodies, strict=True):
+                seen[shape].setdefault(name, body)
     markets = {shape: bodies["get_prediction_markets"]["markets"][0] for shape, bodies in seen.items()}
     assert markets["source"]["outcomes"] == '["Yes", "No"]' and markets["plain"]["outcomes"] == ["Yes", "No"]
     assert markets["sandbox"]["outcomes"] == [{"name": "Yes", "price": "0.41"}, {"name": "No", "price": "0.59"}]

@@ -13,8 +13,8 @@ Which tools a view draws is not written here: each tool's entry names its view (
 from __future__ import annotations
 
 import base64
-import functools
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping

@@ -13,8 +13,10 @@ searched whole and in any 16 characters in a row.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import os
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,6 +107,10 @@ def canaries(door: Door_) -> dict[str, str]:
     }
     refused = _refused_tokens(door)
     tokens.update({why: refused[why] for why in refused if why not in ("a raw fw1 token", "not a token at all")})
+    valid = tokens["valid"]
+    padding = base64.urlsafe_b64encode(os.urandom(12_800)).decode()  # past MAX_TOKEN_BYTES with it
+    tokens["too long"] = f"{valid}{padding.rstrip('=')}"
+    tokens["copied URL-encoded"] = valid.replace(".", "%2E")  # refused as an escaped bearer, 400
     for why, token in tokens.items():
         canary_access_token(token, why)
     return tokens

@@ -160,6 +160,7 @@ def test_no_access_token_is_in_any_answer_header_log_line_record_or_metric() -> 
             guard = door.server.guard
             assert guard is not None and guard.strays == 0 and guard.fatal is None
         logged = RECORDER.since(mark)
+        assert any(where.startswith("log record fairwins_mcp.access") for where, _ in logged)
         assert_nothing_of(tokens, answers + lines + logged)
         # The canaries went where they could have leaked: the valid ones reached the gateway, and the
         # refusals, the challenges and the metadata reads are in the access log, in both formats.

@@ -1,13 +1,16 @@
-"""`python -m scripts.readme [--check]`: every list of the tools the prose holds, from what is served.
+"""`python -m scripts.readme [--check]`: every list and figure of the prose a program can write.
 
 Each region between `<!-- generated:NAME:start -->` and `<!-- generated:NAME:end -->` markers
-(BLOCKS: README.md's catalog of tools, resources and prompts, its tool count and its list of
-public tools; the `check` sample of docs/configuration.md; the lists of the guide the server
-serves as fairwins://guide; docs/gateway.md's tables of the routes, of what each answer pins and
-what it leaves open, and of the fields each answer carries) is generated from the vendored snapshot as the shipped server composes it
-(mcp_server.setup.server.build_catalog), so no page can drift from what a client sees in
-tools/list, and a new tool needs no prose edit. `--check` changes nothing: it prints the
-difference and the command that fixes it, and exits 1 when there is one.
+(BLOCKS: README.md's catalog of tools, resources and prompts and its list of public tools; the
+demo's tool count and the sandbox's routes in docs/development.md; the `check` sample of
+docs/configuration.md; the lists of the guide the server serves as fairwins://guide;
+docs/gateway.md's tables of the routes, of what each answer pins and what it leaves open, and of
+the fields each answer carries) is generated from the vendored snapshot as the shipped server
+composes it (mcp_server.setup.server.build_catalog), so no page can drift from what a client sees
+in tools/list, and a new tool needs no prose edit. So are the figures: the bundles' sizes as
+`make mcpb` builds them (scripts/mcpb.py, whose bytes depend on the sources alone, built here in
+memory), the views' page and icon sizes, the deepest answer passed on. `--check` changes
+nothing: it prints the difference and the command that fixes it, and exits 1 when there is one.
 """
 
 from __future__ import annotations
@@ -330,6 +333,47 @@ def pinned_rows(_: str) -> str:
     return "\n".join([*rows, ""])
 
 
+def _kb(size: float, step: float) -> str:
+    """`size` bytes in KB (1,024 bytes, as the pages count them), to the nearest `step`."""
+    return f"{round(size / 1024 / step) * step:g}"
+
+
+def bundle_size(_: str) -> str:
+    """The uv bundle's size (the one to hand out), as `make mcpb` builds it, to the nearest 10 KB."""
+    from scripts import mcpb
+
+    return f"about {_kb(len(mcpb.bundle_bytes('uv')), 10)} KB"
+
+
+def bundle_sizes(_: str) -> str:
+    """Both bundles' sizes as `make mcpb` builds them, to the nearest 10 KB: one figure when they round alike."""
+    from scripts import mcpb
+
+    uv, python = (_kb(len(mcpb.bundle_bytes(kind)), 10) for kind in ("uv", "python"))
+    return f"about {uv} KB each" if uv == python else f"about {uv} and {python} KB"
+
+
+def max_depth(_: str) -> str:
+    """How deeply a gateway answer may nest and still be passed on (wire/jsonrpc.py's MAX_DEPTH)."""
+    from mcp_server.wire.jsonrpc import MAX_DEPTH
+
+    return str(MAX_DEPTH)
+
+
+def _ui_file_kb(name: str, step: float) -> str:
+    return _kb((ROOT / "mcp_server" / "fairwins" / "ui" / name).stat().st_size, step)
+
+
+def view_page_size(_: str) -> str:
+    """The views' one HTML page (fairwins/ui/app.html), to the nearest KB."""
+    return f"about {_ui_file_kb('app.html', 1)} KB"
+
+
+def icon_size(_: str) -> str:
+    """The 64 px icon served inline (fairwins/ui/icon-64.png), to a tenth of a KB."""
+    return f"{_ui_file_kb('icon-64.png', 0.1)} KB"
+
+
 @dataclass(frozen=True)
 class Block:
     """One generated region: the file it is in, its marker name, and what writes it from its current text."""
@@ -348,12 +392,17 @@ class Block:
 
 
 BLOCKS: Final = (
-    Block("README.md", "tool-count", demo_tools_list),
+    Block("README.md", "bundle-size", bundle_size),
     Block("README.md", "public-tools", public_tools),
-    Block("README.md", "sandbox-routes", sandbox_routes),
+    Block("README.md", "max-depth", max_depth),
     Block("README.md", "catalog", lambda _: "\n" + catalog_markdown() + "\n"),
+    Block("docs/development.md", "tool-count", demo_tools_list),
+    Block("docs/development.md", "sandbox-routes", sandbox_routes),
+    Block("docs/install.md", "bundle-sizes", bundle_sizes),
     Block("docs/configuration.md", "check-sample", check_sample),
     Block("docs/apps.md", "views", view_rows),
+    Block("docs/apps.md", "page-size", view_page_size),
+    Block("docs/apps.md", "icon-size", icon_size),
     Block("mcp_server/fairwins/guide.md", "scopes", scope_rows),
     Block("mcp_server/fairwins/guide.md", "public-tools", public_tools),
     Block("mcp_server/fairwins/guide.md", "priced-tools", priced_tools),
@@ -409,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 current.splitlines(keepends=True), wanted.splitlines(keepends=True), path, f"{path} (generated)"
             )
             sys.stderr.write("".join(diff))
-            sys.stderr.write(f"\n{path}'s generated lists are out of date; fix them with: {FIX}\n")
+            sys.stderr.write(f"\n{path}'s generated lists or figures are out of date; fix them with: {FIX}\n")
             stale = 1
         else:
             file.write_text(wanted, encoding="utf-8")

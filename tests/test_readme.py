@@ -232,9 +232,31 @@ def test_every_runnable_block_runs(body: str, sandbox: SandboxGateway) -> None:
 # --- the first commands -------------------------------------------------------------------------
 
 
-def test_the_first_section_gives_the_two_commands_that_do_all_the_set_up() -> None:
+# How many lines a first screen shows: the ways in and the two commands must both be on it.
+FIRST_SCREEN_LINES: Final = 45
+
+
+def test_the_first_screen_gives_a_member_the_three_ways_in_each_with_who_it_suits_and_where_to_read_on() -> None:
     sections = re.findall(r"^## (.+)$", README_TEXT, re.M)
-    assert sections[0] == "First commands"
+    assert sections[:2] == ["Three ways in", "First commands"]
+    ways = section_text("Three ways in")
+    bullets = re.findall(r"^- \*\*(.+?)\*\* (For .+?)(?=^- |^\n|\Z)", ways, re.M | re.S)
+    assert [title for title, _ in bullets] == [
+        "Claude Desktop: the bundle.",
+        "Claude Code.",
+        "claude.ai and the Claude mobile apps: the hosted connector.",
+    ]
+    for title, body in bullets:
+        assert links(body), f"{title} links nowhere to read on"
+    desktop, code, hosted = (body for _, body in bullets)
+    assert "no Python needed" in desktop and "fairwins-mcp-0.1.0.mcpb" in desktop
+    assert "fairwins-mcp install claude-code" in code
+    assert "docs/authorization.md#adding-the-connector-members" in hosted
+    first_commands = README_TEXT.splitlines().index("## First commands")
+    assert first_commands < FIRST_SCREEN_LINES, f"the two commands start on line {first_commands + 1}"
+
+
+def test_the_first_commands_are_the_two_that_do_all_the_set_up() -> None:
     first = README_TEXT.split("## First commands", 1)[1]
     info, body = next((m[1].strip(), m[2]) for m in _FENCE.finditer(first))
     commands = [shlex.split(line, comments=True) for line in body.splitlines() if line.strip()]
@@ -388,6 +410,28 @@ def test_the_generator_check_fails_on_a_stale_table_and_names_the_fix(
     assert "make readme" in capsys.readouterr().err
     assert generator.main([]) == 0 and stale.read_text(encoding="utf-8") == README_TEXT
     assert generator.main(["--check"]) == 0
+
+
+def test_the_bundle_sizes_are_those_of_the_bundles_make_mcpb_writes(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scripts import mcpb
+
+    assert mcpb.main(["--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    built = {kind: (tmp_path / mcpb.bundle_name(kind)).stat().st_size for kind in ("uv", "python")}
+    assert all(f"\t{size} bytes\t" in printed for size in built.values())
+    tens = {kind: round(size / 1024 / 10) * 10 for kind, size in built.items()}
+    assert generator.bundle_size("") == f"about {tens['uv']} KB"
+    both = (
+        f"about {tens['uv']} KB each" if tens["uv"] == tens["python"] else f"about {tens['uv']} and {tens['python']} KB"
+    )
+    assert generator.bundle_sizes("") == both
+
+
+def test_figures_are_rounded_as_the_pages_state_them() -> None:
+    assert generator._kb(309_180, 10) == "300" and generator._kb(316_000, 10) == "310"
+    assert generator._kb(28_147, 1) == "27" and generator._kb(1_129, 0.1) == "1.1"
 
 
 def test_the_generator_refuses_a_readme_without_its_markers() -> None:

@@ -1,23 +1,22 @@
-"""A gateway answer read once and never held whole: parsed in pieces, checked against the outputSchema as it is read.
+"""A gateway answer read once and never held whole.
 
-This reading is a fast path with no say of its own. It vouches for an answer (JSON that
-`jsonrpc.loads` accepts and that fits the schema, no name repeated in an object it walks) or it
-doubts, and a doubted answer is read the exact way (outcomes.read_json and the compiled
-checker), which gives every failure its wording. So it only has to be sound: whatever it vouches
-for, the exact reading accepts.
+It is parsed in pieces and checked against the outputSchema as it is read. This reading is a fast
+path with no say of its own. It vouches for an answer (JSON that `jsonrpc.loads` accepts and that
+fits the schema, no name repeated in an object it walks) or it doubts, and a doubted answer is read
+the exact way (outcomes.read_json and the compiled checker), which gives every failure its wording.
+So it only has to be sound: whatever it vouches for, the exact reading accepts.
 
 The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
 each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; by the
-generated verdict, schema.compile_verdict, one by one only where the bulk check cannot vouch),
-then dropped. Items that hold arrays of their own (a market's outcomes) are decoded a chunk at a
-time too, so many small items cost what few large ones do; where no item ends within two chunks'
-length, items are walked, never decoded whole. An object holding such an array is walked name by
-name: its other values are decoded whole and kept (the skeleton that the notes on a chain's state
-are made from), and it is
-checked with the streamed properties taken as checked, which they were. A schema whose anyOf
-branches name a streamed property is not streamed there; the answer's own anyOf is read as its
-first branch, the answer the tool exists for (an answer fitting another branch is doubted, and
-the exact reading accepts it). An answer of at most SMALL characters is decoded and checked
+generated verdict, schema.compile_verdict, one by one only where the bulk check cannot vouch), then
+dropped. Items that hold arrays of their own (a market's outcomes) are decoded a chunk at a time
+too, so many small items cost what few large ones do; where no item ends within two chunks' length,
+items are walked, never decoded whole. An object holding such an array is walked name by name: its
+other values are decoded whole and kept (the skeleton that the notes on a chain's state are made
+from), and it is checked with the streamed properties taken as checked, which they were. A schema
+whose anyOf branches name a streamed property is not streamed there; the answer's own anyOf is read
+as its first branch, the answer the tool exists for (an answer fitting another branch is doubted,
+and the exact reading accepts it). An answer of at most SMALL characters is decoded and checked
 whole, which is faster there.
 
 What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
@@ -52,10 +51,11 @@ _ARRAY_KEYWORDS: Final = frozenset({"type", "items", "minItems", "maxItems"})
 
 
 class _Search:
-    """The first match of a pattern at or after a position that only moves forward, each character scanned once.
+    """The first match of a pattern at or after a forward-moving position.
 
-    A search that found nothing says so for every later start; one that found a match answers
-    every start up to it. So a long last item is not scanned again for each item before it.
+    Each character is scanned once. A search that found nothing says so for every later start; one
+    that found a match answers every start up to it. So a long last item is not scanned again for
+    each item before it.
     """
 
     def __init__(self, pattern: re.Pattern[str], text: str) -> None:
@@ -75,12 +75,15 @@ class _Search:
 
 
 class _Doubt(Exception):
-    """The fast reading cannot vouch for this answer: the exact reading decides."""
+    """The fast reading cannot vouch for this answer; the exact one decides."""
 
 
 class _Plan(Protocol):
     def read(self, s: str, i: int) -> tuple[Any, int]:
-        """The value starting at s[i] (its first character, not whitespace): (what is kept of it, its end)."""
+        """The value starting at s[i]: (what is kept of it, its end).
+
+        s[i] is its first character, not whitespace.
+        """
 
 
 def _skip(s: str, i: int) -> int:
@@ -88,7 +91,7 @@ def _skip(s: str, i: int) -> int:
 
 
 class _Whole:
-    """A value decoded whole by the C scanner, and checked when `fits` is given."""
+    """A value decoded whole by the C scanner, checked when `fits` is given."""
 
     def __init__(self, fits: Verdict | None) -> None:
         self.fits = fits
@@ -101,7 +104,10 @@ class _Whole:
 
 
 class _Array:
-    """An array read a chunk of items at a time; item by item where no chunk can be had, or kept walked."""
+    """An array read a chunk of items at a time.
+
+    Item by item where no chunk can be had, or kept walked.
+    """
 
     def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
         self.schema = schema
@@ -116,7 +122,10 @@ class _Array:
 
     @functools.cached_property
     def fits(self) -> Verdict:
-        """For a value that is not an array after all (rare: worked out when one comes)."""
+        """For a value that is not an array after all.
+
+        Rare: worked out when one comes.
+        """
         return compile_verdict(self.schema)
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
@@ -151,10 +160,11 @@ class _Array:
         return (kept if self.keep else STREAMED), i
 
     def _items(self, s: str, i: int, kept: list[Any]) -> tuple[int, int]:
-        """Items decoded whole, a chunk at a time where the array is of objects: (how many, the end).
+        """Items decoded whole, a chunk at a time: (how many, the end).
 
-        Where a chunk cannot be had (an item longer than a chunk, a boundary not found), an item of
-        a walked plan is walked (so a long one is never held whole), any other decoded whole.
+        Chunks are taken where the array is of objects. Where a chunk cannot be had (an item longer
+        than a chunk, a boundary not found), an item of a walked plan is walked (so a long one is
+        never held whole), any other decoded whole.
         """
         count = 0
         batch: list[Any] = []
@@ -215,7 +225,9 @@ class _Array:
                 raise _Doubt
 
     def _boundary(self, s: str, i: int, following: _Search, ending: _Search) -> tuple[re.Match[str] | None, bool, int]:
-        """Where the chunk from s[i] (an item's "{") ends: (its "}, {" or "}]", whether it is "}]", how far looked).
+        """Where the chunk from s[i] (an item's "{") ends, or None.
+
+        Returns (its "}, {" or "}]", whether it is "}]", how far looked).
 
         The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
         chunks' length, at which the braces since s[i] balance: that is between two items,
@@ -256,7 +268,10 @@ class _Array:
 
 
 class _Object:
-    """An object walked name by name: the streamed properties read as they come, the rest kept and checked."""
+    """An object walked name by name.
+
+    The streamed properties are read as they come, the rest kept and checked.
+    """
 
     def __init__(self, schema: dict[str, Any], fields: dict[str, _Plan]) -> None:
         self.schema = schema
@@ -269,7 +284,10 @@ class _Object:
 
     @functools.cached_property
     def fits(self) -> Verdict:
-        """For a value that is not an object after all (rare: worked out when one comes)."""
+        """For a value that is not an object after all.
+
+        Rare: worked out when one comes.
+        """
         return compile_verdict(self.schema)
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
@@ -325,7 +343,10 @@ def _allows(schema: dict[str, Any], name: str) -> bool:
 
 
 def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
-    """How to read a value of `schema`: streamed where it holds an array of checked items, else whole."""
+    """How to read a value of `schema`.
+
+    Streamed where it holds an array of checked items, else whole.
+    """
     plan = (
         _object_plan(schema, chunk)
         or _array_plan(schema, chunk)
@@ -335,7 +356,10 @@ def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
 
 
 def _object_plan(schema: dict[str, Any], chunk: int) -> _Object | None:
-    """An object walked field by field, when some property (outside anyOf's) is streamed."""
+    """An object walked field by field.
+
+    Used when some property (outside anyOf's) is streamed.
+    """
     if not _allows(schema, "object") or _VALUE_KEYWORDS & schema.keys():
         return None
     branches = schema.get("anyOf", [])
@@ -350,7 +374,10 @@ def _object_plan(schema: dict[str, Any], chunk: int) -> _Object | None:
 
 
 def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
-    """An array read in chunks, when it checks nothing but its items and its size."""
+    """An array read in chunks.
+
+    Used when the array checks nothing but its items and its size.
+    """
     items = schema.get("items")
     if _allows(schema, "array") and isinstance(items, dict) and not (CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
         return _Array(schema, items, _plan(items, chunk), chunk)
@@ -374,7 +401,9 @@ def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
 
 
 class Reader:
-    """Reads one tool's answers: `read(text)` vouches for an answer (its skeleton) or doubts it.
+    """Reads one tool's answers, vouching for each or doubting it.
+
+    `read(text)` returns the answer's skeleton when it vouches.
 
     `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
     plan: a walked object without its streamed arrays, else whole): what the result's notes read.
@@ -396,11 +425,17 @@ class Reader:
 
     @property
     def streams(self) -> bool:
-        """Whether any part of an answer is read in pieces (else the reading is one decode and one check)."""
+        """Whether any part of an answer is read in pieces.
+
+        Otherwise the reading is one decode and one check.
+        """
         return not isinstance(self._plan, _Whole)
 
     def read(self, text: str) -> tuple[bool, Any]:
-        """(True, the answer with its streamed arrays left out) when vouched for; (False, None) when in doubt."""
+        """(True, the answer without its streamed arrays), or (False, None).
+
+        True when the answer is vouched for; False when in doubt.
+        """
         try:
             if not text or text[0] == "\ufeff":
                 return False, None  # empty, or a byte order mark: the exact reading words it

@@ -1,9 +1,9 @@
-"""The MCP Apps extension (`io.modelcontextprotocol/ui`, stable 2026-01-26), as negotiated: pure values, no I/O.
+"""The MCP Apps extension (`io.modelcontextprotocol/ui`): pure values.
 
-"MCP Apps is optional and must be explicitly negotiated between clients and servers through the
-extension capabilities mechanism." A client declares it in `capabilities.extensions` (the
-2025-11-25 `initialize`) or in the request's client capabilities (`_meta`, 2026-07-28); one that
-does not is served exactly what it was served before the views existed.
+The stable 2026-01-26 extension, as negotiated, with no I/O. "MCP Apps is optional and must be
+explicitly negotiated between clients and servers through the extension capabilities mechanism." A
+client declares it in `capabilities.extensions` (the 2025-11-25 `initialize`) or in the request's
+client capabilities (`_meta`, 2026-07-28); one that does not is served no views.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ ICON_VERSIONS: Final = frozenset({"2025-11-25", "2026-07-28"})
 
 
 def wants_ui(capabilities: object) -> bool:
-    """Whether client capabilities declare the UI extension with the HTML profile ("mimeTypes: REQUIRED")."""
+    """Whether client capabilities declare the UI extension's HTML profile.
+
+    The profile is listed in `mimeTypes` ("mimeTypes: REQUIRED").
+    """
     if not isinstance(capabilities, dict):
         return False
     extensions = capabilities.get("extensions")
@@ -36,14 +39,20 @@ def wants_ui(capabilities: object) -> bool:
 
 
 def with_extension(capabilities: JSONObject) -> JSONObject:
-    """Server capabilities that advertise the extension (SEP-1724: `extensions`, keyed by its identifier)."""
+    """Server capabilities that advertise the extension.
+
+    SEP-1724: under `extensions`, keyed by the extension's identifier.
+    """
     extensions = dict(capabilities.get("extensions") or {})
     extensions[UI_EXTENSION] = {}
     return {**capabilities, "extensions": extensions}
 
 
 def with_view(definition: JSONObject, uri: str) -> JSONObject:
-    """A tool definition naming its view: `_meta.ui.resourceUri` (the flat `ui/resourceUri` is deprecated)."""
+    """A tool definition naming its view in `_meta.ui.resourceUri`.
+
+    The flat `ui/resourceUri` is deprecated.
+    """
     meta = dict(definition.get("_meta") or {})
     meta["ui"] = {"resourceUri": uri}
     return {**definition, "_meta": meta}
@@ -54,14 +63,20 @@ def with_icons(definition: JSONObject, icons: list[JSONObject]) -> JSONObject:
 
 
 def views_session_id() -> str:
-    """A session id that says its client declared the views ("globally unique and cryptographically secure")."""
+    """A session id saying its client declared the views.
+
+    The specification asks for one "globally unique and cryptographically secure".
+    """
     import secrets  # only an HTTP handshake that declares the views needs it: not on the stdio start path
 
     return VIEWS_SESSION_PREFIX + secrets.token_hex(16)
 
 
 def session_capabilities(session_id: str | None) -> JSONObject:
-    """The client capabilities a session id vouches for: the views' declaration, or nothing."""
+    """The client capabilities a session id vouches for.
+
+    The views' declaration, or nothing.
+    """
     if session_id is None or _VIEWS_SESSION.fullmatch(session_id.strip()) is None:
         return {}
     return {"extensions": {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}}

@@ -1,4 +1,11 @@
-"""A 2025-03-26 batch run within its bounds: a number of items, one deadline, the client leaving, answers held.
+"""A 2025-03-26 batch, run within its bounds.
+
+The bounds: a number of items, one deadline, the client leaving, the answers held. One batch costs
+no more than one request may: its items run one after another (one request slot, one gateway call
+at a time), all within one deadline; when the client leaves, the call in flight is cancelled and
+nothing more runs; answers are encoded as they are made and at most `max_answer_bytes` of them are
+held; and no payment is forwarded from a batch at all (one payment is spent once: it cannot ride on
+several calls, and a batch could carry many).
 
 One batch costs no more than one request may: its items run one after another (one request
 slot, one gateway call at a time), all within one deadline; when the client leaves, the call in
@@ -47,7 +54,10 @@ NO_PAYMENT: Final = "a payment cannot be carried on a batch; send the paid call 
 
 @dataclass(frozen=True, slots=True)
 class BatchLimits:
-    """What one batch may cost: its items, its time (the time one call gets), and the answers held for it."""
+    """What one batch may cost: its items, its time, and the answers held.
+
+    Its time is the time one call gets.
+    """
 
     max_items: int = 64
     deadline: float = 10.0  # seconds, for the whole batch
@@ -63,7 +73,10 @@ def _size(n: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Refusals:
-    """What an entry is answered when its own answer cannot be sent: the four ways, worded once per batch."""
+    """What an entry is answered when its own answer cannot be sent.
+
+    The four ways, worded once per batch.
+    """
 
     not_run_late: str
     cancelled_late: str
@@ -84,7 +97,10 @@ class _Refusals:
         )
 
     def floor(self, item: Message) -> int:
-        """The most bytes (a separator included) `item` may need however its answer ends; 0 if it is never answered."""
+        """The most bytes `item` may need however its answer ends.
+
+        A separator is included; 0 if it is never answered.
+        """
         if not isinstance(item, (Request, Invalid)):
             return 0
         ways = [(REQUEST_TIMEOUT, self.not_run_late), (REQUEST_TIMEOUT, self.cancelled_late)]
@@ -96,7 +112,7 @@ class _Refusals:
 
 
 def over_limits(items: Sequence[Message], limits: BatchLimits) -> str | None:
-    """Why a batch is refused whole, before anything in it runs; None when it is within its bounds."""
+    """Why a batch is refused whole, before anything runs; None if in bounds."""
     if len(items) > limits.max_items:
         return (
             f"Invalid Request: a batch of {len(items)} messages is over this server's limit of {limits.max_items} "
@@ -113,7 +129,10 @@ def over_limits(items: Sequence[Message], limits: BatchLimits) -> str | None:
 
 
 def _error(item: Message, code: int, message: str) -> bytes | None:
-    """The encoded error answering `item`, or None when it is a notification or a response (never answered)."""
+    """The encoded error answering `item`, or None.
+
+    None when it is a notification or a response (never answered).
+    """
     if isinstance(item, (Request, Invalid)):
         return dumps(error_response(item.id, error_object(code, message)))
     return None
@@ -146,9 +165,10 @@ def run_steps(
     make_ctx: Callable[[], RequestContext],
     answer: Callable[[Message, RequestContext], Steps[JSONObject | None]],
 ) -> Steps[Encoded | None]:
-    """Every item answered in order (None: nothing to send, or the client has gone).
+    """Every item answered in order (None: nothing to send, or client gone).
 
-    `items` are ones `over_limits` let through: the room every later answer may need is always held back.
+    `items` are ones `over_limits` let through: the room every later answer may need is always held
+    back.
     """
     allowance = PaymentAllowance(closed=NO_PAYMENT)
     expired = threading.Event()

@@ -1,7 +1,8 @@
-"""The shapes of what a server offers: tools, resources, resource templates and prompts.
+"""The shapes of what a server offers: tools, resources and prompts.
 
-The dispatcher serves whatever `Catalog` it is given; the shipped server composes one from the
-snapshot and the gateway, and the conformance tests compose another from their fixtures.
+Resource templates too. The dispatcher serves whatever `Catalog` it is given; the shipped server
+composes one from the snapshot and the gateway, and the conformance tests compose another from
+their fixtures.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ class Tool(Protocol):
     def definition(self) -> JSONObject: ...
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
-        """A CallToolResult. Tool failures are results with isError; only protocol errors raise McpError."""
+        """A CallToolResult.
+
+        Tool failures are results with isError; only protocol errors raise McpError.
+        """
         ...
 
 
@@ -34,7 +38,10 @@ class Resource(Protocol):
     def definition(self) -> JSONObject: ...
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
-        """The `contents` list; raises McpError naming why when a live source cannot be read."""
+        """The `contents` list.
+
+        Raises McpError naming why when a live source cannot be read.
+        """
         ...
 
 
@@ -45,14 +52,17 @@ class ResourceTemplate(Protocol):
     def definition(self) -> JSONObject: ...
 
     def read(self, uri: str, ctx: RequestContext) -> list[JSONObject] | None:
-        """Contents for a matching `uri`, or None when the URI is not this template's."""
+        """Contents for a matching `uri`; None when the URI is not this template's."""
         ...
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
 
 
 class View(Protocol):
-    """An MCP Apps view (`ui://`): served only to a client that declared the UI extension (core/apps.py)."""
+    """An MCP Apps view (`ui://`).
+
+    Served only to a client that declared the UI extension (core/apps.py).
+    """
 
     # Read-only, so a frozen dataclass is one.
     @property
@@ -80,14 +90,19 @@ class Prompt(Protocol):
     def definition(self) -> JSONObject: ...
 
     def get(self, arguments: dict[str, str], ctx: RequestContext) -> JSONObject:
-        """`{"description"?, "messages"}`; raises McpError(-32602) for bad arguments."""
+        """`{"description"?, "messages"}`.
+
+        Raises McpError(-32602) for bad arguments.
+        """
         ...
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
 
 
 class Payments(Protocol):
-    """How a catalogue words and guards the calls that bring an x402 payment (fairwins.payments).
+    """How a catalogue words and guards calls that bring an x402 payment.
+
+    See fairwins.payments.
 
     The dispatcher decides whether a payment may be forwarded (one per inbound message, only to a
     tool that can be priced); the catalogue owns the sentences a caller reads about it.
@@ -137,15 +152,18 @@ def audio_content(data: bytes, mime_type: str) -> JSONObject:
 
 
 def text_contents(uri: str, mime_type: str, text: str) -> JSONObject:
-    """One entry of a `resources/read` result (or of an embedded resource) holding text."""
+    """One `resources/read` entry (or embedded resource) holding text."""
     return {"uri": uri, "mimeType": mime_type, "text": text}
 
 
 def blob_contents(uri: str, mime_type: str, data: bytes) -> JSONObject:
-    """One entry of a `resources/read` result (or of an embedded resource) holding bytes."""
+    """One `resources/read` entry (or embedded resource) holding bytes."""
     return {"uri": uri, "mimeType": mime_type, "blob": base64.b64encode(data).decode("ascii")}
 
 
 def embedded_resource(contents: JSONObject) -> JSONObject:
-    """A content block carrying a resource's contents inline (`type: "resource"`)."""
+    """A content block carrying a resource's contents inline.
+
+    Its `type` is `"resource"`.
+    """
     return {"type": "resource", "resource": contents}

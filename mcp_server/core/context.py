@@ -1,7 +1,8 @@
-"""What travels with one request: its credential, payment, cancellation, notification sink and record.
+"""What travels with one request: its credential, payment and record.
 
-Transports create a `RequestContext` per request (nothing about a member outlives it); the
-dispatcher fills in the protocol facts; features read it and report progress and logs through it.
+And its cancellation and notification sink. Transports create a `RequestContext` per request
+(nothing about a member outlives it); the dispatcher fills in the protocol facts; features read it
+and report progress and logs through it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "err
 
 
 class PaymentAllowance:
-    """A payment is forwarded at most once per inbound message (one HTTP request, one stdio line).
+    """A payment forwarded at most once per inbound message.
+
+    One message is one HTTP request or one stdio line.
 
     Every context made for one message shares one allowance, so no path, however many calls a
     message carries, can spend a payment twice: the first claim wins, every later one is told
@@ -36,7 +39,7 @@ class PaymentAllowance:
         self._refusal = closed
 
     def claim(self) -> str | None:
-        """None: forward this payment (and no other after it); else why it must not be forwarded."""
+        """None: forward this payment (and no other after it); else why not."""
         with self._lock:
             refusal = self._refusal
             if refusal is None:
@@ -50,7 +53,10 @@ def _drop(_: JSONObject) -> None:
 
 @dataclass(slots=True)
 class RequestContext:
-    """One request's facts. Transports set the first group; the dispatcher sets the second."""
+    """One request's facts.
+
+    Transports set the first group; the dispatcher sets the second.
+    """
 
     bearer: str | None = field(default=None, repr=False)
     bearer_source: str = "none"  # "header", "env" or "none"
@@ -76,7 +82,9 @@ class RequestContext:
     _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
 
     def redactor(self) -> Redactor | None:
-        """The exact bearer and payment this request carries, as a redactor; None when it carries neither.
+        """A redactor for this request's exact bearer and payment, or None.
+
+        None when it carries neither.
 
         Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
         """
@@ -90,9 +98,9 @@ class RequestContext:
         return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send `notifications/progress` (only when the request asked for it): values must increase.
+        """Send `notifications/progress`, when the request asked for it.
 
-        A value that does not increase is skipped, not sent.
+        Values must increase: a value that does not is skipped, not sent.
 
         The first value may be 0 ("The progress value MUST increase with each notification" binds
         only the ones after it), so a 0-of-100 start is reported, not swallowed.
@@ -110,7 +118,10 @@ class RequestContext:
         self.send(notification("notifications/progress", params))
 
     def log(self, level: str, data: Any, logger: str = "fairwins-mcp") -> None:
-        """Send `notifications/message` when the request (or legacy session) asked for this level."""
+        """Send `notifications/message` when the request asked for this level.
+
+        A legacy session's level counts too.
+        """
         if self.log_level is None or self.cancellation.is_set:
             return
         if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
@@ -118,7 +129,7 @@ class RequestContext:
         self.send(notification("notifications/message", {"level": level, "logger": logger, "data": data}))
 
     def require_capability(self, name: str) -> None:
-        """Refuse, with -32021, work that needs a client capability the client did not declare."""
+        """Refuse (-32021) work needing a client capability not declared."""
         if name not in self.client_capabilities:
             raise McpError(
                 MISSING_CAPABILITY,

@@ -1,15 +1,15 @@
-"""The JSON Schema subset the tool table uses, checked with messages that name the field.
+"""The JSON Schema subset the tool table uses, with messages naming fields.
 
 Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum,
-exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems,
-anyOf (the output schemas: when no branch fits, the first branch's complaint is the one given).
+exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems, anyOf
+(the output schemas: when no branch fits, the first branch's complaint is the one given).
 Annotation keywords (title, description, default, $schema…) are ignored by the check;
 `with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
 schema's keywords once into a checker; `check` compiles and checks in one go. `compile_verdict`
 turns a schema into generated Python that says only whether a value fits (the checker's verdict,
-faster; the checker then words a misfit). `compile_bulk` checks a list of values at once with
-the C built-ins (a gateway answer's thousand wagers): it only ever vouches for the whole list, and
-what it cannot vouch for goes to the verdict.
+faster; the checker then words a misfit). `compile_bulk` checks a list of values at once with the C
+built-ins (a gateway answer's thousand wagers): it only ever vouches for the whole list, and what
+it cannot vouch for goes to the verdict.
 """
 
 from __future__ import annotations
@@ -72,7 +72,10 @@ def _end_anchors(source: str) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """JSON equality for enum and const: true is not 1 and false is not 0 (Python says they are)."""
+    """JSON equality for enum and const: true is not 1, false is not 0.
+
+    Python says they are.
+    """
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
@@ -103,14 +106,18 @@ def _where(path: str) -> str:
 
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
-    """None when `value` satisfies `schema`; otherwise one sentence naming the first bad field."""
+    """None when `value` satisfies `schema`; else one sentence naming why.
+
+    It names the first bad field.
+    """
     return compile_schema(schema)(value, path)
 
 
 def compile_schema(schema: dict[str, Any]) -> Checker:
-    """`check` for one schema, its keywords read once: what a long-lived schema checks with on every call.
+    """`check` for one schema, its keywords read once.
 
-    The schema must not change afterwards (the tool table's never do).
+    What a long-lived schema checks with on every call. The schema must not change afterwards (the
+    tool table's never do).
     """
     own = _compile_own(schema)
     branches = schema.get("anyOf")
@@ -142,7 +149,7 @@ def compile_schema(schema: dict[str, Any]) -> Checker:
 
 
 def _branch_types(schema: Any) -> list[str] | None:
-    """The types an anyOf branch allows, when it names them (None: it does not)."""
+    """The types an anyOf branch allows; None when it does not name them."""
     wanted = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(wanted, str):
         return [wanted]
@@ -150,7 +157,10 @@ def _branch_types(schema: Any) -> list[str] | None:
 
 
 def _must_be(names: list[str]) -> str:
-    """ "must be a string", "must be a string or an array", "must be a string, an array or null"."""
+    """The "must be" phrase for a list of types.
+
+    "must be a string", "must be a string or an array", "must be a string, an array or null".
+    """
     words = [n if n == "null" else ("an " if n[0] in "aeiou" else "a ") + n for n in names]
     return "must be " + (f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0])
 
@@ -239,7 +249,10 @@ _BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str]] = [
 
 
 def _sizes(low: int | None, high: int | None, fewer: str, more: str) -> Callable[[int], str | None]:
-    """Bounds on a length (minLength/maxLength, minItems/maxItems): the complaint a size earns, or None."""
+    """The complaint a length earns against its bounds, or None.
+
+    Bounds: minLength/maxLength, minItems/maxItems.
+    """
     too_few = fewer.format(low)
     too_many = more.format(high)
 
@@ -330,7 +343,10 @@ def _join(path: str, name: str) -> str:
 
 
 def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `arguments` with each absent top-level property's `default` filled in."""
+    """A copy of `arguments` with absent top-level properties' defaults.
+
+    Each absent property's `default` is filled in.
+    """
     filled = dict(arguments)
     for name, sub in schema.get("properties", {}).items():
         if name not in filled and isinstance(sub, dict) and "default" in sub:
@@ -345,7 +361,9 @@ Verdict = Callable[[Any], bool]  # True exactly when the checker finds nothing
 
 
 def compile_verdict(schema: dict[str, Any]) -> Verdict:
-    """`check(value, schema) is None`, as one function of straight-line Python generated from the schema.
+    """`check(value, schema) is None` as one generated function.
+
+    The function is straight-line Python generated from the schema.
 
     What a caller needs that only asks whether a value fits (a gateway answer read in pieces,
     answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
@@ -368,7 +386,10 @@ _VERDICTS: dict[int, tuple[dict[str, Any], Verdict]] = {}
 
 
 class _Source:
-    """The lines of one verdict function per schema (anyOf branches get their own), and their constants."""
+    """The lines of one verdict function per schema, and their constants.
+
+    anyOf branches get functions of their own.
+    """
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -392,7 +413,10 @@ class _Source:
         return name
 
     def _checks(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
-        """Lines that return False when `v` breaks `schema` (the checker's keywords, same meaning)."""
+        """Lines that return False when `v` breaks `schema`.
+
+        The checker's keywords, with the same meaning.
+        """
         pad = "    " * depth
         wanted = schema.get("type")
         if wanted is not None:
@@ -557,7 +581,10 @@ def _checks_nothing(schema: dict[str, Any]) -> bool:
 
 
 def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema allows when `type` is all it checks (None: it checks more, or no type)."""
+    """The exact types a schema allows when `type` is all it checks.
+
+    None: it checks more, or no type.
+    """
     keywords = CHECKED & schema.keys()
     if keywords != {"type"}:
         return None
@@ -565,7 +592,10 @@ def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
 
 
 def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema's `type` allows (None: no `type`, or a name not known here)."""
+    """The exact types a schema's `type` allows.
+
+    None: no `type`, or a name not known here.
+    """
     wanted = schema.get("type")
     if wanted is None:
         return None
@@ -576,7 +606,9 @@ def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
 
 
 def compile_bulk(schema: dict[str, Any]) -> Bulk:
-    """A check of many values at once, sound where it says yes: True only if each value would pass `check`.
+    """A check of many values at once: True only if each would pass `check`.
+
+    It is sound where it says yes.
 
     Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
     `operator.contains`...), so a thousand values cost no Python per value. A keyword that
@@ -604,7 +636,7 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
 
 
 def _bulk_values(schema: dict[str, Any]) -> list[BulkStep] | None:
-    """The steps for enum and const; None when they cannot be settled in bulk (not strings)."""
+    """The steps for enum and const; None when not strings (no bulk check)."""
     steps: list[BulkStep] = []
     if "enum" in schema:
         options = schema["enum"]
@@ -621,7 +653,10 @@ def _bulk_values(schema: dict[str, Any]) -> list[BulkStep] | None:
 
 
 def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for a number's bounds: the least and the greatest number against each."""
+    """The step for a number's bounds.
+
+    The least and the greatest number are checked against each.
+    """
     bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
     if not bounds:
         return None
@@ -637,7 +672,10 @@ def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
 
 
 def _bulk_any_of(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for anyOf: the values each fit some branch, settled a type's group at a time."""
+    """The step for anyOf, settled a type's group at a time.
+
+    The values each fit some branch.
+    """
     branches = schema.get("anyOf")
     if not (isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches)):
         return None
@@ -659,7 +697,10 @@ def _never(values: list[Any]) -> bool:
 
 
 def _of(values: list[Any], kind: type) -> list[Any]:
-    """The values of exactly this type, in one pass in C (the rest are other keywords' to check)."""
+    """The values of exactly this type, in one pass in C.
+
+    The rest are other keywords' to check.
+    """
     return list(compress(values, map(operator.is_, map(type, values), repeat(kind))))
 
 
@@ -683,7 +724,10 @@ def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool]
 
 
 def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
-    """The values `name` has in each object that has it (`everywhere`: each one has, already checked)."""
+    """The values `name` has in each object that has it.
+
+    `everywhere`: each one has it, already checked.
+    """
     column = list(map(operator.methodcaller("get", name, _ABSENT), values))
     return column if everywhere else [v for v in column if v is not _ABSENT]
 

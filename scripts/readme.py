@@ -9,7 +9,8 @@ the fields each answer carries) is generated from the vendored snapshot as the s
 composes it (mcp_server.setup.server.build_catalog), so no page can drift from what a client sees
 in tools/list, and a new tool needs no prose edit. So are the figures: the bundles' sizes as
 `make mcpb` builds them (scripts/mcpb.py, whose bytes depend on the sources alone, built here in
-memory), the views' page and icon sizes, the deepest answer passed on. `--check` changes
+memory), the views' page and icon sizes, the deepest answer passed on, the HTTP bounds'
+defaults. `--check` changes
 nothing: it prints the difference and the command that fixes it, and exits 1 when there is one.
 """
 
@@ -374,6 +375,34 @@ def icon_size(_: str) -> str:
     return f"{_ui_file_kb('icon-64.png', 0.1)} KB"
 
 
+def concurrency(_: str) -> str:
+    """HTTP requests in flight per process by default (FAIRWINS_MCP_MAX_CONCURRENCY)."""
+    from mcp_server.transports.http.server import DEFAULT_MAX_CONCURRENCY
+
+    return f"{DEFAULT_MAX_CONCURRENCY:,}"
+
+
+def connections(_: str) -> str:
+    """The connection bound the default concurrency makes."""
+    from mcp_server.transports.http.server import DEFAULT_MAX_CONCURRENCY, connection_bound
+
+    return f"{connection_bound(DEFAULT_MAX_CONCURRENCY):,}"
+
+
+def peer_connections(_: str) -> str:
+    """One client address's share of the connection bound by default: half of it."""
+    from mcp_server.transports.http.server import DEFAULT_MAX_CONCURRENCY, connection_bound
+
+    return f"{max(1, connection_bound(DEFAULT_MAX_CONCURRENCY) // 2):,}"
+
+
+def health_reserve(_: str) -> str:
+    """The connections beyond the bound kept for health checks."""
+    from mcp_server.transports.http.admission import HEALTH_RESERVE
+
+    return str(HEALTH_RESERVE)
+
+
 @dataclass(frozen=True)
 class Block:
     """One generated region: the file it is in, its marker name, and what writes it from its current text."""
@@ -400,6 +429,11 @@ BLOCKS: Final = (
     Block("docs/development.md", "sandbox-routes", sandbox_routes),
     Block("docs/install.md", "bundle-sizes", bundle_sizes),
     Block("docs/configuration.md", "check-sample", check_sample),
+    Block("docs/configuration.md", "peer-connections", peer_connections),
+    Block("docs/security.md", "concurrency", concurrency),
+    Block("docs/security.md", "connections", connections),
+    Block("docs/security.md", "peer-connections", peer_connections),
+    Block("docs/security.md", "health-reserve", health_reserve),
     Block("docs/apps.md", "views", view_rows),
     Block("docs/apps.md", "page-size", view_page_size),
     Block("docs/apps.md", "icon-size", icon_size),
@@ -418,15 +452,24 @@ FILES: Final = tuple(dict.fromkeys(block.path for block in BLOCKS))
 
 
 def render(text: str, path: str = "README.md") -> str:
-    """`text` (the file `path`) with each of its generated regions rewritten; ValueError when markers are missing."""
+    """`text` (the file `path`) with each of its generated regions rewritten; ValueError when markers are missing.
+
+    A figure stated in several places has a region at each, all written alike.
+    """
     for block in BLOCKS:
         if block.path != path:
             continue
-        start, end = text.find(block.start), text.find(block.end)
-        if start < 0 or end < start:
+        start = text.find(block.start)
+        if start < 0:
             raise ValueError(f"{path} needs {block.start} followed by {block.end}")
-        inside = text[start + len(block.start) : end]
-        text = text[: start + len(block.start)] + block.write(inside) + text[end:]
+        while start >= 0:
+            inner = start + len(block.start)
+            end = text.find(block.end, inner)
+            if end < 0 or 0 <= text.find(block.start, inner) < end:
+                raise ValueError(f"{path} needs {block.start} followed by {block.end}")
+            written = block.write(text[inner:end])
+            text = text[:inner] + written + text[end:]
+            start = text.find(block.start, inner + len(written) + len(block.end))
     return text
 
 

@@ -434,6 +434,18 @@ def test_figures_are_rounded_as_the_pages_state_them() -> None:
     assert generator._kb(28_147, 1) == "27" and generator._kb(1_129, 0.1) == "1.1"
 
 
+def test_a_figure_stated_twice_is_rewritten_at_each_place_and_an_unclosed_region_refused() -> None:
+    page = "docs/security.md"
+    text = PAGES[page]
+    region = "<!-- generated:health-reserve:start -->{}<!-- generated:health-reserve:end -->"
+    assert text.count(region.format("8")) == 2
+    stale = text.replace(region.format("8"), region.format("9"))
+    assert generator.render(stale, page) == text
+    unclosed = stale.replace("9<!-- generated:health-reserve:end -->", "9", 1)
+    with pytest.raises(ValueError, match="health-reserve"):
+        generator.render(unclosed, page)
+
+
 def test_the_generator_refuses_a_readme_without_its_markers() -> None:
     with pytest.raises(ValueError, match=r"generated:[a-z-]+:start"):
         generator.render("# no markers here\n")

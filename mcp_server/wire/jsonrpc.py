@@ -1,4 +1,4 @@
-"""Sans-I/O JSON-RPC 2.0: bytes in, message values out; message values in, bytes out.
+"""Sans-I/O JSON-RPC 2.0: bytes in, messages out; messages in, bytes out.
 
 Nothing here raises for bad input: an unreadable message is returned as an `Invalid` value that
 carries the error to send back, so every transport answers malformed input the same way.
@@ -52,14 +52,14 @@ class Notification:
 
 @dataclass(frozen=True, slots=True)
 class ClientResponse:
-    """A response the client sent us. The server never asks the client anything, so it is dropped."""
+    """A response the client sent us, dropped: the server never asks anything."""
 
     id: Id | None
 
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
-    """Input that must be answered with `error` under `id` (None when the id could not be read)."""
+    """Input to answer with `error` under `id` (None: id unreadable)."""
 
     id: Id | None
     error: JSONObject
@@ -70,21 +70,27 @@ Message = Request | Notification | ClientResponse | Invalid
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A JSON array of messages (2025-03-26 only; the dispatcher decides whether to accept it)."""
+    """A JSON array of messages (2025-03-26 only).
+
+    The dispatcher decides whether to accept it.
+    """
 
     items: tuple[Message, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """A message already encoded by `dumps` (a batch's answers are encoded as they are made, to bound memory)."""
+    """A message already encoded by `dumps`.
+
+    A batch's answers are encoded as they are made, to bound memory.
+    """
 
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Verbatim:
-    """One JSON value kept as the text it arrived in, written into a message as that text.
+    """One JSON value kept as the text it arrived in, written as that text.
 
     Made only by `verbatim` and `verbatim_text`, from text `loads` accepted and `well_formed`
     mended (the caller's part: `encode` never looks inside one): so `data` is ASCII JSON on one
@@ -98,7 +104,10 @@ class Verbatim:
     held: bool = False
 
     def value(self) -> Any:
-        """The value itself, parsed now (for a reader in this process; the wire never needs it)."""
+        """The value itself, parsed now.
+
+        For a reader in this process; the wire never needs it.
+        """
         return loads(b"".join(self.data) if isinstance(self.data, tuple) else self.data)
 
 
@@ -129,7 +138,9 @@ def _escaped_slice(text: str) -> str:
 
 
 def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
-    """`text` (JSON `loads` accepted, decoded from `raw` when given) as it may be written on a line-framed wire.
+    """`text` as it may be written on a line-framed wire.
+
+    `text` is JSON `loads` accepted, decoded from `raw` when given.
 
     JSON holds a line break only as whitespace between tokens (a string must escape it), so it
     becomes a space; characters outside ASCII occur only inside strings, and become the
@@ -153,7 +164,9 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
 
 
 def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
-    """`text` as a JSON string, escaped now (ASCII, one line), for a message to carry as it is.
+    """`text` as a JSON string, escaped now (ASCII, one line).
+
+    For a message to carry as it is.
 
     A large string escaped inside the whole message costs that escape again in copies as the
     encoder's buffer grows; escaped alone, it is one pass, and the message around it is small.
@@ -191,7 +204,9 @@ _FEW: Final = 16  # an array of at most this many items is looked into (an envel
 
 
 def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
-    """`json.dumps(value, separators=(",", ":"))`, the same text, written a slice at a time.
+    """`json.dumps(value, separators=(",", ":"))`, written a slice at a time.
+
+    The same text.
 
     One json.dumps of a multi-megabyte value is one C call that holds the interpreter lock for
     tens of milliseconds, and the event loop waits for it. Here a long array is written _ITEMS
@@ -270,7 +285,9 @@ REPLACEMENT: Final = "\\ufffd"  # U+FFFD REPLACEMENT CHARACTER, as a JSON escape
 
 
 def well_formed(text: str) -> str:
-    """JSON `text` with each lone surrogate escape (half a UTF-16 pair) written as U+FFFD; `text` itself when none.
+    """JSON `text` with each lone surrogate escape written as U+FFFD.
+
+    A lone surrogate escape is half a UTF-16 pair; `text` itself comes back when there is none.
 
     Why U+FFFD rather than refusing the answer: a wager description cut inside an emoji by its
     writer must not make the member's whole answer unreadable, and it is what a UTF-8 reader
@@ -306,7 +323,9 @@ def _structure(data: bytes) -> bytes:
 
 
 def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
-    """Whether JSON `text` nests arrays and objects more than `limit` levels deep (`[]` is one level).
+    """Whether JSON `text` nests more than `limit` levels deep.
+
+    Arrays and objects count; `[]` is one level.
 
     Each step is one pass in C over what is left of the text. Every escaped backslash and escaped
     quote is taken out; then all but quotes and brackets (an object's as an array's); then each
@@ -353,7 +372,10 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
 
 
 class McpError(Exception):
-    """A protocol error to send as a JSON-RPC error object (never a tool failure: those are results)."""
+    """A protocol error to send as a JSON-RPC error object.
+
+    Never a tool failure: those are results.
+    """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -373,7 +395,10 @@ def error_object(code: int, message: str, data: Any = None) -> JSONObject:
 
 
 class NumberTooLong(ValueError):
-    """A JSON integer with more digits than Python converts (sys.get_int_max_str_digits, 4,300 by default)."""
+    """A JSON integer with more digits than Python converts.
+
+    The limit is sys.get_int_max_str_digits, 4,300 by default.
+    """
 
 
 _LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
@@ -405,7 +430,10 @@ DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_
 
 
 def loads(data: bytes | str) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity; raises ValueError (depth included) on anything else."""
+    """Strict JSON: UTF-8 only, no NaN/Infinity.
+
+    Raises ValueError (depth included) on anything else.
+    """
     try:
         if isinstance(data, str):
             if data.startswith("\ufeff"):  # as json.loads: a text that kept its BOM was decoded wrongly
@@ -434,7 +462,9 @@ _WS: Final = re.compile(r"[ \t\n\r]*")
 
 
 def _loads_in_slices(s: str) -> Any:
-    """`DECODER.decode(s)`, the same value, decoded a slice at a time; raises on what it does not read.
+    """`DECODER.decode(s)`, the same value, decoded a slice at a time.
+
+    Raises on what it does not read.
 
     One decode of a multi-megabyte text is one C call that holds the interpreter lock for tens of
     milliseconds. Here the objects and the first _FEW items of each array, down to _DEEPEST
@@ -490,7 +520,9 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
 
 
 def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
-    """Where in a decoded JSON value a string or key holds a lone UTF-16 surrogate; None when all is text.
+    """Where in a decoded JSON value a lone UTF-16 surrogate sits, or None.
+
+    A string or key may hold one; None when all is text.
 
     JSON's `\\ud800` escape decodes to a code point that is not Unicode text: it cannot be encoded
     as UTF-8, so it can go nowhere (RFC 8259 §8.2: "unpredictable"; I-JSON, RFC 7493 §2.1: MUST
@@ -516,8 +548,11 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string or key in `value` holds a lone surrogate: lone_surrogate's first pass, which
-    every call's arguments take, so it keeps no paths and stacks only containers."""
+    """Whether any string or key in `value` holds a lone surrogate.
+
+    lone_surrogate's first pass, which every call's arguments take, so it keeps no paths and stacks
+    only containers.
+    """
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
@@ -540,7 +575,10 @@ def _holds_lone_surrogate(value: Any) -> bool:
 
 
 def _path(path: tuple[str | int, ...]) -> str:
-    """`arguments.params.memo[1]`, `_meta["x402/payment"].payload`: a JSON path a person can read."""
+    """A JSON path a person can read.
+
+    `arguments.params.memo[1]`, `_meta["x402/payment"].payload`.
+    """
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -582,7 +620,10 @@ def classify(obj: Any) -> Message:
 
 
 def parse(data: bytes) -> Message | Batch:
-    """Bytes of one framed message → a message, a batch, or the error to answer with."""
+    """Bytes of one framed message → a message, a batch, or an error.
+
+    The error is the one to answer with.
+    """
     try:
         text = data.decode("utf-8")
         obj = loads(text)
@@ -618,7 +659,10 @@ _SLICE: Final = 64 * 1024
 
 
 def pieces(parts: Sequence[Part]) -> Iterator[bytes | memoryview]:
-    """`parts` as bytes to write one after another: a text part a slice at a time, never copied whole."""
+    """`parts` as bytes to write one after another.
+
+    A text part is written a slice at a time, never copied whole.
+    """
     for part in parts:
         if isinstance(part, str):
             for at in range(0, len(part), _SLICE):
@@ -628,7 +672,10 @@ def pieces(parts: Sequence[Part]) -> Iterator[bytes | memoryview]:
 
 
 def dumps(message: Any) -> bytes:
-    """Compact, ASCII-only JSON: no raw newline, U+2028 or lone surrogate can reach a line-framed wire."""
+    """Compact, ASCII-only JSON, safe for a line-framed wire.
+
+    No raw newline, U+2028 or lone surrogate can reach it.
+    """
     if isinstance(message, Encoded):
         return message.data
     parts = encode(message)
@@ -638,7 +685,9 @@ def dumps(message: Any) -> bytes:
 
 
 def _mended(text: str, message: Any) -> str:
-    """The encoded `message` with each lone surrogate written as U+FFFD (`well_formed`), but for its id.
+    """The encoded `message`, its lone surrogates as U+FFFD but for its id.
+
+    See `well_formed`.
 
     An id is the client's own, and JSON-RPC has it echoed exactly ("MUST be the same as the value
     of the id member in the Request Object"); the official SDKs never send one holding half a
@@ -653,7 +702,9 @@ def _mended(text: str, message: Any) -> str:
 
 
 def encode(message: Any) -> list[Part]:
-    """`dumps` as the parts to write one after another (`pieces`): each Verbatim value's own text among them.
+    """`dumps` as the parts to write one after another (`pieces`).
+
+    Each Verbatim value's own text is among them.
 
     The rest of the message is encoded once, with a marker where each Verbatim value goes; the
     message is never held as one piece, so a large answer is not copied again to be sent.

@@ -1,4 +1,7 @@
-"""The MCP revisions this server speaks, as one ordered table (compared as members, never as strings)."""
+"""The MCP revisions this server speaks, as one ordered table.
+
+Revisions are compared as members, never as strings.
+"""
 
 from __future__ import annotations
 

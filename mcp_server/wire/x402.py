@@ -1,8 +1,9 @@
-"""x402 payments as they arrive: from an HTTP header or `params._meta`, checked, compared, carried untouched.
+"""x402 payments as they arrive: read, checked, compared, kept untouched.
 
-A payment is somebody else's signed instrument (docs/payments.md). Every layer that carries one uses
-these values: the transports read it from a header, the dispatcher from `_meta`, the gateway seam
-forwards it byte for byte, redaction keeps it out of what is written. Nothing here makes one.
+They come from an HTTP header or `params._meta`. A payment is somebody else's signed instrument
+(docs/payments.md). Every layer that carries one uses these values: the transports read it from a
+header, the dispatcher from `_meta`, the gateway seam forwards it byte for byte, redaction keeps it
+out of what is written. Nothing here makes one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ _BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 @dataclass(frozen=True, slots=True)
 class Payment:
-    """An x402 payment somebody else made, carried upstream untouched (docs/payments.md).
+    """An x402 payment somebody else made, carried upstream untouched.
+
+    See docs/payments.md.
 
     `header` is the upstream header name, `value` its exact bytes as text. repr hides the value:
     a payment is a bearer instrument until it expires.
@@ -53,7 +56,9 @@ class Payment:
 
 
 def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str | None]:
-    """An inbound `X-PAYMENT` / `PAYMENT-SIGNATURE` header → the payment to forward byte-for-byte.
+    """An inbound payment header → the payment to forward byte for byte.
+
+    The header is `X-PAYMENT` or `PAYMENT-SIGNATURE`.
 
     `headers` has lower-cased names and values exactly as received. Returns (payment, None),
     (None, None) when no payment header came, or (None, why) when the payment must be refused.
@@ -79,14 +84,19 @@ def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str |
 
 
 def oversized(name: str, size: int) -> str | None:
-    """Why a payment header of `size` bytes is refused unread, or None when it is within MAX_PAYMENT_BYTES."""
+    """Why a payment header of `size` bytes is refused unread, or None.
+
+    None when it is within MAX_PAYMENT_BYTES.
+    """
     if size <= MAX_PAYMENT_BYTES:
         return None
     return f"the {name} header is {size:,} bytes, over the {MAX_PAYMENT_BYTES // 1024} KiB any x402 payment takes"
 
 
 def from_meta(value: object) -> Payment:
-    """`params._meta["x402/payment"]` (a PaymentPayload object) → base64 of its compact JSON.
+    """`params._meta["x402/payment"]` → base64 of its compact JSON.
+
+    The value is a PaymentPayload object.
 
     Raises McpError(-32602) for anything that is not a JSON object with x402Version 1 or 2. The
     message never quotes the value.
@@ -123,7 +133,10 @@ def _canonical(payment: Payment) -> str | None:
 
 
 def same_payment(a: Payment, b: Payment) -> bool:
-    """One payment, whichever way it arrived: same header, and the same bytes or the same JSON."""
+    """Whether two payments are one, whichever way each arrived.
+
+    The same header, and the same bytes or the same JSON.
+    """
     if a.header.lower() != b.header.lower():
         return False
     if a.value == b.value:
@@ -133,7 +146,7 @@ def same_payment(a: Payment, b: Payment) -> bool:
 
 
 def merge(carried: Payment | None, supplied: Payment) -> tuple[Payment | None, str | None]:
-    """The transport's payment and the one in `_meta` → the one to forward, or why neither is."""
+    """The transport's payment and `_meta`'s → the one to forward, or why none."""
     if carried is None:
         return supplied, None
     if same_payment(carried, supplied):
@@ -146,7 +159,10 @@ def merge(carried: Payment | None, supplied: Payment) -> tuple[Payment | None, s
 
 
 def decode_header_json(value: str) -> Any | None:
-    """Base64 JSON of an x402 header → the value; None when it is not that (or is too large)."""
+    """Base64 JSON of an x402 header → the value; None when it is not that.
+
+    None too when it is too large.
+    """
     if len(value) > MAX_HEADER_BYTES or not _BASE64.fullmatch(value):
         return None
     try:

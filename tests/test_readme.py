@@ -27,6 +27,7 @@ from typing import Any, Final
 import pytest
 
 from demo.demo import connect_lines
+from mcp_server import __version__
 from mcp_server.setup.config import argument_parser
 from scripts import readme as generator
 from tests.conftest import ROOT
@@ -444,6 +445,19 @@ def test_a_figure_stated_twice_is_rewritten_at_each_place_and_an_unclosed_region
     unclosed = stale.replace("9<!-- generated:health-reserve:end -->", "9", 1)
     with pytest.raises(ValueError, match="health-reserve"):
         generator.render(unclosed, page)
+
+
+# This project's version where the pages name it: in a file, image or tag name, or after the name.
+_OUR_VERSION: Final = re.compile(
+    r"(?:fairwins[-_]mcp[-_: ]|fairwins/fairwins-mcp/v|tag -a v|push origin v)(\d+\.\d+\.\d+)"
+)
+
+
+def test_every_version_of_this_project_the_pages_name_is_the_servers() -> None:
+    # Inside code spans, where no generated region can go: checked here instead.
+    named = [(page, m[0]) for page, text in PAGES.items() for m in _OUR_VERSION.finditer(text)]
+    assert len(named) >= 10 and {page for page, _ in named} >= {"README.md", "docs/install.md"}
+    assert [(page, found) for page, found in named if not found.endswith(__version__)] == []
 
 
 def test_the_generator_refuses_a_readme_without_its_markers() -> None:

@@ -302,6 +302,8 @@ def _paths(schema: dict[str, Any], prefix: str = "", always: bool = True) -> lis
 def pinned_rows(_: str) -> str:
     """docs/gateway.md's "Pinned and relayed" table: whose shape each answer is, what the contract pins and what it
     leaves open. Each public read's row follows from its record (exec.source) and its answer's schema."""
+    from assistant_contract.tools import FAIRWINS
+
     rows = [
         "",
         "| route | whose shape | pinned | open |",
@@ -316,7 +318,7 @@ def pinned_rows(_: str) -> str:
         source = tool.entry["exec"]["source"]
         fields = _paths(snap.output_schemas[tool.entry["exec"]["path"]]["anyOf"][0])
         always = [f"`{name}` ({kind})" for name, kind, kept in fields if kept]
-        if source == "FairWins":
+        if source == FAIRWINS:
             pinned = "each field's type" + (f"; always {', '.join(always)}" if always else " (none is guaranteed)")
             rows.append(f"| `GET {tool.path_template}` | FairWins' | {pinned} | fields a gateway adds |")
             continue

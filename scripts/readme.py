@@ -341,18 +341,23 @@ def _kb(size: float, step: float) -> str:
     return f"{round(size / 1024 / step) * step:g}"
 
 
+# The bundles' sizes are stated to the nearest 50 KB: deflate's output differs a little between zlib
+# builds (a platform's, zlib-ng), and every machine that checks the pages must round them alike.
+BUNDLE_STEP: Final = 50
+
+
 def bundle_size(_: str) -> str:
-    """The uv bundle's size (the one to hand out), as `make mcpb` builds it, to the nearest 10 KB."""
+    """The uv bundle's size (the one to hand out), as `make mcpb` builds it, to the nearest BUNDLE_STEP KB."""
     from scripts import mcpb
 
-    return f"about {_kb(len(mcpb.bundle_bytes('uv')), 10)} KB"
+    return f"about {_kb(len(mcpb.bundle_bytes('uv')), BUNDLE_STEP)} KB"
 
 
 def bundle_sizes(_: str) -> str:
-    """Both bundles' sizes as `make mcpb` builds them, to the nearest 10 KB: one figure when they round alike."""
+    """Both bundles' sizes as `make mcpb` builds them, to the nearest BUNDLE_STEP KB: one figure when alike."""
     from scripts import mcpb
 
-    uv, python = (_kb(len(mcpb.bundle_bytes(kind)), 10) for kind in ("uv", "python"))
+    uv, python = (_kb(len(mcpb.bundle_bytes(kind)), BUNDLE_STEP) for kind in ("uv", "python"))
     return f"about {uv} KB each" if uv == python else f"about {uv} and {python} KB"
 
 

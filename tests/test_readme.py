@@ -422,16 +422,16 @@ def test_the_bundle_sizes_are_those_of_the_bundles_make_mcpb_writes(
     printed = capsys.readouterr().out
     built = {kind: (tmp_path / mcpb.bundle_name(kind)).stat().st_size for kind in ("uv", "python")}
     assert all(f"\t{size} bytes\t" in printed for size in built.values())
-    tens = {kind: round(size / 1024 / 10) * 10 for kind, size in built.items()}
-    assert generator.bundle_size("") == f"about {tens['uv']} KB"
-    both = (
-        f"about {tens['uv']} KB each" if tens["uv"] == tens["python"] else f"about {tens['uv']} and {tens['python']} KB"
-    )
+    step = generator.BUNDLE_STEP
+    kb = {kind: round(size / 1024 / step) * step for kind, size in built.items()}
+    assert generator.bundle_size("") == f"about {kb['uv']} KB"
+    both = f"about {kb['uv']} KB each" if kb["uv"] == kb["python"] else f"about {kb['uv']} and {kb['python']} KB"
     assert generator.bundle_sizes("") == both
 
 
 def test_figures_are_rounded_as_the_pages_state_them() -> None:
     assert generator._kb(309_180, 10) == "300" and generator._kb(316_000, 10) == "310"
+    assert generator._kb(309_180, 50) == "300" and generator._kb(280_000, 50) == "250"
     assert generator._kb(28_147, 1) == "27" and generator._kb(1_129, 0.1) == "1.1"
 
 

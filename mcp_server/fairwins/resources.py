@@ -1,4 +1,8 @@
-"""Resources: fairwins://openapi and fairwins://status read live from the gateway, fairwins://guide embedded."""
+"""Resources: the gateway's documents read live, the guide embedded.
+
+fairwins://openapi and fairwins://status are read from the gateway on every request;
+fairwins://guide ships with the server.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,10 @@ GUIDE_URI: Final = "fairwins://guide"
 
 
 class GuideResource:
-    """Embedded, so an agent can learn the custody model before it has a working token."""
+    """The custody guide, embedded.
+
+    An agent can learn the custody model before it has a working token.
+    """
 
     uri = GUIDE_URI
     ttl_ms = 3_600_000
@@ -42,7 +49,10 @@ class GuideResource:
 
 
 class GatewayResource:
-    """A public gateway document, read live on every request; unreadable is an error, never empty."""
+    """A public gateway document, read live on every request.
+
+    Unreadable is an error, never empty.
+    """
 
     ttl_ms = 0  # live: never serve a stale copy as if it were current
     cache_scope = "public"
@@ -86,7 +96,10 @@ class GatewayResource:
 def build_resources(
     gateway: Gateway, wording: Wording, route_paths: dict[str, str]
 ) -> list[GuideResource | GatewayResource]:
-    """`route_paths` is the snapshot's ROUTE_PATHS: the OpenAPI path comes from the one route table."""
+    """The server's resources.
+
+    `route_paths` is the snapshot's ROUTE_PATHS: the OpenAPI path comes from the one route table.
+    """
     return [
         GatewayResource(
             "fairwins://openapi",

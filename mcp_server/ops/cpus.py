@@ -1,4 +1,6 @@
-"""How many CPUs this process may actually use: its affinity mask and its cgroup CPU quota (v1 and v2).
+"""How many CPUs this process may actually use.
+
+Its affinity mask and its cgroup CPU quota (v1 and v2) both count.
 
 `os.cpu_count()` counts the host's CPUs. A container (Cloud Run, Kubernetes, `docker --cpus`) is
 held to fewer by a CFS quota, and a process pinned with taskset to fewer by its affinity; both
@@ -26,7 +28,10 @@ Reader = Callable[[str], str | None]
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """One cgroup line of /proc/self/mountinfo: what part of the hierarchy is visible where."""
+    """One cgroup line of /proc/self/mountinfo.
+
+    What part of the hierarchy is visible where.
+    """
 
     root: str  # the hierarchy path shown at the mount point ("/" unless namespaced or bind-mounted)
     point: str  # where it is mounted
@@ -35,7 +40,9 @@ class Mount:
 
 
 def parse_proc_cgroup(text: str) -> dict[str, str]:
-    """`/proc/self/cgroup` → {controller: path}; the v2 (unified) path is under the key "".
+    """`/proc/self/cgroup` → {controller: path}.
+
+    The v2 (unified) path is under the key "".
 
     Lines are `hierarchy-id:controller-list:path` (cgroups(7)); v1 lists controllers, v2 is `0::path`.
     """
@@ -69,7 +76,10 @@ def _unescape(field: str) -> str:
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
-    """The cgroup mounts of `/proc/self/mountinfo` (proc(5): `… root mount-point … - fstype source super-options`)."""
+    """The cgroup mounts of `/proc/self/mountinfo`.
+
+    proc(5): `… root mount-point … - fstype source super-options`.
+    """
     mounts: list[Mount] = []
     for line in text.splitlines():
         left, sep, right = line.partition(" - ")
@@ -88,7 +98,10 @@ def parse_mountinfo(text: str) -> list[Mount]:
 
 
 def parse_cpu_max(text: str | None) -> float | None:
-    """cgroup v2 `cpu.max` (`$MAX $PERIOD`, MAX may be `max`) → CPUs allowed, or None for no limit."""
+    """cgroup v2 `cpu.max` → CPUs allowed, or None for no limit.
+
+    The text is `$MAX $PERIOD`; MAX may be `max`.
+    """
     if text is None:
         return None
     parts = text.split()
@@ -98,7 +111,10 @@ def parse_cpu_max(text: str | None) -> float | None:
 
 
 def parse_cfs(quota: str | None, period: str | None) -> float | None:
-    """cgroup v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us` → CPUs allowed, or None (quota -1: no limit)."""
+    """cgroup v1 CFS quota and period → CPUs allowed, or None for no limit.
+
+    The files are `cpu.cfs_quota_us` and `cpu.cfs_period_us`; a quota of -1 is no limit.
+    """
     if quota is None or period is None:
         return None
     return _ratio(quota.strip(), period.strip())
@@ -115,7 +131,9 @@ def _ratio(quota: str, period: str) -> float | None:
 
 
 def usable(affinity: int, quota: float | None) -> int:
-    """Whole CPUs a process can keep busy: its affinity, cut to its quota rounded up, at least 1.
+    """Whole CPUs a process can keep busy, at least 1.
+
+    Its affinity, cut to its quota rounded up.
 
     Rounded up, as Go's GOMAXPROCS does: a quota of 1.5 CPUs keeps two workers busy part-time
     rather than leaving half a CPU unused.
@@ -127,7 +145,10 @@ def usable(affinity: int, quota: float | None) -> int:
 
 
 def _directory(mount: Mount, path: str) -> str:
-    """Where cgroup `path` (from /proc/self/cgroup) lives under `mount`; the mount point if it is not below its root."""
+    """Where cgroup `path` lives under `mount`.
+
+    `path` is from /proc/self/cgroup; the mount point when it is not below the mount's root.
+    """
     root = mount.root.rstrip("/")
     if root == "":
         relative = path
@@ -153,7 +174,9 @@ def _ancestors(directory: str, stop: str) -> list[str]:
 
 
 def cgroup_quota(read: Reader) -> float | None:
-    """The tightest CPU quota over this process's cgroup and its visible ancestors, v1 and v2 alike.
+    """The tightest CPU quota over this cgroup and its visible ancestors.
+
+    cgroup v1 and v2 alike.
 
     A hybrid layout (v1 controllers plus a v2 unified mount) holds the cpu controller in one of
     the two, so both are read and the smaller limit wins; a parent's quota binds its children.
@@ -182,7 +205,10 @@ def cgroup_quota(read: Reader) -> float | None:
 
 
 def affinity() -> int:
-    """CPUs the scheduler lets this process run on (sched_getaffinity on Linux; elsewhere every CPU)."""
+    """CPUs the scheduler lets this process run on.
+
+    sched_getaffinity on Linux; elsewhere every CPU.
+    """
     if sys.platform == "linux":
         try:
             return len(os.sched_getaffinity(0))
@@ -192,7 +218,10 @@ def affinity() -> int:
 
 
 def read_text(path: str) -> str | None:
-    """A small file's text, or None when it cannot be read (absent, unreadable, not a file)."""
+    """A small file's text, or None when it cannot be read.
+
+    Absent, unreadable, or not a file.
+    """
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read(65536)

@@ -1,4 +1,6 @@
-"""The listening socket: bound once (and shared by workers), and closed without resetting a queued connection.
+"""The listening socket: bound once, shared, closed without resetting.
+
+It is bound once and shared by workers, and closed without resetting a queued connection.
 
 When a listening socket closes, the kernel resets every connection it had completed but nobody
 had accepted yet, and a client (a load balancer above all) may already have sent a request on
@@ -48,7 +50,10 @@ class _Program(ctypes.Structure):
 
 
 def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: any free one), non-blocking, ready to be shared by workers."""
+    """A listening TCP socket on host:port, non-blocking, shareable by workers.
+
+    Port 0 takes any free one.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -71,7 +76,10 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
 
 
 def refuse_new(sock: socket.socket) -> bool:
-    """Stop new handshakes on `sock` (False where the platform has no socket filters: closing alone must do)."""
+    """Stop new handshakes on `sock`; False where the platform cannot.
+
+    The platform may have no socket filters: closing alone must do.
+    """
     if sys.platform != "linux":
         return False
     program = (_Instruction * len(DROP_BARE_SYN))(*(_Instruction(*op) for op in DROP_BARE_SYN))
@@ -87,7 +95,9 @@ def refuse_new(sock: socket.socket) -> bool:
 def accept_queued(
     sock: socket.socket, handle: Callable[[socket.socket, object], None], *, settle: float, limit: float
 ) -> int:
-    """Accept and hand over every queued connection until none arrived for `settle` s (at most `limit` s); the count.
+    """Accept and hand over every queued connection; return the count.
+
+    It accepts until none arrived for `settle` s, at most `limit` s.
 
     After `refuse_new`, only handshakes already under way can still complete: `settle` covers
     their last round trip. Other processes sharing the socket may win some connections: fine.
@@ -115,7 +125,7 @@ def accept_queued(
 
 
 def _accept_all(sock: socket.socket, handle: Callable[[socket.socket, object], None], end: float) -> int:
-    """Accept until the queue is empty (or `end`); each connection handed to `handle`."""
+    """Accept until the queue is empty (or `end`), handing each to `handle`."""
     accepted = 0
     while time.monotonic() < end:
         try:

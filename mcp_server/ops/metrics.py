@@ -1,9 +1,10 @@
-"""Prometheus metrics: counters, gauges and histograms kept in memory, and their text exposition.
+"""Prometheus metrics kept in memory, and their text exposition.
 
-Everything is per process and thread-safe (one lock per family, held for a dict update). The
-exposition is the Prometheus text format 0.0.4, rendered from snapshots, so the figures of several
-processes can be summed into one answer. `ServerMetrics` is the one table of what this server
-counts; every label value it takes comes from a fixed set (never a member, a token, an argument).
+Counters, gauges and histograms. Everything is per process and thread-safe (one lock per family,
+held for a dict update). The exposition is the Prometheus text format 0.0.4, rendered from
+snapshots, so the figures of several processes can be summed into one answer. `ServerMetrics` is
+the one table of what this server counts; every label value it takes comes from a fixed set (never
+a member, a token, an argument).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ Labels = tuple[str, ...]
 
 @dataclass(slots=True)
 class Family:
-    """One metric family as a plain value: what a scrape renders and what processes can sum."""
+    """One metric family as a plain value.
+
+    What a scrape renders and what processes can sum.
+    """
 
     name: str
     kind: str  # "counter", "gauge" or "histogram"
@@ -66,7 +70,7 @@ class Counter(_Metric):
             self._values[labels] = self._values.get(labels, 0.0) + amount
 
     def init(self, *labels: str) -> None:
-        """Show this label set at 0 before it happens, so rate() sees its first increase."""
+        """Show this label set at 0 at once, so rate() sees its first increase."""
         self._check(labels)
         with self._lock:
             self._values.setdefault(labels, 0.0)
@@ -85,7 +89,10 @@ class Gauge(_Metric):
             self._values[labels] = value
 
     def set_function(self, function: Callable[[], float]) -> None:
-        """Read the value at scrape time instead (an unlabelled gauge that costs nothing in between)."""
+        """Read the value at scrape time instead.
+
+        An unlabelled gauge that costs nothing in between.
+        """
         self._function = function
 
     def collect(self) -> Family:
@@ -185,7 +192,7 @@ def _labels(names: Labels, values: Labels, extra: str = "") -> str:
 
 
 def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
-    """Several processes' families summed into one list (counters, gauges and histograms alike)."""
+    """Several processes' families summed: counters, gauges and histograms."""
     merged: dict[str, Family] = {}
     for families in snapshots:
         for family in families:
@@ -217,7 +224,10 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
 
 
 def dump(families: list[Family]) -> str:
-    """A snapshot as JSON text (what one worker process leaves for the others to read)."""
+    """A snapshot as JSON text.
+
+    What one worker process leaves for the others to read.
+    """
     return json.dumps(
         [
             {
@@ -237,7 +247,7 @@ def dump(families: list[Family]) -> str:
 
 
 def load(text: str) -> list[Family]:
-    """dump's text back as families; ValueError when it is not what dump writes."""
+    """dump's text back as families; ValueError when it is not dump's."""
     try:
         return [
             Family(
@@ -257,7 +267,10 @@ def load(text: str) -> list[Family]:
 
 
 def render(snapshots: Iterable[list[Family]]) -> str:
-    """The Prometheus text format (version 0.0.4) of the summed snapshots, ending with a newline."""
+    """The Prometheus text format (0.0.4) of the summed snapshots.
+
+    It ends with a newline.
+    """
     lines: list[str] = []
     for family in merge(snapshots):
         lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
@@ -301,8 +314,11 @@ def _alive(pid: int) -> bool:
 
 
 def _read_shared(directory: str) -> list[list[Family]]:
-    """Every worker's last snapshot. A worker that is gone keeps its counts (the totals never go
-    back when it is replaced) but not its gauges (it has nothing in flight any more)."""
+    """Every worker's last snapshot.
+
+    A worker that is gone keeps its counts (the totals never go back when it is replaced) but not
+    its gauges (it has nothing in flight any more).
+    """
     snapshots: list[list[Family]] = []
     try:
         names = os.listdir(directory)
@@ -356,7 +372,7 @@ REFUSALS: Final = {
 
 
 def refusal_reason(status: int, error: str | None) -> str | None:
-    """Why an HTTP request that never reached MCP was refused; None when it was not refused."""
+    """Why an HTTP request that never reached MCP was refused, or None."""
     if status < 400:
         return None
     if error in REFUSALS:
@@ -372,7 +388,10 @@ def refusal_reason(status: int, error: str | None) -> str | None:
 
 
 class ServerMetrics:
-    """Every metric the server exports, in one place (docs/hosting.md, "Operating it", says what each means)."""
+    """Every metric the server exports, in one place.
+
+    docs/hosting.md, "Operating it", says what each means.
+    """
 
     def __init__(self, tools: Iterable[str] = (), version: str = "") -> None:
         self.registry = r = Registry()
@@ -443,8 +462,11 @@ class ServerMetrics:
     # ---- several worker processes, one answer -------------------------------------------------
 
     def share(self, directory: str) -> None:
-        """Publish this process's figures into `directory` (every PUBLISH_EVERY seconds, at each
-        scrape, and at exit), and answer scrapes with every worker's figures there, summed."""
+        """Publish this process's figures and answer scrapes with all workers'.
+
+        This process's figures go into `directory` every PUBLISH_EVERY seconds, at each scrape and
+        at exit; scrapes are answered with every worker's figures there, summed.
+        """
         self.shared = directory
         self._publish_and_schedule()
 

@@ -1,4 +1,6 @@
-"""Which thread a stop signal reaches: the main thread alone, so that it is acted on at once.
+"""Which thread a stop signal reaches: the main thread alone.
+
+Only the main thread takes one, so a stop is acted on at once.
 
 POSIX hands a process-directed signal to any thread that does not block it. CPython's C handler
 then only sets a flag, and the Python handler runs on the main thread at its next bytecode: a
@@ -24,7 +26,9 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 @contextmanager
 def held() -> Iterator[None]:
-    """SIGTERM and SIGINT blocked in this thread for the block's length: every thread started inside inherits the block.
+    """SIGTERM and SIGINT blocked in this thread for the block's length.
+
+    Every thread started inside inherits the block.
 
     A stop signal sent meanwhile waits, pending, and is delivered once the mask is restored.
     """
@@ -39,18 +43,24 @@ def held() -> Iterator[None]:
 
 
 def start(thread: threading.Thread) -> None:
-    """`thread.start()`, the new thread blocking the stop signals from its first instruction."""
+    """`thread.start()`, the new thread blocking the stop signals.
+
+    The new thread blocks them from its first instruction.
+    """
     with held():
         thread.start()
 
 
 def block() -> None:
-    """Block the stop signals in this thread (and in every thread it starts from now on)."""
+    """Block the stop signals here and in every thread started from now on."""
     if sys.platform != "win32":
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def unblock() -> None:
-    """Let the stop signals reach this thread again: called on the main thread, once its handlers are set."""
+    """Let the stop signals reach this thread again.
+
+    Called on the main thread, once its handlers are set.
+    """
     if sys.platform != "win32":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

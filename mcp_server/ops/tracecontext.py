@@ -1,10 +1,11 @@
-"""W3C Trace Context (`traceparent`, `tracestate`): parsed, validated and made, with no I/O.
+"""W3C Trace Context (`traceparent`, `tracestate`): parsed and made.
 
-Values are read from an inbound HTTP request's headers or from a request's `params._meta` (MCP
-SEP-414: "When OTel trace context is propagated via _meta, the keys traceparent, tracestate, and
-baggage follow W3C Trace Context and W3C Baggage value formats"). Every parser is total: a value
-that does not follow https://www.w3.org/TR/trace-context-2/ is None, never an exception, and an
-invalid value is dropped, never forwarded. `baggage` is application data, so it is never read.
+Sans-I/O: values are validated as they are parsed. They are read from an inbound HTTP request's
+headers or from a request's `params._meta` (MCP SEP-414: "When OTel trace context is propagated via
+_meta, the keys traceparent, tracestate, and baggage follow W3C Trace Context and W3C Baggage value
+formats"). Every parser is total: a value that does not follow
+https://www.w3.org/TR/trace-context-2/ is None, never an exception, and an invalid value is
+dropped, never forwarded. `baggage` is application data, so it is never read.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def new_span_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class TraceParent:
-    """The three fields of a `traceparent` this server understands (version 00)."""
+    """The fields of a `traceparent` this server understands (version 00)."""
 
     trace_id: str  # 32 lower-case hex digits, not all zero
     parent_id: str  # 16 lower-case hex digits, not all zero
@@ -77,7 +78,7 @@ class TraceParent:
 
 
 def parse_traceparent(value: object) -> TraceParent | None:
-    """A `traceparent` value → its fields, or None when the value must be ignored."""
+    """A `traceparent` value → its fields, or None when it must be ignored."""
     if not isinstance(value, str) or len(value) > MAX_INPUT:
         return None
     # OWS around a field value is not part of it (RFC 9110 §5.5); inside, nothing is tolerated.
@@ -115,7 +116,9 @@ def _value_ok(value: str) -> bool:
 
 
 def parse_tracestate(value: object) -> str | None:
-    """A `tracestate` value → the list to forward (at most 512 characters), or None when invalid or empty.
+    """A `tracestate` value → the list to forward, or None.
+
+    At most 512 characters; None when invalid or empty.
 
     Several header fields arrive joined with commas (RFC 9110 §5.3), which is the same list.
     Invalid as a whole: a malformed member, a key present twice, more than 32 members.
@@ -151,7 +154,9 @@ def _truncate(members: list[str]) -> str:
 
 
 class Trace:
-    """The trace one MCP request belongs to: the caller's (continued) or one this server started.
+    """The trace one MCP request belongs to.
+
+    The caller's, continued, or one this server started.
 
     `span_id` is this server's span for the request; each upstream call gets a span of its own.
     A plain class rather than a frozen dataclass: one is made per request, and the first upstream
@@ -179,9 +184,11 @@ class Trace:
 
     @classmethod
     def start(cls) -> Trace:
-        """A new trace. Its trace id is random throughout, so the random-trace-id flag is set; the
-        sampled flag is not ("It should be set to 0 as the default option when the trace is initiated
-        by this component")."""
+        """A new trace, with the random-trace-id flag set.
+
+        Its trace id is random throughout; the sampled flag is not set ("It should be set to 0 as
+        the default option when the trace is initiated by this component").
+        """
         raw = _random_hex(32)  # trace id, our span, the first upstream span
         trace_id, span_id, spare = raw[:32], raw[32:48], raw[48:]
         if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN or spare == _ZERO_SPAN:
@@ -190,7 +197,9 @@ class Trace:
 
     @classmethod
     def resume(cls, traceparent: object, tracestate: object, source: str) -> Trace | None:
-        """The caller's trace with a new span of ours; None when its `traceparent` is not valid.
+        """The caller's trace with a new span of ours, or None.
+
+        None when its `traceparent` is not valid.
 
         "If the vendor failed to parse traceparent, it MUST NOT attempt to parse tracestate."
         """
@@ -205,7 +214,10 @@ class Trace:
         return bool(self.flags & SAMPLED)
 
     def outbound(self) -> tuple[str, str]:
-        """(`traceparent` for one upstream call, that call's new span id): same trace, same flags."""
+        """(`traceparent`, span id) for one upstream call.
+
+        The same trace and flags, with the call's new span id.
+        """
         span = self._spare
         if span is None:
             span = new_span_id()
@@ -215,7 +227,9 @@ class Trace:
 
 
 def from_carriers(meta: object, traceparent: str | None, tracestate: str | None) -> Trace:
-    """The trace of a request: its `_meta` keys when valid, else its HTTP headers when valid, else a new one.
+    """The trace of a request: from `_meta`, else the headers, else a new one.
+
+    Each source is taken only when valid.
 
     `_meta` wins over headers: it names the client's span for this very message (the OpenTelemetry
     MCP conventions: "Instrumentations SHOULD propagate trace context inside MCP request

@@ -1,6 +1,7 @@
-"""Where MCP clients keep their server lists, and how this server's entry is merged into one: pure, no I/O.
+"""Where MCP clients keep their server lists, and how to merge an entry.
 
-Used only by `fairwins-mcp install` (mcp_server/setup/install.py); serving never loads it.
+Pure, no I/O: how this server's entry is merged into a client's list. Used only by `fairwins-mcp
+install` (mcp_server/setup/install.py); serving never loads it.
 """
 
 from __future__ import annotations
@@ -26,11 +27,16 @@ FIX_IT: Final = "nothing was changed. Fix it or move it aside, then run this aga
 
 
 class InstallError(Exception):
-    """Nothing was changed, for the reason in the message (one or two sentences for stderr)."""
+    """Nothing was changed, for the reason in the message.
+
+    The message is one or two sentences for stderr.
+    """
 
 
 def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.PurePath) -> pathlib.PurePath:
-    """Claude Desktop's claude_desktop_config.json on `platform` (sys.platform), as Desktop itself reads it.
+    """Claude Desktop's claude_desktop_config.json on `platform`.
+
+    `platform` is a sys.platform value; the path is the one Desktop itself reads.
 
     macOS: ~/Library/Application Support/Claude. Windows: the MSIX package's
     LocalCache\\Roaming\\Claude when that package is installed, else %APPDATA%\\Claude. Linux (community
@@ -62,7 +68,10 @@ def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.Pur
 
 
 def server_entry(command: str, args: Sequence[str], url: str, token: str | None) -> dict[str, Any]:
-    """This server as Claude Desktop's (and Claude Code's) `mcpServers` value: stdio, launched by absolute path."""
+    """This server as Claude Desktop's and Claude Code's `mcpServers` value.
+
+    Over stdio, launched by absolute path.
+    """
     env = {URL_VARIABLE: url}
     if token:
         env[TOKEN_VARIABLE] = token
@@ -79,7 +88,10 @@ class Merge:
 
 
 def differences(old: Any, new: dict[str, Any]) -> tuple[str, ...]:
-    """What differs between two entries, named without their values (an env value may be a token)."""
+    """What differs between two entries, named without their values.
+
+    An env value may be a token.
+    """
     if not isinstance(old, dict):
         return ("the whole entry",)
     found = [key for key in sorted(set(old) | set(new)) if key != "env" and old.get(key) != new.get(key)]
@@ -116,13 +128,19 @@ _NO_VALUE: Final = {
 
 
 def _skip(text: str, pos: int) -> int:
-    """The position after JSON's whitespace (space, tab, LF, CR; nothing else) from `pos`."""
+    """The position after JSON's whitespace from `pos`.
+
+    JSON's whitespace is space, tab, LF and CR; nothing else.
+    """
     found = _WHITESPACE.match(text, pos)
     return found.end() if found else pos
 
 
 class JsonSyntaxError(ValueError):
-    """Not JSON that JSON.parse reads; `position` is where, the message says what (never the text itself)."""
+    """Not JSON that JSON.parse reads.
+
+    `position` is where, the message says what (never the text itself).
+    """
 
     def __init__(self, position: int, why: str) -> None:
         super().__init__(why)
@@ -131,7 +149,10 @@ class JsonSyntaxError(ValueError):
 
 @dataclass(frozen=True)
 class Span:
-    """A value's place in the text: [start, end), its kind, and an object's members at the top two levels."""
+    """A value's place in the text: [start, end), kind, and top members.
+
+    An object's members are kept at the top two levels.
+    """
 
     start: int
     end: int
@@ -172,7 +193,9 @@ def _key(text: str, pos: int, frame: _Open) -> int:
 
 
 def scan(text: str) -> Span:
-    """The one JSON value `text` holds, checked against JSON's grammar; JsonSyntaxError where it breaks it.
+    """The one JSON value `text` holds, checked against JSON's grammar.
+
+    JsonSyntaxError where it breaks the grammar.
 
     Iterative, so any depth of nesting is read (JSON.parse reads it too) and the answer is total.
     """
@@ -216,7 +239,10 @@ def scan(text: str) -> Span:
 
 
 def _scalar(text: str, pos: int, char: str) -> Span:
-    """The string, number or literal that starts at `pos` (its first character `char`)."""
+    """The string, number or literal that starts at `pos`.
+
+    `char` is its first character.
+    """
     if char == '"':
         found, kind = _STRING.match(text, pos), "string"
     elif char == "-" or "0" <= char <= "9":
@@ -242,7 +268,9 @@ def _last(members: Sequence[Member], key: str) -> Member | None:
 
 
 def _once(text: str, members: Sequence[Member], key: str, what: str, where: str) -> None:
-    """InstallError naming the lines when `key` is a member more than once: a merge would hide one copy.
+    """InstallError naming the lines when `key` is a member more than once.
+
+    A merge would hide one copy.
 
     JSON.parse keeps the last of repeated names, so whichever copy this wrote into, the other
     would be lost to Claude Desktop or come back on the next edit by hand; the member decides.
@@ -285,14 +313,19 @@ def _unit(text: str, root: Span) -> str:
 
 
 def _json(value: Any, *, indent: str | None, base: str, newline: str) -> str:
-    """`value` as the file around it is written: across lines from `base` by `indent`, or on one line (None)."""
+    """`value` written as the file around it is.
+
+    Across lines from `base` by `indent`, or on one line (None).
+    """
     if indent is None:
         return json.dumps(value, ensure_ascii=False)
     return json.dumps(value, indent=indent, ensure_ascii=False).replace("\n", newline + base)
 
 
 def _inserted(text: str, into: Span, key: str, value: Any, unit: str, *, spread: bool) -> str:
-    """`text` with `"key": value` as the last member of the object at `into`, every other byte kept.
+    """`text` with `"key": value` added as the object's last member.
+
+    The object is the one at `into`; every other byte is kept.
 
     Written as the members around it are: on lines of their own, lined up, or all on one line.
     `spread` says which for an empty object, which has no members to follow.
@@ -317,7 +350,7 @@ def _inserted(text: str, into: Span, key: str, value: Any, unit: str, *, spread:
 
 
 def _replaced(text: str, old: Member, value: Any, unit: str) -> str:
-    """`text` with the value of `old` replaced by `value`, every other byte kept."""
+    """`text` with `old`'s value replaced by `value`, every other byte kept."""
     multiline = "\n" in _gap(text, old.key_start)
     newline = "\r\n" if "\r\n" in text else "\n"
     new = _json(value, indent=unit if multiline else None, base=_line_indent(text, old.key_start), newline=newline)
@@ -325,7 +358,10 @@ def _replaced(text: str, old: Member, value: Any, unit: str) -> str:
 
 
 def _decoded(text: str) -> Any:
-    """A checked JSON value as Python reads it, or None when it is nested too deep for Python's parser."""
+    """A checked JSON value as Python reads it, or None when nested too deep.
+
+    Too deep for Python's parser.
+    """
     try:
         return json.loads(text)
     except RecursionError:
@@ -333,7 +369,9 @@ def _decoded(text: str) -> Any:
 
 
 def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool, where: str) -> Merge:
-    """The config with `entry` as mcpServers[name], every byte outside that entry kept; InstallError if it must not.
+    """The config with `entry` as mcpServers[name], every other byte kept.
+
+    Every byte outside that entry is kept; InstallError if it must not be merged.
 
     A name repeated on the path written ("mcpServers", or `name` inside it) is refused, naming its
     lines: JSON.parse keeps only the last, and a merge into one copy would hide the other.
@@ -384,7 +422,10 @@ def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool
 def claude_code_argv(
     claude: str, scope: str, name: str, entry: dict[str, Any], *, token_value: str | None = None
 ) -> list[str]:
-    """`claude mcp add` for `entry`; `token_value` stands in for the token when given (for printing)."""
+    """`claude mcp add` for `entry`.
+
+    `token_value` stands in for the token when given (for printing).
+    """
     argv = [claude, "mcp", "add", "--scope", scope, "--transport", "stdio", name]
     for key, value in entry["env"].items():
         shown = token_value if key == TOKEN_VARIABLE and token_value is not None else value

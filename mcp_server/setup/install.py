@@ -1,15 +1,19 @@
-"""`fairwins-mcp install claude-desktop|claude-code`: put this server into a client's configuration, token never shown.
+"""`fairwins-mcp install`: this server put into a client's configuration.
+
+`fairwins-mcp install claude-desktop|claude-code`; the token is never shown.
 
 claude-desktop edits Claude Desktop's claude_desktop_config.json (at the operating system's own
-path; mcp_server/setup/client_configs.py): our entry goes in, every other byte stays, a backup of the file
-is kept, and a different entry of the same name is replaced only with --force. A file Claude
-Desktop cannot read (not JSON, not UTF-8, not an object) is refused with nothing written; a symlink
-is written through, the file it points at replaced atomically, its mode kept.
+path; mcp_server/setup/client_configs.py): our entry goes in, every other byte stays, a backup of
+the file is kept, and a different entry of the same name is replaced only with --force. A file
+Claude Desktop cannot read (not JSON, not UTF-8, not an object) is refused with nothing written; a
+symlink is written through, the file it points at replaced atomically, its mode kept.
+
 claude-code runs `claude mcp add` when `claude` is on PATH, and prints the command otherwise.
+
 The entry launches this very interpreter with `-m mcp_server`, checked first the way the client
-will start it (another directory, no PYTHONPATH), so it runs from a virtual environment, pipx or
-a user install alike. The token is read from stdin (--token-stdin), FAIRWINS_API_TOKEN, or a
-prompt that does not echo; it is only ever shown redacted (`fw1.…abcd`).
+will start it (another directory, no PYTHONPATH), so it runs from a virtual environment, pipx or a
+user install alike. The token is read from stdin (--token-stdin), FAIRWINS_API_TOKEN, or a prompt
+that does not echo; it is only ever shown redacted (`fw1.…abcd`).
 """
 
 from __future__ import annotations
@@ -133,7 +137,10 @@ def _token(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO) -> t
 def _settings(
     args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, *, ask_token: bool = True
 ) -> tuple[str, str | None, str]:
-    """(gateway URL, token or None, where the token came from), checked as the server will read them."""
+    """(gateway URL, token or None, where the token came from), checked.
+
+    Checked as the server will read them.
+    """
     url = (args.url or env.get(URL_VARIABLE, "") or PUBLIC_RELAY).strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -157,7 +164,10 @@ def _settings(
 
 
 def _launch() -> tuple[str, list[str]]:
-    """This interpreter with `-m mcp_server`, once it is seen to import this package the way a client starts it."""
+    """This interpreter with `-m mcp_server`, once seen to import this package.
+
+    It is checked the way a client starts it.
+    """
     command, args = sys.executable, ["-m", "mcp_server"]
     if not command or not os.path.isabs(command):
         raise InstallError("cannot tell which Python is running this; run fairwins-mcp from an installed package")
@@ -189,7 +199,10 @@ def _shown(entry: dict[str, Any], token: str | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Existing:
-    """The configuration file as found: where it really is (through any symlink), its bytes and its status."""
+    """The configuration file as found: real path, bytes and status.
+
+    The real path is through any symlink.
+    """
 
     target: pathlib.Path
     data: bytes | None  # None: no such file
@@ -205,11 +218,17 @@ else:
 
 
 class ChangedMeanwhile(InstallError):
-    """The file changed between being read and being replaced (Claude Desktop saved it): nothing was written."""
+    """The file changed between being read and replaced: nothing was written.
+
+    Claude Desktop saved it meanwhile.
+    """
 
 
 def _read(path: pathlib.Path) -> _Existing:
-    """The file at `path`, followed through symlinks, or a refusal when it is not one this can safely replace."""
+    """The file at `path`, through symlinks, or a refusal.
+
+    Refused when it is not one this can safely replace.
+    """
     # Written through the link: replacing a symlink by a regular file would cut it from the file it
     # points at (a dotfiles repository, a synced folder), which Desktop would then no longer see.
     target = pathlib.Path(os.path.realpath(path))
@@ -232,13 +251,18 @@ def _read(path: pathlib.Path) -> _Existing:
 
 
 def _mode(found: _Existing, holds_token: bool) -> int:
-    """The new file's mode: the old one's (or 0600 for a new file), never readable by others when it holds a token."""
+    """The new file's mode: the old one's, or 0600 for a new file.
+
+    Never readable by others when it holds a token.
+    """
     mode = stat.S_IMODE(found.status.st_mode) if found.status else 0o600
     return mode & ~0o077 if holds_token else mode
 
 
 def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> pathlib.Path | None:
-    """Atomically replace the file `found` (through the link `path` may be) with `data`; its old bytes to a backup.
+    """Atomically replace the file `found` with `data`, backing up its bytes.
+
+    `path` may be a link to it.
 
     The new file is written beside the target, with its mode and owner, and renamed over it, so a
     reader sees the old file or the new, never a part; if the file changed since it was read (Desktop
@@ -271,7 +295,9 @@ def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> path
 
 
 def _keep_owner(fd: int, owner: os.stat_result | None) -> None:
-    """Run as root (sudo) on a member's file, it stays theirs, or their Desktop could not read it.
+    """Keep a member's file theirs when run as root (sudo).
+
+    Otherwise their Desktop could not read it.
 
     Windows has no owner ids to give back: a file written there belongs to whoever ran this.
     """
@@ -280,7 +306,10 @@ def _keep_owner(fd: int, owner: os.stat_result | None) -> None:
 
 
 def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pathlib.Path:
-    """The old bytes beside `path` (the name the member knows), for the file's owner only: it may hold tokens."""
+    """The old bytes beside `path`, for the file's owner only.
+
+    `path` is the name the member knows; the backup may hold tokens.
+    """
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     backup = path.with_name(f"{path.name}.bak-{stamp}")
     n = 1
@@ -298,7 +327,10 @@ def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pa
 
 
 def _sync_directory(directory: pathlib.Path) -> None:
-    """The rename itself made durable (POSIX); where a directory cannot be opened, the OS's own guarantee stands."""
+    """The rename itself made durable (POSIX).
+
+    Where a directory cannot be opened, the OS's own guarantee stands.
+    """
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -312,7 +344,10 @@ def _sync_directory(directory: pathlib.Path) -> None:
 
 
 def _merged(path: pathlib.Path, name: str, entry: dict[str, Any], force: bool) -> tuple[_Existing, Merge]:
-    """The file as it is now, and the merge of `entry` into it (InstallError when it must not be merged)."""
+    """The file as it is now, and the merge of `entry` into it.
+
+    InstallError when it must not be merged.
+    """
     found = _read(path)
     existing = None
     if found.data is not None:
@@ -327,7 +362,9 @@ def _merged(path: pathlib.Path, name: str, entry: dict[str, Any], force: bool) -
 
 @contextmanager
 def _locked(target: pathlib.Path) -> Iterator[None]:
-    """Hold a lock file beside `target` (`.<name>.lock`) for the block: one install at a time writes it.
+    """Hold a lock file beside `target` for the block: one install at a time.
+
+    The lock file is `.<name>.lock`.
 
     Made with O_CREAT | O_EXCL, which creates a file only when none is there, atomically, on every
     platform (POSIX, and CREATE_NEW on Windows): no fcntl, no msvcrt. It holds this process's id, for
@@ -418,8 +455,11 @@ def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
 
 
 def _printable(argv: list[str], *, expand: bool) -> str:
-    """The command line to paste. With `expand`, the member's shell puts their token in from their own
-    environment; without, the reference reaches Claude Code as written (it expands `${VAR}` itself)."""
+    """The command line to paste.
+
+    With `expand`, the member's shell puts their token in from their own environment; without, the
+    reference reaches Claude Code as written (it expands `${VAR}` itself).
+    """
     sentinel = "FAIRWINS-TOKEN-REFERENCE"
     marked = [a.replace(TOKEN_REFERENCE, sentinel) if expand else a for a in argv]
     if os.name == "nt":

@@ -1,3 +1,3 @@
-"""fairwins-mcp: a standard-library-only MCP server for the FairWins gateway."""
+"""fairwins-mcp: a standard-library MCP server for the FairWins gateway."""
 
 __version__ = "0.1.0"

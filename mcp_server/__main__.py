@@ -1,4 +1,4 @@
-"""`python -m mcp_server`: the same entry point as the `fairwins-mcp` console script."""
+"""`python -m mcp_server`: the `fairwins-mcp` console script's entry point."""
 
 from mcp_server.setup.cli import main
 

@@ -1,4 +1,6 @@
-"""The HTTP gate: a pure function of method, path and headers, applied before any body is read.
+"""The HTTP gate: a pure function of method, path and headers.
+
+It is applied before any body is read.
 
 Order matters: who may ask (Host, Origin) is settled before what they ask (method, media types,
 size, protocol version), so a refused browser page learns nothing else about the server. The
@@ -44,7 +46,10 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Serve it: `route` names the route (routes.ROUTES), `cors` the origin to echo, if any."""
+    """Serve it: `route` names the route, `cors` the origin to echo, if any.
+
+    Routes are named in routes.ROUTES.
+    """
 
     route: str
     cors: str | None = None
@@ -64,7 +69,9 @@ class Refuse:
 
 
 def normalise_origin(origin: str) -> str | None:
-    """`scheme://host[:port]`, lower-cased, default ports dropped; None when it is not an origin.
+    """`scheme://host[:port]`, lower-cased, default ports dropped, or None.
+
+    None when it is not an origin.
 
     Whatever the value ("http://[::1", "http://]", a port out of range), the answer is None, not
     an exception: urlsplit raises ValueError for some of them, and so may reading .port.
@@ -98,7 +105,10 @@ def _is_loopback_name(host: str) -> bool:
 
 
 def _host_name(host_header: str) -> str | None:
-    """The host part of a Host header ("localhost:8790" → "localhost", "[::1]:1" → "[::1]")."""
+    """The host part of a Host header.
+
+    "localhost:8790" → "localhost", "[::1]:1" → "[::1]".
+    """
     value = host_header.strip().lower()
     if value.startswith("["):
         end = value.find("]")
@@ -112,7 +122,7 @@ def _host_name(host_header: str) -> str | None:
 
 
 def origin_allowed(origin: str, policy: Policy) -> str | None:
-    """The origin to echo in CORS headers when this origin may be served, else None."""
+    """The origin to echo in CORS headers when it may be served, else None."""
     norm = normalise_origin(origin)
     if norm is None:
         return None  # "null", file:// pages, garbage: a present origin that is not allowed
@@ -129,7 +139,10 @@ def _media_type(value: str) -> str:
 
 
 def accepts(accept: str | None, media: str) -> bool:
-    """Whether an Accept header admits `media` (a type/subtype): its own, a wildcard, or no header."""
+    """Whether an Accept header admits `media` (a type/subtype).
+
+    It does by naming it, by a wildcard, or by being absent.
+    """
     if accept is None or not accept.strip():
         return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
     major = media.split("/", 1)[0]
@@ -169,7 +182,10 @@ def check(
 
 
 def _other_route(method: str, route_path: str, policy: Policy) -> Admit | Refuse | None:
-    """The decision for a path besides /mcp that this server answers; None for any other path."""
+    """The decision for a path besides /mcp that this server answers, or None.
+
+    None for any other path.
+    """
     plain = PLAIN_ROUTES.get(route_path)
     if plain is not None and (plain[0] != "metrics" or policy.metrics):
         route, methods = plain
@@ -187,7 +203,10 @@ def _other_route(method: str, route_path: str, policy: Policy) -> Admit | Refuse
 
 
 def _mcp(method: str, headers: Mapping[str, str], policy: Policy) -> Admit | Refuse:
-    """The decision for a request to /mcp: who may ask (Origin) before what is asked."""
+    """The decision for a request to /mcp: who may ask before what is asked.
+
+    Origin is settled first.
+    """
     cors: str | None = None
     origin = headers.get("origin")
     if origin is not None:
@@ -230,7 +249,10 @@ def _mcp(method: str, headers: Mapping[str, str], policy: Policy) -> Admit | Ref
 
 
 def _framing(headers: Mapping[str, str], policy: Policy, cors: str | None) -> tuple[bool, int] | Refuse:
-    """How the body is framed, (chunked, Content-Length), or the refusal of a framing not served."""
+    """How the body is framed, (chunked, Content-Length), or a refusal.
+
+    A framing this server does not serve is refused.
+    """
     encoding = headers.get("transfer-encoding")
     if encoding is not None:
         if encoding.strip().lower() != "chunked" or "content-length" in headers:

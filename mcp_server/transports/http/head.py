@@ -1,4 +1,6 @@
-"""A request head by RFC 9112, strictly: its bytes in, a `Head` with its body framing or a `Refusal` out.
+"""A request head by RFC 9112, strictly: bytes in, `Head` or `Refusal` out.
+
+A `Head` carries its body framing.
 
 Pure and total: no I/O, nothing raised for any input. The framing of the body (none, a length, or
 chunked) is decided here, once, before any route sees the request: a head whose framing two
@@ -49,7 +51,10 @@ DIGITS: Final = re.compile(r"[0-9]+")
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why a request cannot be read, the status that says so, and the short code for the answer's body."""
+    """Why a request cannot be read, its status, and the code for the body.
+
+    The short code goes in the answer's body.
+    """
 
     status: int
     error: str
@@ -58,7 +63,10 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """One request's line and headers, and its body framing, decided here and nowhere else."""
+    """One request's line and headers, and its body framing.
+
+    The framing is decided here and nowhere else.
+    """
 
     method: str
     target: str  # as sent
@@ -77,7 +85,10 @@ class Head:
 
 
 def refuse_line(line: bytes) -> Refusal | None:
-    """The refusal a complete request line earns, or None when it is well formed (checked before the rest arrives)."""
+    """The refusal a complete request line earns, or None when well formed.
+
+    Checked before the rest of the head arrives.
+    """
     return _refused_line(REQUEST_LINE.fullmatch(line))
 
 
@@ -98,7 +109,10 @@ def _is_https(target: bytes) -> bool:
 
 
 def parse_head(data: bytes) -> Head | Refusal:
-    """A whole head: the request line and header lines, CRLF-separated, without the final empty line."""
+    """A whole head: the request line and header lines, CRLF-separated.
+
+    Without the final empty line.
+    """
     cut = data.find(b"\r\n")
     line, fields = (data, b"") if cut < 0 else (data[:cut], data[cut:])
     match = REQUEST_LINE.fullmatch(line)
@@ -125,8 +139,11 @@ def parse_head(data: bytes) -> Head | Refusal:
 
 
 def _bad_field(fields: bytes) -> Refusal:
-    """The refusal of a header section holding a line that is no field-line: the first refusal a
-    reading line by line meets (a repeated field before the bad line is what is refused)."""
+    """The refusal of a header section holding a line that is no field-line.
+
+    The first refusal a reading line by line meets (a repeated field before the bad line is what is
+    refused).
+    """
     headers: set[str] = set()
     for raw in fields.split(b"\r\n")[1:]:
         name, colon, value = raw.partition(b":")
@@ -143,7 +160,7 @@ def _bad_field(fields: bytes) -> Refusal:
 
 
 def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> Head | Refusal:
-    """The request's head once its target and its body's framing are read, or why they cannot be."""
+    """The request's head once its target and framing are read, or why not."""
     addressed = _addressed(target, headers.get("host"))
     if isinstance(addressed, Refusal):
         return addressed
@@ -180,7 +197,10 @@ def _framed(method: str, target: str, minor: int, headers: dict[str, str]) -> He
 
 
 def _addressed(target: str, host: str | None) -> tuple[str | None, str] | Refusal:
-    """The request's host and path: from an absolute-form target, else the Host header's and the target."""
+    """The request's host and path.
+
+    From an absolute-form target, else the Host header's and the target.
+    """
     if target.startswith("/") or target == "*":
         return host, target
     # absolute-form: "the origin server MUST ignore the received Host header field (if
@@ -194,7 +214,7 @@ def _addressed(target: str, host: str | None) -> tuple[str | None, str] | Refusa
 
 
 def _body(minor: int, headers: dict[str, str]) -> tuple[int, bool] | Refusal:
-    """How the body is framed, (Content-Length, chunked), or why that framing is refused."""
+    """How the body is framed, (Content-Length, chunked), or why it is refused."""
     encoding = headers.get("transfer-encoding")
     raw_length = headers.get("content-length")
     if encoding is not None:
@@ -217,7 +237,10 @@ def _body(minor: int, headers: dict[str, str]) -> tuple[int, bool] | Refusal:
 
 
 def content_length(value: str) -> int | None:
-    """Content-Length = 1*DIGIT, ASCII only (str.isdigit() also accepts "²", which int() refuses); None if not."""
+    """Content-Length = 1*DIGIT, ASCII only; None if not.
+
+    str.isdigit() also accepts "²", which int() refuses.
+    """
     if DIGITS.fullmatch(value) is None:
         return None
     digits = value.lstrip("0") or "0"

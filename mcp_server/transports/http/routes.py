@@ -1,4 +1,6 @@
-"""The routes: /healthz, /metrics, the CORS preflight, POST /mcp, and the answer to a request the gate refused.
+"""The routes: /healthz, /metrics, CORS preflight, POST /mcp, refusals.
+
+`refuse` answers a request the gate refused.
 
 Each is `route(connection, head, decision)`. A route that has no use for a body drops it first
 (`Connection.drop_body`), so a body never outlives its request; POST /mcp reads its own.
@@ -66,7 +68,10 @@ async def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
 
 
 async def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /metrics: the Prometheus text exposition, on the metrics listener or (when asked) the MCP port."""
+    """GET /metrics: the Prometheus text exposition.
+
+    On the metrics listener or, when asked, the MCP port.
+    """
     registry = conn.server.exports
     if not await conn.drop_body(head):
         return
@@ -127,7 +132,10 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
 
 
 async def resource_metadata(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /.well-known/oauth-protected-resource[/mcp]: where members sign in, for OAuth mode (RFC 9728)."""
+    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728).
+
+    Where members sign in, for OAuth mode.
+    """
     door = conn.server.door
     if not await conn.drop_body(head) or door is None:
         return
@@ -166,7 +174,10 @@ _MALFORMED_BEARER: Final = (
 
 
 def _escape(credential: tuple[str | None, str]) -> str | None:
-    """The escape in a caller's own bearer (redaction.escape_in), refused; the environment's was checked at start."""
+    """The escape in a caller's own bearer (redaction.escape_in), refused.
+
+    The environment's was checked at start.
+    """
     token, source = credential
     if source != "header" or token is None or ("%" not in token and "\\" not in token):
         return None
@@ -176,7 +187,10 @@ def _escape(credential: tuple[str | None, str]) -> str | None:
 
 
 def _request_id(body: bytes) -> Id | None:
-    """The id of the request in `body`, for a refusal that read it; None for a batch, a notification or no request."""
+    """The id of the request in `body`, for a refusal that read it, or None.
+
+    None for a batch, a notification or no request.
+    """
     message = parse(body)
     return message.id if isinstance(message, Request) else None
 
@@ -250,7 +264,7 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
 async def _signed_in(
     door: Door, dispatcher: Dispatcher, message: Message | Batch, token: str | None, headers: dict[str, str]
 ) -> Challenge | None:
-    """OAuth mode: None when the request may go on, else the challenge that answers it.
+    """OAuth mode: None when the request may go on, else its challenge.
 
     A paid call without a token keeps its x402 path (docs/payments.md); a request the modern
     ladder refuses (its headers differ from its body) gets the ladder's error first.

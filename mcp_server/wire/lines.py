@@ -3,7 +3,7 @@
 Bytes go in through `feed`; an over-long line comes out as one refusal value.
 
 "Messages are delimited by newlines, and MUST NOT contain embedded newlines" (MCP, stdio
-transport). So a line ends at the byte b"\n" and nowhere else: never `str.splitlines()`, which
+transport). So a line ends at the byte b"\\n" and nowhere else: never `str.splitlines()`, which
 also splits on U+2028, U+2029 and U+0085, characters a JSON string may carry raw. Nothing here
 reads a pipe; the transport owns the I/O and decides when to stop feeding.
 """

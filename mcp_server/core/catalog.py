@@ -1,8 +1,8 @@
-"""The shapes of what a server offers: tools, resources and prompts.
+"""The shapes of tools, resources, resource templates and prompts.
 
-Resource templates too. The dispatcher serves whatever `Catalog` it is given; the shipped server
-composes one from the snapshot and the gateway, and the conformance tests compose another from
-their fixtures.
+They are what a server offers. The dispatcher serves whatever `Catalog` it is given; the shipped
+server composes one from the snapshot and the gateway, and the conformance tests compose another
+from their fixtures.
 """
 
 from __future__ import annotations

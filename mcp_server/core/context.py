@@ -1,8 +1,8 @@
-"""What travels with one request: its credential, payment and record.
+"""What travels with a request: credential, payment, cancellation, record.
 
-And its cancellation and notification sink. Transports create a `RequestContext` per request
-(nothing about a member outlives it); the dispatcher fills in the protocol facts; features read it
-and report progress and logs through it.
+And the sink its notifications go to. Transports create a `RequestContext` per request (nothing
+about a member outlives it); the dispatcher fills in the protocol facts; features read it and
+report progress and logs through it.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "err
 
 
 class PaymentAllowance:
-    """A payment forwarded at most once per inbound message.
+    """The one payment an inbound message may forward.
 
-    One message is one HTTP request or one stdio line.
+    A message is one HTTP request or one stdio line.
 
     Every context made for one message shares one allowance, so no path, however many calls a
     message carries, can spend a payment twice: the first claim wins, every later one is told

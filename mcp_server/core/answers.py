@@ -122,9 +122,9 @@ class _Array:
 
     @functools.cached_property
     def fits(self) -> Verdict:
-        """For a value that is not an array after all.
+        """The schema's verdict, for a value that is not an array after all.
 
-        Rare: worked out when one comes.
+        Rare, so compiled when the first one comes.
         """
         return compile_verdict(self.schema)
 
@@ -284,9 +284,9 @@ class _Object:
 
     @functools.cached_property
     def fits(self) -> Verdict:
-        """For a value that is not an object after all.
+        """The schema's verdict, for a value that is not an object after all.
 
-        Rare: worked out when one comes.
+        Rare, so compiled when the first one comes.
         """
         return compile_verdict(self.schema)
 

@@ -43,7 +43,6 @@ import binascii
 import bisect
 import functools
 import json
-import operator
 import re
 import struct
 from collections.abc import Callable, Sequence
@@ -249,7 +248,7 @@ class Redactor:
         self._short: list[_Probe] | None = None  # probes for short texts
         # _grams, worked out on first use: a plain attribute, not functools.cached_property, which
         # on Python 3.11 takes a lock shared by every redactor at each first use (one a request).
-        self._sampling: tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None = None
+        self._sampling: _Grams | None = None
         self._sampled = False
         # No more places a text of n characters can be searched at than n times this (_runs):
         # under MAX_CANDIDATES, what scrub finds is what might_be_in looks for.
@@ -384,18 +383,18 @@ class Redactor:
         return [probe for needle, min_run in self._bytes or () for probe in _probes(needle, min_run, absent)]
 
     @property
-    def _grams(self) -> tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None:
+    def _grams(self) -> _Grams | None:
         if not self._sampled:
             self._sampling, self._sampled = self._make_grams(), True
         return self._sampling
 
-    def _make_grams(self) -> tuple[list[bytes], list[tuple[bytes, tuple[int, ...]]]] | None:
-        """The needles secret only whole, and the others with their windows; None where probes are cheaper.
+    def _make_grams(self) -> _Grams | None:
+        """The needles as 4-byte windows (`_Grams`); None where probes are cheaper.
 
         Worked out for a redactor with many probes (a payment's, a long bearer's: an OAuth access
         token of 800 bytes has 160): each probe is a pass over the text, so their number times
         the text's length is what the probes would cost. Counted from the needles' lengths alone
-        (`_layout`); a needle's windows are made once a request, for every text it searches.
+        (`_layout`).
         """
         needles = self._bytes or ()
         if sum(len(_layout(len(needle), min_run)) for needle, min_run in needles) <= _MANY_PROBES:
@@ -403,25 +402,43 @@ class Redactor:
         if any(min_run < MIN_RUN for _, min_run in needles):
             return None
         whole = [needle for needle, min_run in needles if min_run == len(needle)]
-        runs = [(needle, _every_window(needle)) for needle, min_run in needles if min_run != len(needle)]
-        return whole, runs
+        return _Grams(whole, [needle for needle, min_run in needles if min_run != len(needle)])
 
-    def _sampled_in(self, view: bytes, whole: list[bytes], runs: list[tuple[bytes, tuple[int, ...]]]) -> bool:
+    def _sampled_in(self, view: bytes, grams: _Grams) -> bool:
         """`_spelled_in` in a few passes whatever the number and length of the needles.
 
-        A needle secret only whole is one search. For the others, the view's 4-byte windows every
-        _STEP bytes: a run of MIN_RUN bytes or more holds a whole one. Windows are read as
-        integers by `struct`, a few C calls for a whole needle or view, and only those a needle
-        shares with the view are looked at, where each occurs in both, and the run through it
-        compared. Past MAX_CANDIDATES comparisons, the view is suspected.
+        A needle secret only whole is one search. A run of MIN_RUN bytes of another holds a whole
+        4-byte window of it starting every _STEP bytes of one side, and some window of the other:
+        so either the needles' windows every _STEP bytes are looked for among the text's windows
+        at every byte, or the other way round, whichever side has fewer (the needles are the
+        same length for every text; a long bearer is 800 bytes, a member's answer 1 KB). Of the
+        text, only its stretches of a needle's bytes of MIN_RUN or more can hold a run, and an
+        answer is mostly other bytes (words, numbers, JSON): where a text is no more than a few
+        times the needles' length, its stretches are found by one `re` pass and only they are
+        windowed. Windows are integers read by `struct`, a few C calls each side, and matched
+        by one set operation; only the windows both share are looked at, where each occurs in
+        the needle and in the text, and the run through them compared. Past MAX_CANDIDATES
+        comparisons, the text is suspected.
         """
-        if any(needle in view for needle in whole):
+        if any(needle in view for needle in grams.whole):
             return True
-        windows = _sampled_windows(view)
+        if not grams.runs:
+            return False
+        text = view
+        if grams.stretch is not None and len(view) <= _STRETCHED * grams.size:
+            pieces = grams.stretch.findall(view)
+            if not pieces:
+                return False
+            # Each stretch once, a byte no needle holds between two: a window across one is none of theirs.
+            text = b"\n".join(set(pieces))
+        if len(text) < grams.size:
+            common = grams.sampled().intersection(_every_window(text))
+        else:
+            common = _sampled_windows(text).intersection(grams.every())
         budget = MAX_CANDIDATES
-        for needle, needle_windows in runs:
-            for number in windows.intersection(needle_windows):
-                gram = number.to_bytes(_PROBE, "little")
+        for number in common:
+            gram = number.to_bytes(_PROBE, "little")
+            for needle in grams.runs:
                 offset = needle.find(gram)
                 while offset >= 0:
                     at = view.find(gram)
@@ -437,9 +454,9 @@ class Redactor:
         return False
 
     def _spelled_in(self, view: bytes) -> bool:
-        sampled = self._grams
-        if sampled is not None:
-            return self._sampled_in(view, *sampled)
+        grams = self._grams
+        if grams is not None:
+            return self._sampled_in(view, grams)
         large = len(view) > _LARGE
         if large:
             absent = frozenset(c for c in self._letters if view.find(c) < 0)
@@ -702,32 +719,83 @@ def _places(start: int, end: int, size: int, min_run: int) -> list[tuple[int, ra
     ]
 
 
-_WINDOW: Final = struct.Struct("<I")
-_FIRST: Final = operator.itemgetter(0)
-_SAMPLED: Final = struct.Struct("<I" + "x" * (_STEP - _PROBE))  # a window, then the bytes to the next
+_CHUNK: Final = 64  # sampled windows read by one struct call
+_SAMPLED_CHUNK: Final = struct.Struct("<" + ("I" + "x" * (_STEP - _PROBE)) * _CHUNK)  # a window, the bytes to the next
+
+
+@functools.lru_cache(maxsize=_CHUNK)
+def _sampled_tail(count: int) -> struct.Struct:
+    """The last `count` sampled windows of a text, as one struct (one for each count up to _CHUNK)."""
+    return struct.Struct("<" + ("I" + "x" * (_STEP - _PROBE)) * (count - 1) + "I")
 
 
 def _sampled_windows(view: bytes) -> set[int]:
-    """The 4-byte windows of `view` starting every _STEP bytes, as integers."""
-    last = len(view) - _PROBE  # where the last window may start
-    if last < 0:
+    """The 4-byte windows of `view` starting every _STEP bytes, as integers: a struct call for each _CHUNK."""
+    if len(view) < _PROBE:
         return set()
-    whole = last // _STEP * _STEP  # the windows before this one each have their _STEP bytes
-    found = set(map(_FIRST, _SAMPLED.iter_unpack(memoryview(view)[:whole])))
-    found.add(_WINDOW.unpack_from(view, whole)[0])
+    count = (len(view) - _PROBE) // _STEP + 1
+    chunks, tail = divmod(count, _CHUNK)
+    if tail == 0:  # the last window of the last chunk has no bytes after it
+        chunks, tail = chunks - 1, _CHUNK
+    whole = chunks * _CHUNK * _STEP
+    found: set[int] = set()
+    found.update(*_SAMPLED_CHUNK.iter_unpack(memoryview(view)[:whole]))
+    found.update(_sampled_tail(tail).unpack_from(view, whole))
     return found
 
 
 def _every_window(needle: bytes) -> tuple[int, ...]:
     """The 4-byte windows of `needle` at every offset, as integers: four C calls, one per alignment.
 
-    A tuple, not a set: a text's sampled windows are the set, and looking these up in it (one C
+    A tuple, not a set: the other side's windows are the set, and looking these up in it (one C
     loop, `set.intersection`) costs less than making a set of them.
     """
     found: tuple[int, ...] = ()
     for start in range(min(_PROBE, len(needle) - _PROBE + 1)):
         found += struct.unpack_from(f"<{(len(needle) - start) // _PROBE}I", needle, start)
     return found
+
+
+# The bytes a long needle is made of when it is a token or a payment's base64 or hex, folded: an
+# access token's (base64url and dots), then every base64 form's. A run of a needle lies in a
+# stretch of MIN_RUN or more of its bytes; these are looked for with one of the classes that hold
+# them all, the narrowest (a class from the needle's own bytes would keep it in re's cache).
+_STRETCHES: Final = [
+    (b"-._0123456789abcdefghijklmnopqrstuvwxyz", re.compile(rb"[-._0-9a-z]{%d,}+" % MIN_RUN)),
+    (b"+-./0123456789=_abcdefghijklmnopqrstuvwxyz", re.compile(rb"[-+./0-9=_a-z]{%d,}+" % MIN_RUN)),
+]
+_STRETCHED: Final = 16  # a text up to this many times the needles' length is searched in its stretches
+
+
+class _Grams:
+    """A redactor's needles as 4-byte windows (integers) for `Redactor._sampled_in`, made for one request.
+
+    `whole`: the needles secret only whole; `runs`: the others, `size` bytes together, made of
+    the bytes `stretch` finds (None when no class holds them). Their windows are worked out the
+    first time a text needs them, every window (`every`) or every _STEP bytes (`sampled`).
+    """
+
+    __slots__ = ("_every", "_sampled", "runs", "size", "stretch", "whole")
+
+    def __init__(self, whole: list[bytes], runs: list[bytes]) -> None:
+        self.whole = whole
+        self.runs = runs
+        self.size = sum(len(needle) for needle in runs)
+        joined = b"".join(runs)
+        self.stretch = next((pattern for letters, pattern in _STRETCHES if not joined.translate(None, letters)), None)
+        self._every: tuple[int, ...] | None = None
+        self._sampled: set[int] | None = None
+
+    def every(self) -> tuple[int, ...]:
+        if self._every is None:
+            self._every = sum(map(_every_window, self.runs), ())
+        return self._every
+
+    def sampled(self) -> set[int]:
+        if self._sampled is None:
+            sets = [_sampled_windows(needle) for needle in self.runs]
+            self._sampled = sets[0].union(*sets[1:]) if sets else set()
+        return self._sampled
 
 
 @functools.lru_cache(maxsize=64)

@@ -331,11 +331,7 @@ class Record:
         parts: list[str] = []
         http = self.http
         if http is not None:
-            parts.append(f"{clip(http.method) or '-'} {clip(http.path) or '-'} {http.status}")
-            if http.refusal is not None:
-                parts.append(f"refused={http.refusal}")
-            if http.batch is not None:
-                parts.append(f"batch={http.batch}")
+            _http_text(http, parts)
         method = self.method
         if method is not None:
             parts.append(method if method in _PLAIN_METHODS else _logfmt(clip(method)))
@@ -356,6 +352,17 @@ class Record:
             client = self._client_text()
             if client is not None:
                 parts.append(f"client={_logfmt(client)}")
+        self._gateway_text(parts)
+        rid = self._rpc_id()
+        if rid is not None:
+            parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(rid)}")
+        trace = self._trace if self._trace is not None else self.traced
+        if trace is not None:
+            parts.append(f"trace={trace.trace_id} span={trace.span_id}")
+        return " ".join(parts)
+
+    def _gateway_text(self, parts: list[str]) -> None:
+        """Appends the text form's gateway part: each attempt, and the payment."""
         attempts = self.attempts
         if attempts:
             upstream = ",".join(f"{a.status or a.cause}/{a.seconds * 1000:.1f}ms" for a in attempts)
@@ -364,13 +371,6 @@ class Record:
             payment = self.payment_outcome
             if payment is not None:
                 parts.append(f"payment={payment}")
-        rid = self._rpc_id()
-        if rid is not None:
-            parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(rid)}")
-        trace = self._trace if self._trace is not None else self.traced
-        if trace is not None:
-            parts.append(f"trace={trace.trace_id} span={trace.span_id}")
-        return " ".join(parts)
 
     def fields(self) -> dict[str, Any]:
         """The JSON form's fields besides time, severity and message (Cloud Logging names where they exist)."""
@@ -398,15 +398,7 @@ class Record:
             out["rpcId"] = rid
         out["durationMs"] = round(self.seconds * 1000, 3)
         if self.attempts:
-            out["upstream"] = [
-                {
-                    "attempt": a.number,
-                    **({"status": a.status} if a.status is not None else {"cause": a.cause}),
-                    "durationMs": round(a.seconds * 1000, 3),
-                    "spanId": a.span_id,
-                }
-                for a in self.attempts
-            ]
+            out["upstream"] = _upstream_fields(self.attempts)
         payment = self.payment_outcome
         if payment is not None:
             out["payment"] = payment
@@ -421,25 +413,52 @@ class Record:
             out["logging.googleapis.com/trace_sampled"] = trace.sampled
         http = self.http
         if http is not None:
-            request: dict[str, Any] = {
-                "requestMethod": clip(http.method),
-                "requestUrl": clip(http.path),
-                "status": http.status,
-                "latency": f"{self.seconds:.6f}s",
-                "protocol": http.protocol,
-            }
-            if http.request_size is not None:
-                request["requestSize"] = str(http.request_size)
-            if http.response_size is not None:
-                request["responseSize"] = str(http.response_size)
-            if http.user_agent:
-                request["userAgent"] = clip(http.user_agent)
-            out["httpRequest"] = request
-            if http.batch is not None:
-                out["batch"] = http.batch
-            if http.refusal is not None:
-                out["refusal"] = http.refusal
+            _http_fields(http, self.seconds, out)
         return out
+
+
+def _http_text(http: HttpFacts, parts: list[str]) -> None:
+    """Appends the text form's HTTP part: the request line, refusal and batch."""
+    parts.append(f"{clip(http.method) or '-'} {clip(http.path) or '-'} {http.status}")
+    if http.refusal is not None:
+        parts.append(f"refused={http.refusal}")
+    if http.batch is not None:
+        parts.append(f"batch={http.batch}")
+
+
+def _upstream_fields(attempts: list[Attempt]) -> list[dict[str, Any]]:
+    """The JSON form's `upstream`: one object per gateway attempt."""
+    return [
+        {
+            "attempt": a.number,
+            **({"status": a.status} if a.status is not None else {"cause": a.cause}),
+            "durationMs": round(a.seconds * 1000, 3),
+            "spanId": a.span_id,
+        }
+        for a in attempts
+    ]
+
+
+def _http_fields(http: HttpFacts, seconds: float, out: dict[str, Any]) -> None:
+    """Adds the JSON form's HTTP fields: `httpRequest`, batch and refusal."""
+    request: dict[str, Any] = {
+        "requestMethod": clip(http.method),
+        "requestUrl": clip(http.path),
+        "status": http.status,
+        "latency": f"{seconds:.6f}s",
+        "protocol": http.protocol,
+    }
+    if http.request_size is not None:
+        request["requestSize"] = str(http.request_size)
+    if http.response_size is not None:
+        request["responseSize"] = str(http.response_size)
+    if http.user_agent:
+        request["userAgent"] = clip(http.user_agent)
+    out["httpRequest"] = request
+    if http.batch is not None:
+        out["batch"] = http.batch
+    if http.refusal is not None:
+        out["refusal"] = http.refusal
 
 
 class _AccessLogRecord(logging.LogRecord):

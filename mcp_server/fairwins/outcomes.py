@@ -215,23 +215,39 @@ def _seconds(value: float) -> str:
 def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: float = 0) -> Failure:
     """What went wrong with an outcome that is not a readable 2xx JSON answer."""
     if isinstance(outcome, GatewayFailure):
-        if outcome.cause == "not_configured":
-            if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
-                return Failure("gateway_not_configured")
-            return Failure("unreachable", detail=f": {outcome.detail}")
-        if outcome.cause == "unsendable":
-            return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
-        if outcome.cause in ("too_large", "unreadable"):
-            return Failure("unreadable_answer", detail=f": {outcome.detail}")
-        if outcome.cause == "timeout" and timeout:
-            return Failure("unreachable", detail=f": it did not answer within {_seconds(timeout)}")
+        return _unanswered(outcome, timeout)
+    return _answered(outcome, wording, scope)
+
+
+def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
+    """Why the gateway gave no answer: not configured, unreachable or unreadable."""
+    if outcome.cause == "not_configured":
+        if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
+            return Failure("gateway_not_configured")
         return Failure("unreachable", detail=f": {outcome.detail}")
-    status = outcome.status
-    body, _ = read_json(outcome)
+    if outcome.cause == "unsendable":
+        return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
+    if outcome.cause in ("too_large", "unreadable"):
+        return Failure("unreadable_answer", detail=f": {outcome.detail}")
+    if outcome.cause == "timeout" and timeout:
+        return Failure("unreachable", detail=f": it did not answer within {_seconds(timeout)}")
+    return Failure("unreachable", detail=f": {outcome.detail}")
+
+
+def _said(body: Any, wording: Wording) -> tuple[str, str | None]:
+    """The gateway's message, quoted for a sentence, and its error code if well formed."""
     said = body.get("message") if isinstance(body, dict) else None
     quoted = f": the gateway said “{clean(said)}”" if isinstance(said, str) and said.strip() else ""
     written = body.get("error") if isinstance(body, dict) else None
     code = written if isinstance(written, str) and wording.error_code.fullmatch(written) else None
+    return quoted, code
+
+
+def _answered(outcome: GatewayResponse, wording: Wording, scope: str) -> Failure:
+    """Why an answer the gateway gave is a failure, from its status and body."""
+    status = outcome.status
+    body, _ = read_json(outcome)
+    quoted, code = _said(body, wording)
     if 300 <= status < 400:
         return Failure("redirected", status, code)
     if status == 401:

@@ -34,26 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"fairwins-mcp: {exc}\n")
         return 2
     if args.command == "check":
-        from mcp_server.setup import doctor  # deferred, like the transports: serving never loads it
-
-        logs.configure(config.log_level, config.log_format, config.trace_project)
-        if config.api_token:
-            logs.register_secret(config.api_token)
-        return doctor.run(config, sys.stdout)
-    if config.http_port is not None and config.api_token and not config.allow_shared_token:
-        sys.stderr.write(
-            "fairwins-mcp: refusing to start: FAIRWINS_API_TOKEN is set and --http would let every caller "
-            "that can reach the port act as that member; unset it (callers send their own "
-            "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended.\n"
-        )
+        return _check(config)
+    refusal = _refusal(config)
+    if refusal is not None:
+        sys.stderr.write(f"fairwins-mcp: {refusal}\n")
         return 2
-    if config.http_workers is not None:
-        from mcp_server.ops.workers import unsupported
-
-        refusal = unsupported()
-        if refusal is not None:
-            sys.stderr.write(f"fairwins-mcp: {refusal}\n")
-            return 2
     if config.http_port is None and sys.platform != "win32":
         # Held back until stdio.run has its handlers in place (it answers what was read, then
         # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
@@ -66,6 +51,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mcp_server.setup.server import build_dispatcher  # after logging, so snapshot problems are reported there
 
     dispatcher = build_dispatcher(config)
+    _announce(config)
+    if config.http_port is not None:
+        return _serve_http(config, dispatcher)
+    from mcp_server.transports import stdio  # deferred: the stdio path never loads the HTTP server code
+
+    return stdio.serve(dispatcher, bearer=config.api_token, workers=config.workers)
+
+
+def _check(config: Config) -> int:
+    """`fairwins-mcp check`: the doctor's report, with logging as serving has it."""
+    from mcp_server.setup import doctor  # deferred, like the transports: serving never loads it
+
+    logs.configure(config.log_level, config.log_format, config.trace_project)
+    if config.api_token:
+        logs.register_secret(config.api_token)
+    return doctor.run(config, sys.stdout)
+
+
+def _refusal(config: Config) -> str | None:
+    """Why this configuration must not start serving, or None."""
+    if config.http_port is not None and config.api_token and not config.allow_shared_token:
+        return (
+            "refusing to start: FAIRWINS_API_TOKEN is set and --http would let every caller "
+            "that can reach the port act as that member; unset it (callers send their own "
+            "Authorization: Bearer header) or pass --allow-shared-token if one shared identity is intended."
+        )
+    if config.http_workers is not None:
+        from mcp_server.ops.workers import unsupported
+
+        return unsupported()
+    return None
+
+
+def _announce(config: Config) -> None:
+    """Logs what this server talks to, and each option that weakens a guard."""
     log.info(
         "fairwins-mcp %s; gateway %s; token %s",
         __version__,
@@ -86,11 +106,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if config.send_token_in_clear and (config.api_url or "").lower().startswith("http://"):
         log.warning("--send-token-in-clear: member tokens and payments go to %s unencrypted", config.api_url)
-    if config.http_port is not None:
-        return _serve_http(config, dispatcher)
-    from mcp_server.transports import stdio  # deferred: the stdio path never loads the HTTP server code
-
-    return stdio.serve(dispatcher, bearer=config.api_token, workers=config.workers)
 
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:

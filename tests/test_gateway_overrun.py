@@ -33,7 +33,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,8 +42,7 @@ from typing import Any, Final
 import pytest
 
 from mcp_server.upstream import aio, gateway, tls
-from mcp_server.upstream.gateway import GatewayRequest, HttpTransport, parse_base_url
-from mcp_server.wire.cancellation import Cancellation
+from mcp_server.upstream.gateway import GatewayRequest, parse_base_url
 from mcp_server.wire.x402 import Payment
 from tests.conftest import ROOT, WAIT, StdioProcess, client_for, server_env
 from tests.gateway_drivers import gateway_driver  # noqa: F401
@@ -624,18 +622,15 @@ def test_the_loops_pool_holds_at_most_max_idle_however_many_calls_were_in_flight
     assert pool.idle == 2 and [conn.closed for conn in left] == [True, True, False, False]
 
 
-def test_a_thread_keeps_a_few_idle_connections_one_for_each_credential_it_called_with_last(
+def test_a_thread_calling_with_one_credential_after_another_keeps_the_last_ones_connection_only(
     sandbox: SandboxGateway,
 ) -> None:
-    transport = HttpTransport(1024 * 1024)
-    target = parse_base_url(sandbox.url)
+    client = gateway.Gateway(sandbox.url, timeout=WAIT)
     requests = [GatewayRequest("GET", "/v1/member/me", bearer=f"fw1.thread-{n}-7f3k") for n in range(6)]
-    try:
-        for request in requests:
-            answer = transport.send(target, request, time.monotonic() + WAIT, Cancellation(), False)
-            assert answer.status == 401  # an unknown token: answered, and the connection kept
-        kept = [gateway.pool_key(target, request) for request in requests[-gateway.THREAD_IDLE :]]
-        assert list(transport._pool()) == kept
-    finally:
-        for conn in transport._pool().values():
-            conn.close()
+    for request in requests:
+        answer = client.call(request)
+        assert isinstance(answer, gateway.GatewayResponse) and answer.status == 401  # answered, the connection kept
+    transport = client.async_transport
+    assert isinstance(transport, aio.AsyncHttpTransport)
+    (pool,) = transport._pools.values()  # the one of this thread's own loop
+    assert list(pool) == [gateway.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1

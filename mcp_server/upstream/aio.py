@@ -1,12 +1,11 @@
-"""The gateway seam on the event loop: the http1 parser, pool rules and TLS of the blocking transport, the loop's waits.
+"""The gateway client: one HTTP/1.1 exchange at a time per connection, on an event loop.
 
-Loaded by the HTTP transport only (stdio never imports asyncio). What differs from
-gateway.HttpTransport is only how it waits: bytes arrive through a protocol object, a deadline
-is a timer of the loop, and a cancel aborts the connection from whichever thread throws it. The
-rules are shared, not copied: the request is encoded by gateway._encode, the answer read by
-http1.Parser, failures named by gateway._classify, TLS verified by the one context of
-upstream/tls.py (driven through memory, so its failures read as the blocking client's do), and
-the retry policy is Gateway._policy, driven by Gateway.acall.
+The one client of the outbound seam. Bytes arrive through a protocol object, a deadline is a
+timer of the loop, and a cancel aborts the connection from whichever thread throws it. The
+request is encoded by gateway._encode, the answer read by http1.Parser, failures named by
+gateway._classify, TLS verified by the one context of upstream/tls.py (driven through memory),
+and the retry policy is Gateway.policy, driven by `call`. A caller that blocks (stdio's call
+threads, `fairwins-mcp check`) runs `call` on its thread's own loop (`wait`).
 
 Pool: one per event loop, keyed by gateway.pool_key (the gateway and the call's credential); a
 connection goes back only after a whole answer that allows it with nothing past it, and is
@@ -20,7 +19,7 @@ import contextvars
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from mcp_server.ops.failures import as_value
@@ -35,7 +34,6 @@ from mcp_server.upstream.gateway import (
     GatewayRequest,
     GatewayResponse,
     Headers,
-    HttpTransport,
     Outcome,
     Pause,
     PoolKey,
@@ -173,7 +171,12 @@ class _Wire(asyncio.BufferedProtocol):
 
 
 class _Tls:
-    """TLS over a _Wire, through memory buffers (as upstream/tls.Stream does over a socket)."""
+    """TLS over a _Wire, through memory buffers.
+
+    OpenSSL reads from memory, never from the socket itself, so the server's first bytes are seen
+    before OpenSSL is given them: a plain HTTP answer is named as such (tls.look_at_first), where
+    OpenSSL alone would only say "wrong version number".
+    """
 
     def __init__(self, wire: _Wire, host: str, ctx: ssl.SSLContext) -> None:
         import ssl
@@ -264,8 +267,13 @@ class _Connection:
         return http1.quiet(self.parser.buffered, self.stream.held, self.stream.fileno())
 
     async def exchange(self, data: bytes, max_body: int) -> http1.Response:
+        """Send one request (already encoded) and read its final answer."""
         await self.stream.send(data)
-        resp = await _read(self.stream, self.parser.response(MAX_HEADER_BYTES, max_body))
+        return await self.read(max_body)
+
+    async def read(self, max_body: int, max_head: int = MAX_HEADER_BYTES) -> http1.Response:
+        """The next final answer; kept alive only if nothing came past it (http1.quiet)."""
+        resp = await _read(self.stream, self.parser.response(max_head, max_body))
         if not self.quiet():
             resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
         return resp
@@ -515,7 +523,12 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
         held = pool.drain()
-        if held and not loop.is_closed():
+        if held and loop is _THREAD.loop and not loop.is_running():
+            # This thread's own loop, idle between calls: closed now, not at the thread's next call.
+            _close_all(held)
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        elif held and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(_close_all, held)
             except RuntimeError:
@@ -543,7 +556,7 @@ async def _unless(work: Awaitable[T], stop: asyncio.Future[None]) -> T:
 
 
 async def pause(seconds: float, cancellation: Cancellation) -> bool:
-    """Wait `seconds` on the loop; True if cancelled meanwhile (as Cancellation.wait, without a thread)."""
+    """Wait `seconds` on the loop; True if cancelled meanwhile."""
     if cancellation.is_set:
         return True
     loop = asyncio.get_running_loop()
@@ -570,7 +583,7 @@ _LOCK: Final = threading.Lock()
 
 
 def transport_for(gateway: Gateway) -> AsyncTransport:
-    """The gateway's transport on the loop, made on first use with its body cap.
+    """The gateway's transport, made on first use with its body cap.
 
     A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
     in the loop's default executor, so the loop never waits on them.
@@ -578,7 +591,7 @@ def transport_for(gateway: Gateway) -> AsyncTransport:
     with _LOCK:
         transport = gateway.async_transport
         if transport is None:
-            if isinstance(gateway.transport, HttpTransport):
+            if gateway.transport is None:
                 transport = AsyncHttpTransport(gateway.max_body)
             else:
                 transport = _Blocking(gateway.transport)
@@ -643,3 +656,35 @@ async def call(
     except StopIteration as done:
         outcome: Outcome = done.value
         return outcome
+
+
+class _ThreadLoop(threading.local):
+    """The event loop of a thread that blocks on gateway calls, made on its first call."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_THREAD: Final = _ThreadLoop()
+
+
+def wait(work: Coroutine[Any, Any, T]) -> T:
+    """`work` run to its end on this thread's own event loop: a gateway call for a caller that blocks.
+
+    The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
+    connections. A cancel thrown on another thread reaches the call as on any loop, and its
+    deadline is a timer of the loop. What the call leaves behind (a connect cut short, a socket
+    to close) is finished before this returns, not when the thread next calls.
+    """
+    loop = _THREAD.loop
+    if loop is None:
+        loop = _THREAD.loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(work)
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.call_soon(loop.stop)
+        loop.run_forever()  # one more turn: the callbacks that close what was aborted

@@ -1,12 +1,12 @@
 """The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
-nothing here raises for what the gateway did. Each call has a deadline (the shared watchdog's here,
-the loop's own timers in upstream/aio.py), redirects are never followed, bodies and headers are
-size-capped, connections are reused per worker thread or per event loop, only by calls with the
-same credential (pool_key) and never one on which anything arrived past its last answer, and
-only unpaid GETs are ever retried: one policy (Gateway.policy), driven blocking by Gateway.call
-and on an event loop by upstream/aio.call.
+nothing here raises for what the gateway did. Each call has a deadline, redirects are never
+followed, bodies and headers are size-capped, connections are reused per event loop, only by
+calls with the same credential (pool_key) and never one on which anything arrived past its last
+answer, and only unpaid GETs are ever retried. What to do is decided here, sans-I/O (the retry
+policy, Gateway.policy); one client does it, on an event loop (upstream/aio.py), which a caller
+that blocks reaches through Gateway.call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import functools
 import os
 import socket
 import sys
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Generator
@@ -23,10 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 from mcp_server import __version__
-from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
-from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.upstream import http1
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.cancellation import Cancellation
@@ -34,14 +31,12 @@ from mcp_server.wire.x402 import Payment
 
 if TYPE_CHECKING:
     import random
-    import ssl
     from hashlib import blake2b
 
 USER_AGENT: Final = f"fairwins-mcp/{__version__}"
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 RETRY_CAUSES: Final = frozenset({"reset"})
 MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
-CHUNK: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +145,9 @@ Headers = tuple[tuple[str, str], ...]
 
 
 class Transport(Protocol):
-    """Sends one request and reads one whole answer; raises TransportError for network failures.
+    """A blocking stand-in for the client (a test's fake): AsyncTransport's contract, on a thread.
 
+    Sends one request and reads one whole answer; raises TransportError for network failures.
     `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
     """
 
@@ -167,7 +163,7 @@ class Transport(Protocol):
 
 
 class AsyncTransport(Protocol):
-    """Transport on an event loop: the same contract, its waits the loop's (upstream/aio.py)."""
+    """The gateway client's contract (upstream/aio.AsyncHttpTransport): Transport's, on an event loop."""
 
     async def send(
         self,
@@ -184,8 +180,6 @@ class AsyncTransport(Protocol):
 PoolKey = tuple[str, str, int, bytes]
 # The key of the credential digests, this process's own: never written anywhere, gone with the process.
 _DIGEST_KEY: Final = os.urandom(32)
-# Idle connections a thread keeps (gateway.HttpTransport): one per credential it called with last.
-THREAD_IDLE: Final = 4
 
 
 def pool_key(target: Target, request: GatewayRequest) -> PoolKey | None:
@@ -227,152 +221,6 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
 
 
-class HttpTransport:
-    """http1 underneath: keep-alive per worker thread, deadline and cancel shut the socket down.
-
-    A thread keeps an idle connection for each of the last THREAD_IDLE credentials it called
-    with (pool_key). An http:// gateway never loads http.client, email or ssl; https:// loads
-    ssl on first use.
-    """
-
-    def __init__(self, max_body: int) -> None:
-        self.max_body = max_body
-        self._local = threading.local()
-        self._ssl: ssl.SSLContext | None = None
-        self._ssl_lock = threading.Lock()
-
-    def _pool(self) -> dict[PoolKey, http1.Connection]:
-        pool: dict[PoolKey, http1.Connection] | None = getattr(self._local, "pool", None)
-        if pool is None:
-            pool = self._local.pool = {}
-        return pool
-
-    def _tls_context(self) -> ssl.SSLContext:
-        with self._ssl_lock:
-            if self._ssl is None:
-                from mcp_server.upstream import tls
-
-                self._ssl = tls.context()
-            return self._ssl
-
-    def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
-        if target.scheme == "http":
-            sock = http1.connect(target.host, target.port, timeout)
-            # Blocking from here on: the watchdog's shutdown ends a send or recv at the deadline.
-            # A timeout would poll before each of them, one more system call releasing the GIL.
-            sock.settimeout(None)
-            return http1.Connection(sock)
-        proxy = None if target.is_loopback else _https_proxy(target.host)
-        sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
-        # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
-        # (and a cancel) must be able to cut them short, as it cuts an exchange.
-        watch(sock)
-        try:
-            if proxy is not None:
-                # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
-                http1.tunnel(sock, target.host, target.port, MAX_HEADER_BYTES)
-            from mcp_server.upstream import tls
-
-            return http1.Connection(tls.handshake(sock, target.host, self._tls_context()))
-        except BaseException:
-            sock.close()
-            raise
-
-    def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse:
-        key = None if fresh else pool_key(target, request)
-        pool = self._pool()
-        conn = None if key is None else pool.pop(key, None)
-        if conn is not None and not conn.quiet():
-            # Whatever came while it sat in the pool would be read as this request's answer: an
-            # earlier call's data, or a 408 meant for nobody. Nothing has been written on it, so
-            # nothing was sent, and the request leaves on a fresh connection instead.
-            conn.close()
-            conn = None
-        aborted: list[str] = []
-        live: list[http1.Stream] = []
-
-        def shut(stream: http1.Stream) -> None:
-            try:
-                stream.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
-            except OSError:
-                pass
-
-        def abort(reason: str) -> None:
-            aborted.append(reason)
-            for current in live:
-                shut(current)
-
-        def watch(stream: http1.Stream) -> None:
-            live[:] = [stream]
-            if aborted:  # it came while the socket was being opened
-                shut(stream)
-
-        timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
-        unregister = cancellation.on_cancel(lambda: abort("cancelled"))
-        sent = False
-        keep = False
-        try:
-            try:
-                data = _encode(target, request, trace)
-            except (UnicodeError, ValueError):
-                # Never "could not be reached": nothing left this process. The callers refuse such
-                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
-                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
-            while True:
-                if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
-                remaining = max(deadline - time.monotonic(), 0.001)
-                if conn is None:
-                    conn = self._connect(target, remaining, watch)
-                elif target.scheme != "http":
-                    conn.sock.settimeout(remaining)  # TLS keeps its timeout, a second net for its records
-                live[:] = [conn.sock]
-                if aborted:
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
-                sent = True  # from here on, the gateway may have seen the request
-                try:
-                    resp = conn.exchange(data, MAX_HEADER_BYTES, self.max_body)
-                    break
-                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
-                    # A kept-alive connection the gateway closed while idle: answered nothing, so
-                    # the same (retriable) request goes once more on a new connection.
-                    if not conn.reused or aborted or getattr(exc, "partial", False):
-                        raise
-                conn.close()
-                conn = None
-            # An empty read also follows a deadline or cancel shutting the socket down: a short
-            # body is never passed on as a whole answer.
-            if aborted:
-                raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = resp.keep_alive
-            return GatewayResponse(resp.status, resp.headers, resp.body)
-        except TransportError:
-            raise
-        except http1.BodyTooLarge:
-            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
-        except Exception as exc:
-            raise _classify(exc, aborted, sent, deadline) from None
-        finally:
-            timer.cancel()
-            unregister()
-            if conn is not None:
-                if keep and key is not None:
-                    conn.reused = True
-                    pool[key] = conn
-                    if len(pool) > THREAD_IDLE:
-                        pool.pop(next(iter(pool))).close()  # the one left longest ago
-                else:
-                    conn.close()
-
-
 def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
     path = target.prefix + request.path
     if request.query:
@@ -408,7 +256,7 @@ def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -
         else:
             detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
         return TransportError("connection", detail, False)
-    ssl = sys.modules.get("ssl")  # loaded only for an https:// gateway; no TLS error exists without it
+    ssl = sys.modules.get("ssl")  # loaded with asyncio; no TLS error exists without it
     if ssl is not None and isinstance(exc, ssl.SSLError):
         from mcp_server.upstream import tls
 
@@ -465,8 +313,9 @@ class Gateway:
         self.timeout = timeout
         self.attempts = attempts
         self.max_body = max_body
-        self.transport: Transport = transport or HttpTransport(max_body)
-        # The event loop's transport (upstream/aio.py), made on first use; a test may give its own.
+        # A test's blocking fake (sent from the loop's executor), or None: the one client, upstream/aio.py.
+        self.transport: Transport | None = transport
+        # The transport calls are sent on (upstream/aio.py), made on first use; a test may give its own.
         self.async_transport: AsyncTransport | None = async_transport
         self._rng = rng
         self.target: Target | None = None
@@ -498,27 +347,11 @@ class Gateway:
         """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
         with a span id of its own, and `observe` hears of each attempt once it has ended.
 
-        Blocking: each attempt and each wait between them on this thread (upstream/aio.call waits on
-        an event loop, driving the same policy)."""
-        cancellation = cancellation or Cancellation()
-        policy = self.policy(request, cancellation, on_retry, trace, observe)
-        try:
-            action = next(policy)
-            while True:
-                if isinstance(action, Pause):
-                    action = policy.send(cancellation.wait(action.seconds))
-                    continue
-                assert self.target is not None
-                try:
-                    got: GatewayResponse | TransportError = self.transport.send(
-                        self.target, request, action.deadline, cancellation, action.fresh, action.trace
-                    )
-                except TransportError as exc:
-                    got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
-                action = policy.send(got)
-        except StopIteration as done:
-            outcome: Outcome = done.value
-            return outcome
+        For a caller that blocks (stdio's call threads, `fairwins-mcp check`): upstream/aio.call run
+        on this thread's own event loop (aio.wait). Code on a loop awaits aio.call instead."""
+        from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
+
+        return aio.wait(aio.call(self, request, cancellation, on_retry, trace=trace, observe=observe))
 
     def step(
         self,
@@ -542,7 +375,7 @@ class Gateway:
     ) -> Generator[Send | Pause, GatewayResponse | TransportError | bool, Outcome]:
         """The retry policy, sans-I/O: yields an attempt to send (sent back its answer or its
         TransportError) or a pause between attempts (sent back True if cancelled meanwhile), and
-        returns the call's Outcome. Both drivers, `call` and upstream/aio.call, wait for what it yields."""
+        returns the call's Outcome. Its driver, upstream/aio.call, waits for what it yields."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
@@ -614,8 +447,8 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class GatewayCall:
-    """One gateway call as a step (core/steps.py): `run` waits for it on this thread; on an event loop,
-    upstream/aio.run waits for it there."""
+    """One gateway call as a step (core/steps.py): `run` waits for it on this thread's own loop; on a
+    running loop, upstream/aio.run waits for it there."""
 
     gateway: Gateway
     request: GatewayRequest

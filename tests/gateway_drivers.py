@@ -1,9 +1,10 @@
-"""Both drivers of the gateway's one policy held to the same tests: blocking (Gateway.call) and on a loop (aio.call).
+"""The gateway's one client held to the same tests from both kinds of caller: one that blocks, one on a loop.
 
-`gateway_driver` is parametrised: under "loop", every Gateway.call a test makes is served by
-upstream/aio.call on an event loop running on a thread of its own (one loop for the test, so its
-pool lives as long as the test's, as a server's lives as long as its loop). The test's own code
-is unchanged: the same scenarios, the same assertions, the other driver.
+`gateway_driver` is parametrised: under "blocking", Gateway.call runs the call on the test
+thread's own loop; under "loop", every Gateway.call a test makes is served by Gateway.acall on
+an event loop running on a thread of its own (one loop for the test, so its pool lives as long
+as the test's, as a server's lives as long as its loop), the test thread waiting for it. The
+test's own code is unchanged: the same scenarios, the same assertions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
-from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import Gateway, GatewayRequest, Outcome
 from mcp_server.wire.cancellation import Cancellation
 
@@ -41,7 +41,7 @@ def gateway_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
-        work = aio.call(self, gateway_request, cancellation, on_retry, trace=trace, observe=observe)
+        work = self.acall(gateway_request, cancellation, on_retry, trace=trace, observe=observe)
         return asyncio.run_coroutine_threadsafe(work, loop).result(WAIT)
 
     monkeypatch.setattr(Gateway, "call", on_loop)

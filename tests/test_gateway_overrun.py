@@ -9,7 +9,7 @@ Here 8 members (each a bearer of their own) and callers with no token call at on
 server processes, `--http` (whose gateway pool is the event loop's) and stdio (whose calls run on
 a thread pool with the blocking client), against a gateway double that labels every answer with
 the call and the credential it answers. No call may read another credential's answer: a pooled
-connection carries one credential's calls only (gateway.pool_key). Where the copy comes in the
+connection carries one credential's calls only (exchange.pool_key). Where the copy comes in the
 write of its answer, every call reads its own answer and succeeds: the pools ask the parser, TLS
 and the kernel whether anything is past an answer, before a connection goes back and before it
 is reused (http1.quiet). A copy written milliseconds later, once the connection may carry the
@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import pytest
 
-from mcp_server.upstream import aio, gateway, tls
+from mcp_server.upstream import aio, exchange, gateway, tls
 from mcp_server.upstream.gateway import GatewayRequest, parse_base_url
 from mcp_server.wire.x402 import Payment
 from tests.conftest import ROOT, WAIT, StdioProcess, client_for, server_env
@@ -543,8 +543,8 @@ TARGET: Final = parse_base_url("https://relay.fairwins.test")
 TOKEN_A, TOKEN_B = "fw1.partition-a-7f3k", "fw1.partition-b-9q2z"
 
 
-def key_of(bearer: str | None = None, payment: Payment | None = None) -> gateway.PoolKey | None:
-    return gateway.pool_key(TARGET, GatewayRequest("GET", "/v1/member/me", bearer=bearer, payment=payment))
+def key_of(bearer: str | None = None, payment: Payment | None = None) -> exchange.PoolKey | None:
+    return exchange.pool_key(TARGET, GatewayRequest("GET", "/v1/member/me", bearer=bearer, payment=payment))
 
 
 def test_calls_share_a_connection_only_with_the_same_credential_and_a_paid_one_with_none() -> None:
@@ -552,7 +552,7 @@ def test_calls_share_a_connection_only_with_the_same_credential_and_a_paid_one_w
     assert key_of() == ("https", "relay.fairwins.test", 443, b"") != key_of(TOKEN_A)
     assert key_of(payment=Payment("X-PAYMENT", "e30=")) is None
     elsewhere = parse_base_url("https://other.fairwins.test")
-    assert gateway.pool_key(elsewhere, GatewayRequest("GET", "/", bearer=TOKEN_A)) != key_of(TOKEN_A)
+    assert exchange.pool_key(elsewhere, GatewayRequest("GET", "/", bearer=TOKEN_A)) != key_of(TOKEN_A)
 
 
 def test_the_pool_keeps_no_token_only_a_digest_keyed_by_this_process() -> None:
@@ -562,7 +562,7 @@ def test_the_pool_keeps_no_token_only_a_digest_keyed_by_this_process() -> None:
     assert len(digest) == 16 and TOKEN_A not in repr(key) and TOKEN_A.encode() not in digest
     # Another process (another key) knows the same token by another digest.
     other = subprocess.run(
-        [sys.executable, "-c", f"from mcp_server.upstream import gateway; print(gateway._digest({TOKEN_A!r}).hex())"],
+        [sys.executable, "-c", f"from mcp_server.upstream import exchange; print(exchange._digest({TOKEN_A!r}).hex())"],
         cwd=ROOT,
         env=server_env(),
         capture_output=True,
@@ -633,4 +633,4 @@ def test_a_thread_calling_with_one_credential_after_another_keeps_the_last_ones_
     transport = client.async_transport
     assert isinstance(transport, aio.AsyncHttpTransport)
     (pool,) = transport._pools.values()  # the one of this thread's own loop
-    assert list(pool) == [gateway.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1
+    assert list(pool) == [exchange.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1

@@ -9,7 +9,7 @@ connection A's call left in the pool, then has other members call on the same th
 process, over one Streamable HTTP connection, and through nginx's pooled upstream): each must
 read their own data, and nothing may be written on the spoiled connection. Each member has a
 connection of their own, as a pooled connection carries one credential's calls only
-(gateway.pool_key); a member's own next call on a spoiled connection is tests/test_gateway_overrun.py's.
+(exchange.pool_key); a member's own next call on a spoiled connection is tests/test_gateway_overrun.py's.
 """
 
 from __future__ import annotations

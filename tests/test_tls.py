@@ -169,7 +169,7 @@ def test_one_connection_and_one_handshake_serve_many_calls(secure: SandboxGatewa
         assert wagers(client)["isError"] is False
     assert client.call_tool("get_gateway_status")["isError"] is False
     assert len(secure.seen) == 6
-    # The public read shares no connection with the member's calls (gateway.pool_key): one handshake each.
+    # The public read shares no connection with the member's calls (exchange.pool_key): one handshake each.
     assert secure.handshakes == 2, "every call after the first of its credential must reuse the TLS connection"
 
 

@@ -1,13 +1,13 @@
-"""The gateway client: one HTTP/1.1 exchange at a time per connection, on an event loop.
+"""The gateway client: HTTP/1.1 exchanges on an event loop, over pooled connections.
 
 The one client of the outbound seam. Bytes arrive through a protocol object, a deadline is a
-timer of the loop, and a cancel aborts the connection from whichever thread throws it. The
-request is encoded by gateway._encode, the answer read by http1.Parser, failures named by
-gateway._classify, TLS verified by the one context of upstream/tls.py (driven through memory),
-and the retry policy is Gateway.policy, driven by `call`. A caller that blocks (stdio's call
-threads, `fairwins-mcp check`) runs `call` on its thread's own loop (`wait`).
+timer of the loop, and a cancel aborts the connection from whichever thread throws it. What is
+sent, which connection may carry it and what each failure is called are upstream/exchange.py's
+rules; the answer is read by http1.Parser; TLS is verified by the one context of upstream/tls.py
+(driven through memory). Gateway.acall drives the retry policy over it; a caller that blocks
+(stdio's call threads, `fairwins-mcp check`) runs that on its thread's own loop (`wait`).
 
-Pool: one per event loop, keyed by gateway.pool_key (the gateway and the call's credential); a
+Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); a
 connection goes back only after a whole answer that allows it with nothing past it, and is
 never reused if anything arrived while it sat idle.
 """
@@ -19,32 +19,24 @@ import contextvars
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from mcp_server.ops.failures import as_value
-from mcp_server.ops.records import Attempt
-from mcp_server.ops.tracecontext import Trace
 from mcp_server.upstream import http1, sending
-from mcp_server.upstream.gateway import (
+from mcp_server.upstream.exchange import (
     MAX_HEADER_BYTES,
-    AsyncTransport,
-    Gateway,
-    GatewayCall,
     GatewayRequest,
     GatewayResponse,
     Headers,
-    Outcome,
-    Pause,
     PoolKey,
     Target,
     Transport,
     TransportError,
-    _classify,
-    _encode,
-    _https_proxy,
-    _size,
+    classify,
+    encode,
+    https_proxy,
     pool_key,
+    size_text,
 )
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.cancellation import Cancellation
@@ -391,7 +383,7 @@ class AsyncHttpTransport:
             return self._ssl
 
     async def _connect(self, target: Target, loop: asyncio.AbstractEventLoop) -> _Connection:
-        proxy = None if target.scheme == "http" or target.is_loopback else _https_proxy(target.host)
+        proxy = None if target.scheme == "http" or target.is_loopback else https_proxy(target.host)
         host, port = proxy or (target.host, target.port)
         # A transport registers its reader in the context it is made in, for its whole life: made
         # in a call's, a pooled connection would keep that call's request (the member's bearer, the
@@ -462,17 +454,17 @@ class AsyncHttpTransport:
             pool.begin()
         try:
             try:
-                data = _encode(target, request, trace)
+                data = encode(target, request, trace)
             except (UnicodeError, ValueError):
                 raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
                 if aborted:  # nothing is sent
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                    raise classify(ConnectionResetError(), aborted, sent, deadline)
                 if conn is None:
                     conn = await _unless(self._connect(target, loop), stop)
                 live[:] = [conn]
                 if aborted:
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                    raise classify(ConnectionResetError(), aborted, sent, deadline)
                 sent = True  # from here on, the gateway may have seen the request
                 try:
                     resp = await conn.exchange(data, self.max_body)
@@ -485,17 +477,17 @@ class AsyncHttpTransport:
                 conn.close()
                 conn = None
             if aborted:
-                raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                raise classify(ConnectionResetError(), aborted, sent, deadline)
             keep = resp.keep_alive
             return GatewayResponse(resp.status, resp.headers, resp.body)
         except TransportError:
             raise
         except http1.BodyTooLarge:
-            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
+            raise TransportError("too_large", f"it was over the {size_text(self.max_body)} limit", True) from None
         except Aborted:
-            raise _classify(ConnectionResetError(), aborted, sent, deadline) from None
+            raise classify(ConnectionResetError(), aborted, sent, deadline) from None
         except Exception as exc:
-            raise _classify(exc, aborted, sent, deadline) from None
+            raise classify(exc, aborted, sent, deadline) from None
         finally:
             timer.cancel()
             unregister()
@@ -579,28 +571,8 @@ async def pause(seconds: float, cancellation: Cancellation) -> bool:
     return cancellation.is_set
 
 
-_LOCK: Final = threading.Lock()
-
-
-def transport_for(gateway: Gateway) -> AsyncTransport:
-    """The gateway's transport, made on first use with its body cap.
-
-    A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
-    in the loop's default executor, so the loop never waits on them.
-    """
-    with _LOCK:
-        transport = gateway.async_transport
-        if transport is None:
-            if gateway.transport is None:
-                transport = AsyncHttpTransport(gateway.max_body)
-            else:
-                transport = _Blocking(gateway.transport)
-            gateway.async_transport = transport
-        return transport
-
-
-class _Blocking:
-    """A blocking gateway.Transport, sent from the loop's default executor."""
+class Blocking:
+    """A blocking Transport (a test's fake) as an AsyncTransport: sent from the loop's default executor."""
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
@@ -617,45 +589,6 @@ class _Blocking:
         loop = asyncio.get_running_loop()
         send = self.transport.send
         return await loop.run_in_executor(None, lambda: send(target, request, deadline, cancellation, fresh, trace))
-
-
-async def run(step: GatewayCall) -> Outcome:
-    """A gateway call yielded as a step, waited for on the running loop."""
-    return await call(
-        step.gateway, step.request, step.cancellation, step.on_retry, trace=step.trace, observe=step.observe
-    )
-
-
-async def call(
-    gateway: Gateway,
-    request: GatewayRequest,
-    cancellation: Cancellation | None = None,
-    on_retry: Callable[[int, str, float], None] | None = None,
-    *,
-    trace: Trace | None = None,
-    observe: Callable[[Attempt], None] | None = None,
-) -> Outcome:
-    """Gateway.call on the running event loop: the same policy (Gateway.policy), its waits the loop's."""
-    cancellation = cancellation or Cancellation()
-    policy = gateway.policy(request, cancellation, on_retry, trace, observe)
-    transport = gateway.async_transport or transport_for(gateway)
-    try:
-        action = next(policy)
-        while True:
-            if isinstance(action, Pause):
-                action = policy.send(await pause(action.seconds, cancellation))
-                continue
-            assert gateway.target is not None
-            try:
-                got: GatewayResponse | TransportError = await transport.send(
-                    gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
-                )
-            except TransportError as exc:
-                got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
-            action = policy.send(got)
-    except StopIteration as done:
-        outcome: Outcome = done.value
-        return outcome
 
 
 class _ThreadLoop(threading.local):

@@ -11,58 +11,54 @@ that blocks reaches through Gateway.call.
 
 from __future__ import annotations
 
-import functools
-import os
-import socket
-import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
-from mcp_server import __version__
+from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
-from mcp_server.upstream import http1
+from mcp_server.upstream.exchange import (
+    AsyncTransport,
+    GatewayRequest,
+    GatewayResponse,
+    Headers,
+    Target,
+    Transport,
+    TransportError,
+    is_loopback_host,
+)
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.cancellation import Cancellation
-from mcp_server.wire.x402 import Payment
 
 if TYPE_CHECKING:
     import random
-    from hashlib import blake2b
 
-USER_AGENT: Final = f"fairwins-mcp/{__version__}"
+# What callers know the seam by, wherever it is defined.
+__all__ = [
+    "AsyncTransport",
+    "Gateway",
+    "GatewayCall",
+    "GatewayFailure",
+    "GatewayRequest",
+    "GatewayResponse",
+    "Headers",
+    "Outcome",
+    "Pause",
+    "Send",
+    "Target",
+    "Transport",
+    "TransportError",
+    "is_loopback_host",
+    "parse_base_url",
+]
+
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 RETRY_CAUSES: Final = frozenset({"reset"})
-MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The gateway's base URL, parsed once."""
-
-    scheme: str
-    host: str
-    port: int
-    prefix: str  # base path without a trailing slash ("" for the root)
-
-    @property
-    def is_loopback(self) -> bool:
-        return is_loopback_host(self.host)
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
-    if host in ("localhost", "127.0.0.1", "::1"):
-        return True
-    import ipaddress  # the usual names are answered above, so a start rarely pays for this
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+_LOCK: Final = threading.Lock()  # a gateway's transport is made once, whichever thread calls first
 
 
 def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
@@ -90,33 +86,6 @@ def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
 
 
 @dataclass(frozen=True, slots=True)
-class GatewayRequest:
-    method: str
-    path: str  # percent-encoded already, starting with "/"
-    query: tuple[tuple[str, str], ...] = ()
-    body: bytes | None = None
-    bearer: str | None = field(default=None, repr=False)
-    payment: Payment | None = None
-
-    @property
-    def retriable(self) -> bool:
-        # A POST may have acted, and a paid request must reach the gateway exactly once.
-        return self.method == "GET" and self.payment is None
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayResponse:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-    attempts: int = 1
-
-    def header(self, name: str) -> str | None:
-        lower = name.lower()
-        return next((v for k, v in self.headers if k.lower() == lower), None)
-
-
-@dataclass(frozen=True, slots=True)
 class GatewayFailure:
     """The gateway could not be asked, or its answer could not be had.
 
@@ -133,166 +102,6 @@ class GatewayFailure:
 
 
 Outcome = GatewayResponse | GatewayFailure
-
-
-class TransportError(Exception):
-    def __init__(self, cause: str, detail: str, sent: bool) -> None:
-        super().__init__(detail)
-        self.cause, self.detail, self.sent = cause, detail, sent
-
-
-Headers = tuple[tuple[str, str], ...]
-
-
-class Transport(Protocol):
-    """A blocking stand-in for the client (a test's fake): AsyncTransport's contract, on a thread.
-
-    Sends one request and reads one whole answer; raises TransportError for network failures.
-    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
-    """
-
-    def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse: ...
-
-
-class AsyncTransport(Protocol):
-    """The gateway client's contract (upstream/aio.AsyncHttpTransport): Transport's, on an event loop."""
-
-    async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse: ...
-
-
-# Which pooled connections a request may take and leave: (scheme, host, port, its credential's digest).
-PoolKey = tuple[str, str, int, bytes]
-# The key of the credential digests, this process's own: never written anywhere, gone with the process.
-_DIGEST_KEY: Final = os.urandom(32)
-
-
-def pool_key(target: Target, request: GatewayRequest) -> PoolKey | None:
-    """Which idle connections `request` may take and leave; None: none.
-
-    A copy of an answer that arrives after its connection went back to the pool (written twice a
-    few milliseconds apart, or late by a proxy) is read by the next request on that connection,
-    and once that request is written no HTTP/1.1 client can tell the copy from its answer. So a
-    connection carries only calls with the credential of the call before it: one member's bearer
-    (known here by a digest keyed with this process's random key, never by the token), or none,
-    for the public reads. What it may still hand a call is an earlier answer of the same
-    credential, never another member's. A paid call shares no connection: its payment is no
-    credential to share one by, and it must reach the gateway exactly once.
-    """
-    if request.payment is not None:
-        return None
-    if request.bearer is None:
-        return (target.scheme, target.host, target.port, b"")
-    return (target.scheme, target.host, target.port, _digest(request.bearer))
-
-
-def _digest(bearer: str) -> bytes:
-    """`bearer` as a pool key knows it: a digest keyed by this process."""
-    return _blake2b()(bearer.encode("utf-8", "surrogatepass"), key=_DIGEST_KEY, digest_size=16).digest()
-
-
-@functools.cache
-def _blake2b() -> type[blake2b]:
-    try:
-        # hashlib.blake2b itself: hashlib would also load OpenSSL's libcrypto, which a stdio start
-        # never pays for (tests/test_start_path.py).
-        from _blake2 import blake2b
-    except ImportError:  # a Python built without it (OpenSSL's alone)
-        from hashlib import blake2b
-    return blake2b
-
-
-def _size(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
-
-
-def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
-    path = target.prefix + request.path
-    if request.query:
-        path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
-    fields = [
-        ("Host", http1.host_header(target.host, target.port, 443 if target.scheme == "https" else 80)),
-        ("Accept", "application/json"),
-        ("User-Agent", USER_AGENT),
-    ]
-    fields += trace
-    if request.payment is not None:
-        fields.append((request.payment.header, request.payment.value))
-    elif request.bearer is not None:
-        fields.append(("Authorization", f"Bearer {request.bearer}"))
-    if request.body is not None:
-        fields.append(("Content-Type", "application/json"))
-    return http1.encode_request(request.method, path, fields, request.body)
-
-
-def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
-    if "cancelled" in aborted:
-        return TransportError("cancelled", "the call was cancelled", sent)
-    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
-        return TransportError("timeout", "it did not answer in time", sent)
-    if isinstance(exc, socket.gaierror):
-        return TransportError("dns", "its host name did not resolve", False)
-    if isinstance(exc, ConnectionRefusedError):
-        return TransportError("refused", "the connection was refused", False)
-    if isinstance(exc, http1.TunnelRefused):
-        # Only an https:// gateway is ever reached through a proxy, and only by CONNECT.
-        if exc.status == 407:
-            detail = "the proxy named by HTTPS_PROXY asks for credentials (407), which this server does not send"
-        else:
-            detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
-        return TransportError("connection", detail, False)
-    ssl = sys.modules.get("ssl")  # loaded with asyncio; no TLS error exists without it
-    if ssl is not None and isinstance(exc, ssl.SSLError):
-        from mcp_server.upstream import tls
-
-        return TransportError("tls", tls.describe(exc), sent)
-    if isinstance(exc, http1.Closed) and exc.partial:
-        return TransportError("reset", "the connection closed in the middle of the answer", sent)
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
-        return TransportError("reset", "the connection was reset", sent)
-    if isinstance(exc, http1.HeadTooLarge):
-        # x402 offers and receipts ride in headers; a head too large is refused by name, not as garbage.
-        return TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", sent)
-    if isinstance(exc, http1.ProtocolError):
-        return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
-    if isinstance(exc, OSError):
-        return TransportError("connection", "the connection failed", sent)
-    return TransportError("connection", f"the connection failed ({type(exc).__name__})", sent)
-
-
-def _https_proxy(host: str) -> tuple[str, int] | None:
-    import urllib.request  # only an https:// gateway that is not on loopback reads the proxy settings
-
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get("https")
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    if parts.scheme != "http" or not parts.hostname:
-        # Going around a proxy the operator named would be a guess; failing says what to fix.
-        raise TransportError(
-            "connection",
-            "HTTPS_PROXY is not an http://host:port proxy URL, the only kind this server can tunnel through "
-            "(https:// and SOCKS proxies are not supported): give the proxy's http:// address; what it "
-            "carries is TLS either way",
-            False,
-        )
-    return parts.hostname, parts.port or 8080
 
 
 class Gateway:
@@ -347,11 +156,60 @@ class Gateway:
         """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
         with a span id of its own, and `observe` hears of each attempt once it has ended.
 
-        For a caller that blocks (stdio's call threads, `fairwins-mcp check`): upstream/aio.call run
-        on this thread's own event loop (aio.wait). Code on a loop awaits aio.call instead."""
+        For a caller that blocks (stdio's call threads, `fairwins-mcp check`): `acall` run on this
+        thread's own event loop (aio.wait)."""
         from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
 
-        return aio.wait(aio.call(self, request, cancellation, on_retry, trace=trace, observe=observe))
+        return aio.wait(self.acall(request, cancellation, on_retry, trace=trace, observe=observe))
+
+    async def acall(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
+    ) -> Outcome:
+        """`call` on the running event loop: the policy driven, each attempt and pause waited for there."""
+        from mcp_server.upstream import aio
+
+        cancellation = cancellation or Cancellation()
+        policy = self.policy(request, cancellation, on_retry, trace, observe)
+        transport = self.async_transport or self._client()
+        try:
+            action = next(policy)
+            while True:
+                if isinstance(action, Pause):
+                    action = policy.send(await aio.pause(action.seconds, cancellation))
+                    continue
+                assert self.target is not None
+                try:
+                    got: GatewayResponse | TransportError = await transport.send(
+                        self.target, request, action.deadline, cancellation, action.fresh, action.trace
+                    )
+                except TransportError as exc:
+                    got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
+                action = policy.send(got)
+        except StopIteration as done:
+            outcome: Outcome = done.value
+            return outcome
+
+    def _client(self) -> AsyncTransport:
+        """The transport calls are sent on, made on first use with the body cap.
+
+        A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
+        in the loop's default executor, so the loop never waits on them.
+        """
+        from mcp_server.upstream import aio
+
+        with _LOCK:
+            if self.async_transport is None:
+                if self.transport is None:
+                    self.async_transport = aio.AsyncHttpTransport(self.max_body)
+                else:
+                    self.async_transport = aio.Blocking(self.transport)
+            return self.async_transport
 
     def step(
         self,
@@ -375,7 +233,7 @@ class Gateway:
     ) -> Generator[Send | Pause, GatewayResponse | TransportError | bool, Outcome]:
         """The retry policy, sans-I/O: yields an attempt to send (sent back its answer or its
         TransportError) or a pause between attempts (sent back True if cancelled meanwhile), and
-        returns the call's Outcome. Its driver, upstream/aio.call, waits for what it yields."""
+        returns the call's Outcome. Its driver, `acall`, waits for what it yields."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
@@ -447,8 +305,8 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class GatewayCall:
-    """One gateway call as a step (core/steps.py): `run` waits for it on this thread's own loop; on a
-    running loop, upstream/aio.run waits for it there."""
+    """One gateway call as a step (core/steps.py): `run` waits for it on this thread's own loop,
+    `arun` on the running one."""
 
     gateway: Gateway
     request: GatewayRequest
@@ -459,3 +317,8 @@ class GatewayCall:
 
     def run(self) -> Outcome:
         return self.gateway.call(self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe)
+
+    async def arun(self) -> Outcome:
+        return await self.gateway.acall(
+            self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe
+        )

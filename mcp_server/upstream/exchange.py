@@ -1,0 +1,242 @@
+"""One exchange with the gateway, sans-I/O: what is sent, which connection may carry it, what a failure is called.
+
+The rules the client (upstream/aio.py) follows for every request, each said once: the request
+as bytes (`encode`), the pooled connections it may take and leave (`pool_key`), the proxy an
+https:// gateway is reached through (`https_proxy`), and the name and words of each way an
+exchange can fail (`classify`). The answer's rules are http1.Parser's.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+from mcp_server import __version__
+from mcp_server.upstream import http1
+from mcp_server.wire.cancellation import Cancellation
+from mcp_server.wire.x402 import Payment
+
+if TYPE_CHECKING:
+    from hashlib import blake2b
+
+USER_AGENT: Final = f"fairwins-mcp/{__version__}"
+MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The gateway's base URL, parsed once."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # base path without a trailing slash ("" for the root)
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return True
+    import ipaddress  # the usual names are answered above, so a start rarely pays for this
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRequest:
+    method: str
+    path: str  # percent-encoded already, starting with "/"
+    query: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    bearer: str | None = field(default=None, repr=False)
+    payment: Payment | None = None
+
+    @property
+    def retriable(self) -> bool:
+        # A POST may have acted, and a paid request must reach the gateway exactly once.
+        return self.method == "GET" and self.payment is None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    attempts: int = 1
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lower), None)
+
+
+class TransportError(Exception):
+    def __init__(self, cause: str, detail: str, sent: bool) -> None:
+        super().__init__(detail)
+        self.cause, self.detail, self.sent = cause, detail, sent
+
+
+Headers = tuple[tuple[str, str], ...]
+
+
+class Transport(Protocol):
+    """A blocking stand-in for the client (a test's fake): AsyncTransport's contract, on a thread.
+
+    Sends one request and reads one whole answer; raises TransportError for network failures.
+    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
+    """
+
+    def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse: ...
+
+
+class AsyncTransport(Protocol):
+    """The gateway client's contract (upstream/aio.AsyncHttpTransport): Transport's, on an event loop."""
+
+    async def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: Headers = (),
+    ) -> GatewayResponse: ...
+
+
+# Which pooled connections a request may take and leave: (scheme, host, port, its credential's digest).
+PoolKey = tuple[str, str, int, bytes]
+# The key of the credential digests, this process's own: never written anywhere, gone with the process.
+_DIGEST_KEY: Final = os.urandom(32)
+
+
+def pool_key(target: Target, request: GatewayRequest) -> PoolKey | None:
+    """Which idle connections `request` may take and leave; None: none.
+
+    A copy of an answer that arrives after its connection went back to the pool (written twice a
+    few milliseconds apart, or late by a proxy) is read by the next request on that connection,
+    and once that request is written no HTTP/1.1 client can tell the copy from its answer. So a
+    connection carries only calls with the credential of the call before it: one member's bearer
+    (known here by a digest keyed with this process's random key, never by the token), or none,
+    for the public reads. What it may still hand a call is an earlier answer of the same
+    credential, never another member's. A paid call shares no connection: its payment is no
+    credential to share one by, and it must reach the gateway exactly once.
+    """
+    if request.payment is not None:
+        return None
+    if request.bearer is None:
+        return (target.scheme, target.host, target.port, b"")
+    return (target.scheme, target.host, target.port, _digest(request.bearer))
+
+
+def _digest(bearer: str) -> bytes:
+    """`bearer` as a pool key knows it: a digest keyed by this process."""
+    return _blake2b()(bearer.encode("utf-8", "surrogatepass"), key=_DIGEST_KEY, digest_size=16).digest()
+
+
+@functools.cache
+def _blake2b() -> type[blake2b]:
+    try:
+        # hashlib.blake2b itself: hashlib would also load OpenSSL's libcrypto, which a stdio start
+        # never pays for (tests/test_start_path.py).
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without it (OpenSSL's alone)
+        from hashlib import blake2b
+    return blake2b
+
+
+def size_text(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
+def encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
+    path = target.prefix + request.path
+    if request.query:
+        path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
+    fields = [
+        ("Host", http1.host_header(target.host, target.port, 443 if target.scheme == "https" else 80)),
+        ("Accept", "application/json"),
+        ("User-Agent", USER_AGENT),
+    ]
+    fields += trace
+    if request.payment is not None:
+        fields.append((request.payment.header, request.payment.value))
+    elif request.bearer is not None:
+        fields.append(("Authorization", f"Bearer {request.bearer}"))
+    if request.body is not None:
+        fields.append(("Content-Type", "application/json"))
+    return http1.encode_request(request.method, path, fields, request.body)
+
+
+def classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
+    if "cancelled" in aborted:
+        return TransportError("cancelled", "the call was cancelled", sent)
+    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
+        return TransportError("timeout", "it did not answer in time", sent)
+    if isinstance(exc, socket.gaierror):
+        return TransportError("dns", "its host name did not resolve", False)
+    if isinstance(exc, ConnectionRefusedError):
+        return TransportError("refused", "the connection was refused", False)
+    if isinstance(exc, http1.TunnelRefused):
+        # Only an https:// gateway is ever reached through a proxy, and only by CONNECT.
+        if exc.status == 407:
+            detail = "the proxy named by HTTPS_PROXY asks for credentials (407), which this server does not send"
+        else:
+            detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
+        return TransportError("connection", detail, False)
+    ssl = sys.modules.get("ssl")  # loaded with asyncio; no TLS error exists without it
+    if ssl is not None and isinstance(exc, ssl.SSLError):
+        from mcp_server.upstream import tls
+
+        return TransportError("tls", tls.describe(exc), sent)
+    if isinstance(exc, http1.Closed) and exc.partial:
+        return TransportError("reset", "the connection closed in the middle of the answer", sent)
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        return TransportError("reset", "the connection was reset", sent)
+    if isinstance(exc, http1.HeadTooLarge):
+        # x402 offers and receipts ride in headers; a head too large is refused by name, not as garbage.
+        return TransportError("unreadable", f"its headers were over the {size_text(MAX_HEADER_BYTES)} limit", sent)
+    if isinstance(exc, http1.ProtocolError):
+        return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
+    if isinstance(exc, OSError):
+        return TransportError("connection", "the connection failed", sent)
+    return TransportError("connection", f"the connection failed ({type(exc).__name__})", sent)
+
+
+def https_proxy(host: str) -> tuple[str, int] | None:
+    import urllib.request  # only an https:// gateway that is not on loopback reads the proxy settings
+
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get("https")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.scheme != "http" or not parts.hostname:
+        # Going around a proxy the operator named would be a guess; failing says what to fix.
+        raise TransportError(
+            "connection",
+            "HTTPS_PROXY is not an http://host:port proxy URL, the only kind this server can tunnel through "
+            "(https:// and SOCKS proxies are not supported): give the proxy's http:// address; what it "
+            "carries is TLS either way",
+            False,
+        )
+    return parts.hostname, parts.port or 8080

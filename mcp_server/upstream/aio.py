@@ -37,6 +37,7 @@ from mcp_server.upstream.exchange import (
     https_proxy,
     pool_key,
     size_text,
+    tunnel_request,
 )
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.cancellation import Cancellation
@@ -395,8 +396,7 @@ class AsyncHttpTransport:
                 return _Connection(wire)
             if proxy is not None:
                 # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
-                authority = http1.host_header(target.host, target.port, -1)
-                await wire.send(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii"))
+                await wire.send(tunnel_request(target))
                 parser = http1.Parser()
                 status, _, _ = await _read(wire, parser.head(MAX_HEADER_BYTES))
                 if not 200 <= status < 300:

@@ -187,6 +187,12 @@ def encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> byte
     return http1.encode_request(request.method, path, fields, request.body)
 
 
+def tunnel_request(target: Target) -> bytes:
+    """The CONNECT request asking a proxy for a tunnel to the gateway; the proxy then carries TLS bytes only."""
+    authority = http1.host_header(target.host, target.port, -1)
+    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii")
+
+
 def classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
     if "cancelled" in aborted:
         return TransportError("cancelled", "the call was cancelled", sent)

@@ -25,18 +25,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from mcp_server.upstream import http1, sending
 from mcp_server.upstream.exchange import (
     MAX_HEADER_BYTES,
+    Exchange,
     GatewayRequest,
     GatewayResponse,
     Headers,
     PoolKey,
     Target,
     Transport,
-    TransportError,
-    classify,
-    encode,
     https_proxy,
-    pool_key,
-    size_text,
     tunnel_request,
 )
 from mcp_server.upstream.receiving import receive_buffer
@@ -420,21 +416,20 @@ class AsyncHttpTransport:
         fresh: bool,
         trace: Headers = (),
     ) -> GatewayResponse:
+        exchange = Exchange(target, request, deadline, fresh, trace, self.max_body)
+        key = exchange.key
         loop = asyncio.get_running_loop()
-        key = None if fresh else pool_key(target, request)
         pool = self._pool(loop)
         conn = None
         while key is not None and (conn := pool.take(key)) is not None and not conn.quiet():
             # Whatever came while it sat in the pool would be read as this request's answer: dropped
             # before anything is written on it, so nothing was sent, and another connection goes instead.
             conn.close()
-        aborted: list[str] = []
         stop: asyncio.Future[None] = loop.create_future()
         live: list[_Connection] = []
 
         def abort(reason: str) -> None:  # on the loop
-            if not aborted:
-                aborted.append(reason)
+            exchange.abort(reason)
             if not stop.done():
                 stop.set_result(None)
             for current in live:
@@ -448,46 +443,25 @@ class AsyncHttpTransport:
 
         timer = loop.call_later(max(deadline - time.monotonic(), 0.0), abort, "timeout")
         unregister = cancellation.on_cancel(cancelled)
-        sent = False
         keep = False
         if key is not None:
             pool.begin()
         try:
-            try:
-                data = encode(target, request, trace)
-            except (UnicodeError, ValueError):
-                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
-                if aborted:  # nothing is sent
-                    raise classify(ConnectionResetError(), aborted, sent, deadline)
+                exchange.go_on()
                 if conn is None:
                     conn = await _unless(self._connect(target, loop), stop)
                 live[:] = [conn]
-                if aborted:
-                    raise classify(ConnectionResetError(), aborted, sent, deadline)
-                sent = True  # from here on, the gateway may have seen the request
                 try:
-                    resp = await conn.exchange(data, self.max_body)
-                    break
-                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
-                    # A kept-alive connection the gateway closed while idle: answered nothing, so
-                    # the same (retriable) request goes once more on a new connection.
-                    if not conn.reused or aborted or getattr(exc, "partial", False):
+                    answer, keep = exchange.answered(await conn.exchange(exchange.writing(), self.max_body))
+                    return answer
+                except (ConnectionResetError, BrokenPipeError) as exc:
+                    if not exchange.again(exc, conn.reused):
                         raise
                 conn.close()
                 conn = None
-            if aborted:
-                raise classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = resp.keep_alive
-            return GatewayResponse(resp.status, resp.headers, resp.body)
-        except TransportError:
-            raise
-        except http1.BodyTooLarge:
-            raise TransportError("too_large", f"it was over the {size_text(self.max_body)} limit", True) from None
-        except Aborted:
-            raise classify(ConnectionResetError(), aborted, sent, deadline) from None
-        except Exception as exc:
-            raise classify(exc, aborted, sent, deadline) from None
+        except Exception as exc:  # Aborted included: a connect cut short by the deadline or a cancel
+            raise exchange.failed(exc) from None
         finally:
             timer.cancel()
             unregister()

@@ -1,9 +1,10 @@
 """One exchange with the gateway, sans-I/O: what is sent, which connection may carry it, what a failure is called.
 
-The rules the client (upstream/aio.py) follows for every request, each said once: the request
-as bytes (`encode`), the pooled connections it may take and leave (`pool_key`), the proxy an
-https:// gateway is reached through (`https_proxy`), and the name and words of each way an
-exchange can fail (`classify`). The answer's rules are http1.Parser's.
+The rules the client (upstream/aio.py) follows for every request, each said once: the exchange
+itself (`Exchange`: what each event means, what was sent, whether a connection is kept), the
+request as bytes (`encode`), the pooled connections it may take and leave (`pool_key`), the
+proxy an https:// gateway is reached through (`https_proxy`, `tunnel_request`), and the name and
+words of each way an exchange can fail (`classify`). The answer's rules are http1.Parser's.
 """
 
 from __future__ import annotations
@@ -193,10 +194,86 @@ def tunnel_request(target: Target) -> bytes:
     return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii")
 
 
-def classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
-    if "cancelled" in aborted:
+class Exchange:
+    """One request's exchange with the gateway, sans-I/O: what each event means, and what comes next.
+
+    The client (upstream/aio.py) carries the bytes and says what happened: the deadline passed or
+    the call was cancelled (`abort`), a connection is about to carry the request (`writing`), an
+    answer was read (`answered`), something failed (`again`, then `failed`). Its rules, each said
+    once: nothing is written once the call is aborted; whether the request may have reached the
+    gateway (`sent`) is known at every step; a kept-alive connection the gateway closed while idle
+    is replaced, once per connection; an answer read after an abort is never passed on; an answer
+    goes back to the pool only if it allows it and the call has a credential to pool by (`key`).
+    """
+
+    __slots__ = ("aborted", "data", "deadline", "key", "max_body", "sent")
+
+    def __init__(
+        self, target: Target, request: GatewayRequest, deadline: float, fresh: bool, trace: Headers, max_body: int
+    ) -> None:
+        """TransportError "unsendable" if the request cannot be written as HTTP."""
+        try:
+            self.data = encode(target, request, trace)
+        except (UnicodeError, ValueError):
+            # Never "could not be reached": nothing left this process. The callers refuse such
+            # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
+            raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
+        # A request that must not be retried (`fresh`) takes no pooled connection and leaves none.
+        self.key = None if fresh else pool_key(target, request)
+        self.deadline = deadline
+        self.max_body = max_body
+        self.aborted: str | None = None  # "timeout" or "cancelled": the first stands
+        self.sent = False
+
+    def abort(self, reason: str) -> None:
+        """The deadline passed ("timeout") or the call was cancelled ("cancelled")."""
+        if self.aborted is None:
+            self.aborted = reason
+
+    def go_on(self) -> None:
+        """Nothing, or the call's TransportError once it was aborted."""
+        if self.aborted is not None:
+            raise self.failed(ConnectionResetError())
+
+    def writing(self) -> bytes:
+        """The request, about to be written: from here on the gateway may have seen it."""
+        self.go_on()
+        self.sent = True
+        return self.data
+
+    def again(self, exc: Exception, reused: bool) -> bool:
+        """Whether the request goes once more, on a new connection, after `exc` on the one it was written to.
+
+        Only a connection kept alive from an earlier answer (`reused`) that the gateway closed while
+        it sat idle: no byte of an answer came, so the request was never read, and one more
+        connection is not a retry of the call.
+        """
+        closed = isinstance(exc, (ConnectionResetError, BrokenPipeError))  # http1.Closed included
+        return reused and closed and self.aborted is None and not getattr(exc, "partial", False)
+
+    def answered(self, resp: http1.Response) -> tuple[GatewayResponse, bool]:
+        """The answer to pass on, and whether its connection goes back to the pool.
+
+        An empty read also follows an abort closing the connection: a body cut short by it is never
+        passed on as a whole answer.
+        """
+        self.go_on()
+        return GatewayResponse(resp.status, resp.headers, resp.body), resp.keep_alive and self.key is not None
+
+    def failed(self, exc: Exception) -> TransportError:
+        """The exchange ended by `exc`, as a TransportError: what it is called, and whether it was sent."""
+        if isinstance(exc, TransportError):
+            return exc
+        if isinstance(exc, http1.BodyTooLarge):
+            return TransportError("too_large", f"it was over the {size_text(self.max_body)} limit", True)
+        return classify(exc, self.aborted, self.sent, self.deadline)
+
+
+def classify(exc: Exception, aborted: str | None, sent: bool, deadline: float) -> TransportError:
+    """What a failed exchange is called, in words; `aborted` is why it was stopped, if it was."""
+    if aborted == "cancelled":
         return TransportError("cancelled", "the call was cancelled", sent)
-    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
+    if aborted == "timeout" or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
         return TransportError("timeout", "it did not answer in time", sent)
     if isinstance(exc, socket.gaierror):
         return TransportError("dns", "its host name did not resolve", False)

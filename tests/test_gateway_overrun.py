@@ -7,7 +7,7 @@ it hands that call the data of the call before it, another member's.
 
 Here 8 members (each a bearer of their own) and callers with no token call at once through real
 server processes, `--http` (whose gateway pool is the event loop's) and stdio (whose calls run on
-a thread pool with the blocking client), against a gateway double that labels every answer with
+a thread pool, each thread's on a loop of its own), against a gateway double that labels every answer with
 the call and the credential it answers. No call may read another credential's answer: a pooled
 connection carries one credential's calls only (exchange.pool_key). Where the copy comes in the
 write of its answer, every call reads its own answer and succeeds: the pools ask the parser, TLS
@@ -344,7 +344,7 @@ def test_over_https_what_tls_holds_past_an_answer_is_seen_before_reuse() -> None
     held_to_the_rules("twice_in_one_write", tally, HTTP_TOTAL)
 
 
-# ---- over stdio: a thread pool and the blocking client ---------------------------------------------
+# ---- over stdio: a thread pool, each thread with a loop of its own ------------------------------
 
 STDIO_CALLS: Final = 12  # each member's calls, and as many public reads, all sent at once
 

@@ -630,7 +630,7 @@ def test_a_thread_calling_with_one_credential_after_another_keeps_the_last_ones_
     for request in requests:
         answer = client.call(request)
         assert isinstance(answer, gateway.GatewayResponse) and answer.status == 401  # answered, the connection kept
-    transport = client.async_transport
+    transport = client.transport
     assert isinstance(transport, aio.AsyncHttpTransport)
     (pool,) = transport._pools.values()  # the one of this thread's own loop
     assert list(pool) == [exchange.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1

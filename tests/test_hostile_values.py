@@ -256,8 +256,14 @@ class ExplodingTransport:
         self.after_sending = after_sending
         self.sent: list[GatewayRequest] = []
 
-    def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
+    async def send(
+        self,
+        target: Target,
+        request: GatewayRequest,
+        deadline: float,
+        cancellation: Cancellation,
+        fresh: bool,
+        trace: tuple[tuple[str, str], ...] = (),
     ) -> GatewayResponse:
         if self.after_sending:
             self.sent.append(request)

@@ -31,7 +31,6 @@ from mcp_server.upstream.exchange import (
     Headers,
     PoolKey,
     Target,
-    Transport,
     https_proxy,
     tunnel_request,
 )
@@ -353,7 +352,7 @@ class Pool(dict[PoolKey, list[_Connection]]):
 
 
 class AsyncHttpTransport:
-    """gateway.Transport on the running event loop (gateway.AsyncTransport)."""
+    """The gateway client: exchange.Transport on the running event loop."""
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
@@ -543,26 +542,6 @@ async def pause(seconds: float, cancellation: Cancellation) -> bool:
         timer.cancel()
         unregister()
     return cancellation.is_set
-
-
-class Blocking:
-    """A blocking Transport (a test's fake) as an AsyncTransport: sent from the loop's default executor."""
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-
-    async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse:
-        loop = asyncio.get_running_loop()
-        send = self.transport.send
-        return await loop.run_in_executor(None, lambda: send(target, request, deadline, cancellation, fresh, trace))
 
 
 class _ThreadLoop(threading.local):

@@ -93,25 +93,11 @@ Headers = tuple[tuple[str, str], ...]
 
 
 class Transport(Protocol):
-    """A blocking stand-in for the client (a test's fake): AsyncTransport's contract, on a thread.
+    """What sends one request and reads one whole answer: the gateway client (aio.AsyncHttpTransport), or a test's fake.
 
-    Sends one request and reads one whole answer; raises TransportError for network failures.
-    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
+    Awaited on an event loop; raises TransportError for network failures. `trace` holds this
+    attempt's W3C Trace Context header fields (a new span id each attempt).
     """
-
-    def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse: ...
-
-
-class AsyncTransport(Protocol):
-    """The gateway client's contract (upstream/aio.AsyncHttpTransport): Transport's, on an event loop."""
 
     async def send(
         self,

@@ -22,7 +22,6 @@ from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
 from mcp_server.upstream.exchange import (
-    AsyncTransport,
     GatewayRequest,
     GatewayResponse,
     Headers,
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 # What callers know the seam by, wherever it is defined.
 __all__ = [
-    "AsyncTransport",
     "Gateway",
     "GatewayCall",
     "GatewayFailure",
@@ -115,17 +113,14 @@ class Gateway:
         max_body: int = 4 * 1024 * 1024,
         attempts: int = 3,
         transport: Transport | None = None,
-        async_transport: AsyncTransport | None = None,
         rng: random.Random | None = None,
         send_token_in_clear: bool = False,
     ) -> None:
         self.timeout = timeout
         self.attempts = attempts
         self.max_body = max_body
-        # A test's blocking fake (sent from the loop's executor), or None: the one client, upstream/aio.py.
+        # What calls are sent on: a test's fake, or the one client (upstream/aio.py), made on first use.
         self.transport: Transport | None = transport
-        # The transport calls are sent on (upstream/aio.py), made on first use; a test may give its own.
-        self.async_transport: AsyncTransport | None = async_transport
         self._rng = rng
         self.target: Target | None = None
         self.config_problem: str | None = None
@@ -176,7 +171,7 @@ class Gateway:
 
         cancellation = cancellation or Cancellation()
         policy = self.policy(request, cancellation, on_retry, trace, observe)
-        transport = self.async_transport or self._client()
+        transport = self.transport or self._client()
         try:
             action = next(policy)
             while True:
@@ -195,21 +190,14 @@ class Gateway:
             outcome: Outcome = done.value
             return outcome
 
-    def _client(self) -> AsyncTransport:
-        """The transport calls are sent on, made on first use with the body cap.
-
-        A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
-        in the loop's default executor, so the loop never waits on them.
-        """
+    def _client(self) -> Transport:
+        """The one client, made on first use with this gateway's body cap."""
         from mcp_server.upstream import aio
 
         with _LOCK:
-            if self.async_transport is None:
-                if self.transport is None:
-                    self.async_transport = aio.AsyncHttpTransport(self.max_body)
-                else:
-                    self.async_transport = aio.Blocking(self.transport)
-            return self.async_transport
+            if self.transport is None:
+                self.transport = aio.AsyncHttpTransport(self.max_body)
+            return self.transport
 
     def step(
         self,

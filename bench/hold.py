@@ -106,7 +106,7 @@ def measure(shape: str, data: bytes, calls: int) -> list[float]:
     from mcp_server.upstream.gateway import Gateway
     from mcp_server.wire.jsonrpc import Request
 
-    gateway = Gateway("http://127.0.0.1:9", timeout=30.0, async_transport=_FixedAsync(data))
+    gateway = Gateway("http://127.0.0.1:9", timeout=30.0, transport=_FixedAsync(data))
     dispatcher = Dispatcher(build_catalog(gateway))
     session = Session(http=True)
     init = Request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})

@@ -116,7 +116,7 @@ class _Fixed:
 
         self.response = GatewayResponse(200, (("Content-Type", "application/json"),), data)
 
-    def send(self, *args: Any, **kwargs: Any) -> Any:
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
         return self.response
 
 

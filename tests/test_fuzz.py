@@ -443,7 +443,7 @@ class CannedTransport:
         self.n = 0
         self.lock = threading.Lock()
 
-    def send(
+    async def send(
         self,
         target: Target,
         request: GatewayRequest,

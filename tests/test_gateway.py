@@ -44,7 +44,7 @@ class ScriptedTransport:
         self.sent: list[Sent] = []
         self.first_sent = threading.Event()
 
-    def send(
+    async def send(
         self,
         target: Target,
         request: GatewayRequest,

@@ -9,6 +9,7 @@ connections this process holds to the gateway before and after every fault.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import socket
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.ops.watchdog import WATCHDOG
+from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import Gateway, GatewayRequest
 from tests.conftest import PROCFS, McpClient, client_for
 from tests.outputs import failure_facts
@@ -226,8 +227,8 @@ ARGS: dict[str, dict[str, Any]] = {
 
 @PROCFS
 def test_no_thread_socket_or_gateway_connection_outlives_the_faults() -> None:
-    # The one timer thread is started once per process, on first use: start it before counting.
-    WATCHDOG.schedule(time.monotonic(), lambda: None)
+    # This thread's event loop (its calls' own) is made once, on first use: made before counting.
+    aio.wait(asyncio.sleep(0))
     gc.collect()
     threads_before, fds_before = set(threading.enumerate()), open_fds()
 
@@ -248,8 +249,8 @@ def test_no_thread_socket_or_gateway_connection_outlives_the_faults() -> None:
             assert healthy["isError"] is False, (kind, healthy)  # the pool holds no broken connection
             assert connections_to(sandbox.port) <= 1, kind
         del client, result, healthy
-        # The pool belongs to the gateway object: dropping it closes its connection at once (a
-        # cancelled deadline timer still waiting in the watchdog's heap must not keep it alive).
+        # The pool belongs to the gateway object: dropping it closes its connection at once, on
+        # the thread's loop idle between calls.
         gc.collect()
         assert connections_to(sandbox.port) == 0
 

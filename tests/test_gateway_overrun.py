@@ -7,9 +7,9 @@ it hands that call the data of the call before it, another member's.
 
 Here 8 members (each a bearer of their own) and callers with no token call at once through real
 server processes, `--http` (whose gateway pool is the event loop's) and stdio (whose calls run on
-a thread pool with the blocking client), against a gateway double that labels every answer with
+a thread pool, each thread's on a loop of its own), against a gateway double that labels every answer with
 the call and the credential it answers. No call may read another credential's answer: a pooled
-connection carries one credential's calls only (gateway.pool_key). Where the copy comes in the
+connection carries one credential's calls only (exchange.pool_key). Where the copy comes in the
 write of its answer, every call reads its own answer and succeeds: the pools ask the parser, TLS
 and the kernel whether anything is past an answer, before a connection goes back and before it
 is reused (http1.quiet). A copy written milliseconds later, once the connection may carry the
@@ -33,7 +33,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,9 +41,8 @@ from typing import Any, Final
 
 import pytest
 
-from mcp_server.upstream import aio, gateway, tls
-from mcp_server.upstream.gateway import GatewayRequest, HttpTransport, parse_base_url
-from mcp_server.wire.cancellation import Cancellation
+from mcp_server.upstream import aio, exchange, gateway, tls
+from mcp_server.upstream.gateway import GatewayRequest, parse_base_url
 from mcp_server.wire.x402 import Payment
 from tests.conftest import ROOT, WAIT, StdioProcess, client_for, server_env
 from tests.gateway_drivers import gateway_driver  # noqa: F401
@@ -346,7 +344,7 @@ def test_over_https_what_tls_holds_past_an_answer_is_seen_before_reuse() -> None
     held_to_the_rules("twice_in_one_write", tally, HTTP_TOTAL)
 
 
-# ---- over stdio: a thread pool and the blocking client ---------------------------------------------
+# ---- over stdio: a thread pool, each thread with a loop of its own ------------------------------
 
 STDIO_CALLS: Final = 12  # each member's calls, and as many public reads, all sent at once
 
@@ -545,8 +543,8 @@ TARGET: Final = parse_base_url("https://relay.fairwins.test")
 TOKEN_A, TOKEN_B = "fw1.partition-a-7f3k", "fw1.partition-b-9q2z"
 
 
-def key_of(bearer: str | None = None, payment: Payment | None = None) -> gateway.PoolKey | None:
-    return gateway.pool_key(TARGET, GatewayRequest("GET", "/v1/member/me", bearer=bearer, payment=payment))
+def key_of(bearer: str | None = None, payment: Payment | None = None) -> exchange.PoolKey | None:
+    return exchange.pool_key(TARGET, GatewayRequest("GET", "/v1/member/me", bearer=bearer, payment=payment))
 
 
 def test_calls_share_a_connection_only_with_the_same_credential_and_a_paid_one_with_none() -> None:
@@ -554,7 +552,7 @@ def test_calls_share_a_connection_only_with_the_same_credential_and_a_paid_one_w
     assert key_of() == ("https", "relay.fairwins.test", 443, b"") != key_of(TOKEN_A)
     assert key_of(payment=Payment("X-PAYMENT", "e30=")) is None
     elsewhere = parse_base_url("https://other.fairwins.test")
-    assert gateway.pool_key(elsewhere, GatewayRequest("GET", "/", bearer=TOKEN_A)) != key_of(TOKEN_A)
+    assert exchange.pool_key(elsewhere, GatewayRequest("GET", "/", bearer=TOKEN_A)) != key_of(TOKEN_A)
 
 
 def test_the_pool_keeps_no_token_only_a_digest_keyed_by_this_process() -> None:
@@ -564,7 +562,7 @@ def test_the_pool_keeps_no_token_only_a_digest_keyed_by_this_process() -> None:
     assert len(digest) == 16 and TOKEN_A not in repr(key) and TOKEN_A.encode() not in digest
     # Another process (another key) knows the same token by another digest.
     other = subprocess.run(
-        [sys.executable, "-c", f"from mcp_server.upstream import gateway; print(gateway._digest({TOKEN_A!r}).hex())"],
+        [sys.executable, "-c", f"from mcp_server.upstream import exchange; print(exchange._digest({TOKEN_A!r}).hex())"],
         cwd=ROOT,
         env=server_env(),
         capture_output=True,
@@ -624,18 +622,15 @@ def test_the_loops_pool_holds_at_most_max_idle_however_many_calls_were_in_flight
     assert pool.idle == 2 and [conn.closed for conn in left] == [True, True, False, False]
 
 
-def test_a_thread_keeps_a_few_idle_connections_one_for_each_credential_it_called_with_last(
+def test_a_thread_calling_with_one_credential_after_another_keeps_the_last_ones_connection_only(
     sandbox: SandboxGateway,
 ) -> None:
-    transport = HttpTransport(1024 * 1024)
-    target = parse_base_url(sandbox.url)
+    client = gateway.Gateway(sandbox.url, timeout=WAIT)
     requests = [GatewayRequest("GET", "/v1/member/me", bearer=f"fw1.thread-{n}-7f3k") for n in range(6)]
-    try:
-        for request in requests:
-            answer = transport.send(target, request, time.monotonic() + WAIT, Cancellation(), False)
-            assert answer.status == 401  # an unknown token: answered, and the connection kept
-        kept = [gateway.pool_key(target, request) for request in requests[-gateway.THREAD_IDLE :]]
-        assert list(transport._pool()) == kept
-    finally:
-        for conn in transport._pool().values():
-            conn.close()
+    for request in requests:
+        answer = client.call(request)
+        assert isinstance(answer, gateway.GatewayResponse) and answer.status == 401  # answered, the connection kept
+    transport = client.transport
+    assert isinstance(transport, aio.AsyncHttpTransport)
+    (pool,) = transport._pools.values()  # the one of this thread's own loop
+    assert list(pool) == [exchange.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1

@@ -1,7 +1,7 @@
 """A pooled gateway connection is never trusted blindly (issue 23): what arrives on it while idle is no answer.
 
 A gateway (or something in front of it) can write on a kept-alive connection while it sits idle
-in this server's per-thread pool: an unsolicited second answer, a duplicate, a `408` before an
+in this server's pool: an unsolicited second answer, a duplicate, a `408` before an
 idle close, or just the close. Taken blindly, that connection hands the next member's request
 the bytes already waiting on it: member B reads member A's profile, and member C then reads B's.
 Each test here has the gateway do one of those things after member A's answer, on the very
@@ -9,7 +9,7 @@ connection A's call left in the pool, then has other members call on the same th
 process, over one Streamable HTTP connection, and through nginx's pooled upstream): each must
 read their own data, and nothing may be written on the spoiled connection. Each member has a
 connection of their own, as a pooled connection carries one credential's calls only
-(gateway.pool_key); a member's own next call on a spoiled connection is tests/test_gateway_overrun.py's.
+(exchange.pool_key); a member's own next call on a spoiled connection is tests/test_gateway_overrun.py's.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.upstream import http1
 from tests.conftest import NGINX, WAIT, McpClient, client_for
-from tests.gateway_drivers import gateway_driver  # noqa: F401
+from tests.gateway_drivers import ClientEnd, gateway_driver  # noqa: F401
 from tests.mcp_http import serving
 from tests.nginx import Nginx
 from tests.sandbox_gateway import (
@@ -248,16 +248,16 @@ ANSWER: Final = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
 
 
 @contextlib.contextmanager
-def answered(extra: bytes = b"") -> Iterator[tuple[http1.Connection, socket.socket, http1.Response]]:
+def answered(extra: bytes = b"") -> Iterator[tuple[ClientEnd, socket.socket, http1.Response]]:
     """A client connection that has read one whole answer (with `extra` written right behind it), and its peer."""
     ours, theirs = socket.socketpair()
-    conn = http1.Connection(ours)
+    conn = ClientEnd(ours)
     try:
         theirs.sendall(ANSWER + extra)
         response = conn.read_response(1024, 1024)
         yield conn, theirs, response
     finally:
-        conn.close()
+        conn.end()
         theirs.close()
 
 

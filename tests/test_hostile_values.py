@@ -31,7 +31,6 @@ from mcp_server.setup.server import build_catalog, build_dispatcher
 from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire import x402
-from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import Invalid, JSONObject, McpError, loads, lone_surrogate, parse
 from tests.conftest import WAIT, McpClient, client_for, run_stdio
 from tests.mcp_http import LegacyClient, ModernClient, modern_meta, serving
@@ -256,9 +255,7 @@ class ExplodingTransport:
         self.after_sending = after_sending
         self.sent: list[GatewayRequest] = []
 
-    def send(
-        self, target: Target, request: GatewayRequest, deadline: float, cancellation: Cancellation, fresh: bool
-    ) -> GatewayResponse:
+    async def send(self, target: Target, request: GatewayRequest, *rest: object) -> GatewayResponse:
         if self.after_sending:
             self.sent.append(request)
         raise RuntimeError("an unanticipated failure inside the seam")

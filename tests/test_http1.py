@@ -1,4 +1,4 @@
-"""The minimal HTTP/1.1 client under the gateway seam: framing, caps and keep-alive over socket pairs."""
+"""HTTP/1.1 under the gateway seam: framing, caps and keep-alive, read by the client's connection over socket pairs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_server.upstream import http1
-from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
+from mcp_server.upstream.exchange import tunnel_request
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, parse_base_url
+from tests.gateway_drivers import ClientEnd
 from tests.sandbox_gateway import SandboxGateway
 
 MAX_HEAD = 64 * 1024
@@ -18,21 +20,20 @@ MAX_BODY = 1024 * 1024
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, http1.Connection]]:
-    """(the server's end, a Connection on the client's end) of a connected socket pair."""
+def pair() -> Iterator[tuple[socket.socket, ClientEnd]]:
+    """(the server's end, the client's connection on the other end) of a connected socket pair."""
     server, client = socket.socketpair()
     server.settimeout(5)
-    client.settimeout(5)
-    conn = http1.Connection(client)
+    conn = ClientEnd(client)
     try:
         yield server, conn
     finally:
         server.close()
-        conn.close()
+        conn.end()
 
 
 def answer(
-    pair: tuple[socket.socket, http1.Connection],
+    pair: tuple[socket.socket, ClientEnd],
     data: bytes,
     *,
     close: bool = False,
@@ -275,21 +276,9 @@ def test_the_host_field_names_the_port_only_when_it_is_not_the_default(
     assert http1.host_header(host, port, default) == shown
 
 
-def test_a_tunnel_is_asked_for_with_connect_and_a_2xx_opens_it() -> None:
-    proxy, client = socket.socketpair()
-    with proxy, client:
-        proxy.settimeout(5)
-        proxy.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        http1.tunnel(client, "relay.fairwins.app", 443, MAX_HEAD)
-        assert proxy.recv(4096) == (b"CONNECT relay.fairwins.app:443 HTTP/1.1\r\nHost: relay.fairwins.app:443\r\n\r\n")
-
-
-def test_a_tunnel_the_proxy_refuses_is_a_connection_failure() -> None:
-    proxy, client = socket.socketpair()
-    with proxy, client:
-        proxy.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
-        with pytest.raises(OSError, match="407"):
-            http1.tunnel(client, "relay.fairwins.app", 443, MAX_HEAD)
+def test_a_tunnel_is_asked_for_with_connect_naming_the_gateway_and_nothing_else() -> None:
+    target = parse_base_url("https://relay.fairwins.app")
+    assert tunnel_request(target) == b"CONNECT relay.fairwins.app:443 HTTP/1.1\r\nHost: relay.fairwins.app:443\r\n\r\n"
 
 
 # ---- through the gateway seam -------------------------------------------------------------------

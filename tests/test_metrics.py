@@ -290,9 +290,8 @@ def test_promtool_accepts_the_full_set_and_refuses_a_broken_one() -> None:
 
 
 def test_every_cause_the_gateway_seam_names_is_a_label_of_its_own() -> None:
-    source = (pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "upstream" / "gateway.py").read_text(
-        encoding="utf-8"
-    )
+    upstream = pathlib.Path(__file__).resolve().parent.parent / "mcp_server" / "upstream"
+    source = "".join((upstream / name).read_text(encoding="utf-8") for name in ("gateway.py", "exchange.py", "aio.py"))
     named = set(re.findall(r'(?:TransportError|GatewayFailure)\(\s*"([a-z_]+)"', source))
     assert named and named - {"not_configured"} <= set(GATEWAY_CAUSES)
 

@@ -8,6 +8,7 @@ handshake, and nothing can turn verification off.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import io
@@ -27,16 +28,14 @@ from typing import Any
 import pytest
 
 from mcp_server.fairwins import payments
-from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.setup import doctor
 from mcp_server.setup.config import Config, argument_parser, from_env, parse_args
-from mcp_server.upstream import tls
+from mcp_server.upstream import aio, tls
 from mcp_server.upstream.gateway import (
     Gateway,
     GatewayFailure,
     GatewayRequest,
     GatewayResponse,
-    HttpTransport,
     parse_base_url,
 )
 from mcp_server.wire import x402
@@ -129,7 +128,7 @@ def test_the_fixture_certificates_pass_the_strict_checks_newer_pythons_turn_on(t
     context.verify_flags |= ssl.VERIFY_X509_STRICT | ssl.VERIFY_X509_PARTIAL_CHAIN
     with tls_sandbox() as gateway:
         with socket.create_connection(("127.0.0.1", gateway.port), timeout=WAIT) as sock:
-            secured = tls.handshake(sock, "127.0.0.1", context)
+            secured = context.wrap_socket(sock, server_hostname="127.0.0.1")
             assert secured.version() in ("TLSv1.2", "TLSv1.3")
             assert secured.selected_alpn_protocol() == "http/1.1"
 
@@ -170,7 +169,7 @@ def test_one_connection_and_one_handshake_serve_many_calls(secure: SandboxGatewa
         assert wagers(client)["isError"] is False
     assert client.call_tool("get_gateway_status")["isError"] is False
     assert len(secure.seen) == 6
-    # The public read shares no connection with the member's calls (gateway.pool_key): one handshake each.
+    # The public read shares no connection with the member's calls (exchange.pool_key): one handshake each.
     assert secure.handshakes == 2, "every call after the first of its credential must reuse the TLS connection"
 
 
@@ -606,7 +605,7 @@ def test_check_as_a_process_names_an_untrusted_certificate_then_passes_once_ssl_
 
 
 def test_the_context_requires_a_verified_certificate_for_the_host_name_over_tls_1_2_or_later() -> None:
-    context = HttpTransport(MIB)._tls_context()
+    context = aio.AsyncHttpTransport(MIB)._tls_context()
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.check_hostname is True
     assert context.minimum_version >= ssl.TLSVersion.TLSv1_2
@@ -820,7 +819,7 @@ def closes_soon(closed: Callable[[], bool]) -> bool:
 
 @PROCFS
 def test_no_thread_socket_or_gateway_connection_outlives_a_tls_failure_or_a_fault_over_tls(trusted: None) -> None:
-    WATCHDOG.schedule(time.monotonic(), lambda: None)  # the one timer thread, started before counting
+    aio.wait(asyncio.sleep(0))  # this thread's event loop, made once on first use: made before counting
     gc.collect()
     threads_before, fds_before = set(threading.enumerate()), open_fds()
     for leaf in (UNTRUSTED, WRONG_HOST, EXPIRED):

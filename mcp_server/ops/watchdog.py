@@ -1,6 +1,6 @@
 """One timer thread for every deadline in the process, so no call needs a thread of its own.
 
-Every gateway call's deadline and every batch's rests on this one thread: an action that raises
+Every batch's deadline (and the metrics' publishing) rests on this one thread: an action that raises
 costs that timer only (it is logged with its traceback, and the others still fire), and if the
 thread itself cannot go on, the process exits at once rather than live on with no deadline
 holding: whatever supervises it (Desktop, the worker supervisor, Kubernetes) starts another.
@@ -80,7 +80,7 @@ class Watchdog:
             self._loop()
         except BaseException:
             log.critical(
-                "the watchdog's timer thread failed, and without it no gateway or batch deadline holds: "
+                "the watchdog's timer thread failed, and without it no batch deadline holds: "
                 "the process exits (code %d) so that it is replaced",
                 EXIT_CODE,
                 exc_info=True,

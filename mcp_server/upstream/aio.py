@@ -1,14 +1,13 @@
-"""The gateway seam on the event loop: the http1 parser, pool rules and TLS of the blocking transport, the loop's waits.
+"""The gateway client: HTTP/1.1 exchanges on an event loop, over pooled connections.
 
-Loaded by the HTTP transport only (stdio never imports asyncio). What differs from
-gateway.HttpTransport is only how it waits: bytes arrive through a protocol object, a deadline
-is a timer of the loop, and a cancel aborts the connection from whichever thread throws it. The
-rules are shared, not copied: the request is encoded by gateway._encode, the answer read by
-http1.Parser, failures named by gateway._classify, TLS verified by the one context of
-upstream/tls.py (driven through memory, so its failures read as the blocking client's do), and
-the retry policy is Gateway._policy, driven by Gateway.acall.
+The one client of the outbound seam. Bytes arrive through a protocol object, a deadline is a
+timer of the loop, and a cancel aborts the connection from whichever thread throws it. What is
+sent, which connection may carry it and what each failure is called are upstream/exchange.py's
+rules; the answer is read by http1.Parser; TLS is verified by the one context of upstream/tls.py
+(driven through memory). Gateway.acall drives the retry policy over it; a caller that blocks
+(stdio's call threads, `fairwins-mcp check`) runs that on its thread's own loop (`wait`).
 
-Pool: one per event loop, keyed by gateway.pool_key (the gateway and the call's credential); a
+Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); a
 connection goes back only after a whole answer that allows it with nothing past it, and is
 never reused if anything arrived while it sat idle.
 """
@@ -20,33 +19,20 @@ import contextvars
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from mcp_server.ops.failures import as_value
-from mcp_server.ops.records import Attempt
-from mcp_server.ops.tracecontext import Trace
 from mcp_server.upstream import http1, sending
-from mcp_server.upstream.gateway import (
+from mcp_server.upstream.exchange import (
     MAX_HEADER_BYTES,
-    AsyncTransport,
-    Gateway,
-    GatewayCall,
+    Exchange,
     GatewayRequest,
     GatewayResponse,
     Headers,
-    HttpTransport,
-    Outcome,
-    Pause,
     PoolKey,
     Target,
-    Transport,
-    TransportError,
-    _classify,
-    _encode,
-    _https_proxy,
-    _size,
-    pool_key,
+    https_proxy,
+    tunnel_request,
 )
 from mcp_server.upstream.receiving import receive_buffer
 from mcp_server.wire.cancellation import Cancellation
@@ -173,7 +159,12 @@ class _Wire(asyncio.BufferedProtocol):
 
 
 class _Tls:
-    """TLS over a _Wire, through memory buffers (as upstream/tls.Stream does over a socket)."""
+    """TLS over a _Wire, through memory buffers.
+
+    OpenSSL reads from memory, never from the socket itself, so the server's first bytes are seen
+    before OpenSSL is given them: a plain HTTP answer is named as such (tls.look_at_first), where
+    OpenSSL alone would only say "wrong version number".
+    """
 
     def __init__(self, wire: _Wire, host: str, ctx: ssl.SSLContext) -> None:
         import ssl
@@ -264,8 +255,13 @@ class _Connection:
         return http1.quiet(self.parser.buffered, self.stream.held, self.stream.fileno())
 
     async def exchange(self, data: bytes, max_body: int) -> http1.Response:
+        """Send one request (already encoded) and read its final answer."""
         await self.stream.send(data)
-        resp = await _read(self.stream, self.parser.response(MAX_HEADER_BYTES, max_body))
+        return await self.read(max_body)
+
+    async def read(self, max_body: int, max_head: int = MAX_HEADER_BYTES) -> http1.Response:
+        """The next final answer; kept alive only if nothing came past it (http1.quiet)."""
+        resp = await _read(self.stream, self.parser.response(max_head, max_body))
         if not self.quiet():
             resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
         return resp
@@ -356,7 +352,7 @@ class Pool(dict[PoolKey, list[_Connection]]):
 
 
 class AsyncHttpTransport:
-    """gateway.Transport on the running event loop (gateway.AsyncTransport)."""
+    """The gateway client: exchange.Transport on the running event loop."""
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
@@ -383,7 +379,7 @@ class AsyncHttpTransport:
             return self._ssl
 
     async def _connect(self, target: Target, loop: asyncio.AbstractEventLoop) -> _Connection:
-        proxy = None if target.scheme == "http" or target.is_loopback else _https_proxy(target.host)
+        proxy = None if target.scheme == "http" or target.is_loopback else https_proxy(target.host)
         host, port = proxy or (target.host, target.port)
         # A transport registers its reader in the context it is made in, for its whole life: made
         # in a call's, a pooled connection would keep that call's request (the member's bearer, the
@@ -395,8 +391,7 @@ class AsyncHttpTransport:
                 return _Connection(wire)
             if proxy is not None:
                 # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
-                authority = http1.host_header(target.host, target.port, -1)
-                await wire.send(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii"))
+                await wire.send(tunnel_request(target))
                 parser = http1.Parser()
                 status, _, _ = await _read(wire, parser.head(MAX_HEADER_BYTES))
                 if not 200 <= status < 300:
@@ -420,21 +415,20 @@ class AsyncHttpTransport:
         fresh: bool,
         trace: Headers = (),
     ) -> GatewayResponse:
+        exchange = Exchange(target, request, deadline, fresh, trace, self.max_body)
+        key = exchange.key
         loop = asyncio.get_running_loop()
-        key = None if fresh else pool_key(target, request)
         pool = self._pool(loop)
         conn = None
         while key is not None and (conn := pool.take(key)) is not None and not conn.quiet():
             # Whatever came while it sat in the pool would be read as this request's answer: dropped
             # before anything is written on it, so nothing was sent, and another connection goes instead.
             conn.close()
-        aborted: list[str] = []
         stop: asyncio.Future[None] = loop.create_future()
         live: list[_Connection] = []
 
         def abort(reason: str) -> None:  # on the loop
-            if not aborted:
-                aborted.append(reason)
+            exchange.abort(reason)
             if not stop.done():
                 stop.set_result(None)
             for current in live:
@@ -448,46 +442,25 @@ class AsyncHttpTransport:
 
         timer = loop.call_later(max(deadline - time.monotonic(), 0.0), abort, "timeout")
         unregister = cancellation.on_cancel(cancelled)
-        sent = False
         keep = False
         if key is not None:
             pool.begin()
         try:
-            try:
-                data = _encode(target, request, trace)
-            except (UnicodeError, ValueError):
-                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
             while True:
-                if aborted:  # nothing is sent
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
+                exchange.go_on()
                 if conn is None:
                     conn = await _unless(self._connect(target, loop), stop)
                 live[:] = [conn]
-                if aborted:
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
-                sent = True  # from here on, the gateway may have seen the request
                 try:
-                    resp = await conn.exchange(data, self.max_body)
-                    break
-                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
-                    # A kept-alive connection the gateway closed while idle: answered nothing, so
-                    # the same (retriable) request goes once more on a new connection.
-                    if not conn.reused or aborted or getattr(exc, "partial", False):
+                    answer, keep = exchange.answered(await conn.exchange(exchange.writing(), self.max_body))
+                    return answer
+                except (ConnectionResetError, BrokenPipeError) as exc:
+                    if not exchange.again(exc, conn.reused):
                         raise
                 conn.close()
                 conn = None
-            if aborted:
-                raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = resp.keep_alive
-            return GatewayResponse(resp.status, resp.headers, resp.body)
-        except TransportError:
-            raise
-        except http1.BodyTooLarge:
-            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
-        except Aborted:
-            raise _classify(ConnectionResetError(), aborted, sent, deadline) from None
-        except Exception as exc:
-            raise _classify(exc, aborted, sent, deadline) from None
+        except Exception as exc:  # Aborted included: a connect cut short by the deadline or a cancel
+            raise exchange.failed(exc) from None
         finally:
             timer.cancel()
             unregister()
@@ -515,7 +488,12 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
         held = pool.drain()
-        if held and not loop.is_closed():
+        if held and loop is _THREAD.loop and not loop.is_running():
+            # This thread's own loop, idle between calls: closed now, not at the thread's next call.
+            _close_all(held)
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        elif held and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(_close_all, held)
             except RuntimeError:
@@ -543,7 +521,7 @@ async def _unless(work: Awaitable[T], stop: asyncio.Future[None]) -> T:
 
 
 async def pause(seconds: float, cancellation: Cancellation) -> bool:
-    """Wait `seconds` on the loop; True if cancelled meanwhile (as Cancellation.wait, without a thread)."""
+    """Wait `seconds` on the loop; True if cancelled meanwhile."""
     if cancellation.is_set:
         return True
     loop = asyncio.get_running_loop()
@@ -566,80 +544,33 @@ async def pause(seconds: float, cancellation: Cancellation) -> bool:
     return cancellation.is_set
 
 
-_LOCK: Final = threading.Lock()
+class _ThreadLoop(threading.local):
+    """The event loop of a thread that blocks on gateway calls, made on its first call."""
+
+    loop: asyncio.AbstractEventLoop | None = None
 
 
-def transport_for(gateway: Gateway) -> AsyncTransport:
-    """The gateway's transport on the loop, made on first use with its body cap.
+_THREAD: Final = _ThreadLoop()
 
-    A Gateway made with a blocking transport of its own (a test's fake) keeps it: its sends run
-    in the loop's default executor, so the loop never waits on them.
+
+def wait(work: Coroutine[Any, Any, T]) -> T:
+    """`work` run to its end on this thread's own event loop: a gateway call for a caller that blocks.
+
+    The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
+    connections. A cancel thrown on another thread reaches the call as on any loop, and its
+    deadline is a timer of the loop. What the call leaves behind (a connect cut short, a socket
+    to close) is finished before this returns, not when the thread next calls.
     """
-    with _LOCK:
-        transport = gateway.async_transport
-        if transport is None:
-            if isinstance(gateway.transport, HttpTransport):
-                transport = AsyncHttpTransport(gateway.max_body)
-            else:
-                transport = _Blocking(gateway.transport)
-            gateway.async_transport = transport
-        return transport
-
-
-class _Blocking:
-    """A blocking gateway.Transport, sent from the loop's default executor."""
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-
-    async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse:
-        loop = asyncio.get_running_loop()
-        send = self.transport.send
-        return await loop.run_in_executor(None, lambda: send(target, request, deadline, cancellation, fresh, trace))
-
-
-async def run(step: GatewayCall) -> Outcome:
-    """A gateway call yielded as a step, waited for on the running loop."""
-    return await call(
-        step.gateway, step.request, step.cancellation, step.on_retry, trace=step.trace, observe=step.observe
-    )
-
-
-async def call(
-    gateway: Gateway,
-    request: GatewayRequest,
-    cancellation: Cancellation | None = None,
-    on_retry: Callable[[int, str, float], None] | None = None,
-    *,
-    trace: Trace | None = None,
-    observe: Callable[[Attempt], None] | None = None,
-) -> Outcome:
-    """Gateway.call on the running event loop: the same policy (Gateway.policy), its waits the loop's."""
-    cancellation = cancellation or Cancellation()
-    policy = gateway.policy(request, cancellation, on_retry, trace, observe)
-    transport = gateway.async_transport or transport_for(gateway)
+    loop = _THREAD.loop
+    if loop is None:
+        loop = _THREAD.loop = asyncio.new_event_loop()
     try:
-        action = next(policy)
-        while True:
-            if isinstance(action, Pause):
-                action = policy.send(await pause(action.seconds, cancellation))
-                continue
-            assert gateway.target is not None
-            try:
-                got: GatewayResponse | TransportError = await transport.send(
-                    gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
-                )
-            except TransportError as exc:
-                got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
-            action = policy.send(got)
-    except StopIteration as done:
-        outcome: Outcome = done.value
-        return outcome
+        return loop.run_until_complete(work)
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.call_soon(loop.stop)
+        loop.run_forever()  # one more turn: the callbacks that close what was aborted

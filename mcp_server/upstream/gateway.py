@@ -1,73 +1,62 @@
 """The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
-nothing here raises for what the gateway did. Each call has a deadline (the shared watchdog's here,
-the loop's own timers in upstream/aio.py), redirects are never followed, bodies and headers are
-size-capped, connections are reused per worker thread or per event loop, only by calls with the
-same credential (pool_key) and never one on which anything arrived past its last answer, and
-only unpaid GETs are ever retried: one policy (Gateway.policy), driven blocking by Gateway.call
-and on an event loop by upstream/aio.call.
+nothing here raises for what the gateway did. Each call has a deadline, redirects are never
+followed, bodies and headers are size-capped, connections are reused per event loop, only by
+calls with the same credential (pool_key) and never one on which anything arrived past its last
+answer, and only unpaid GETs are ever retried. What to do is decided here, sans-I/O (the retry
+policy, Gateway.policy); one client does it, on an event loop (upstream/aio.py), which a caller
+that blocks reaches through Gateway.call.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import socket
-import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
-from mcp_server import __version__
 from mcp_server.ops.failures import as_value
 from mcp_server.ops.records import Attempt
 from mcp_server.ops.tracecontext import Trace
-from mcp_server.ops.watchdog import WATCHDOG
-from mcp_server.upstream import http1
+from mcp_server.upstream.exchange import (
+    GatewayRequest,
+    GatewayResponse,
+    Headers,
+    Target,
+    Transport,
+    TransportError,
+    is_loopback_host,
+)
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.cancellation import Cancellation
-from mcp_server.wire.x402 import Payment
 
 if TYPE_CHECKING:
     import random
-    import ssl
-    from hashlib import blake2b
 
-USER_AGENT: Final = f"fairwins-mcp/{__version__}"
+# What callers know the seam by, wherever it is defined.
+__all__ = [
+    "Gateway",
+    "GatewayCall",
+    "GatewayFailure",
+    "GatewayRequest",
+    "GatewayResponse",
+    "Headers",
+    "Outcome",
+    "Pause",
+    "Send",
+    "Target",
+    "Transport",
+    "TransportError",
+    "is_loopback_host",
+    "parse_base_url",
+]
+
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 RETRY_CAUSES: Final = frozenset({"reset"})
-MAX_HEADER_BYTES: Final = 64 * 1024  # x402 offers and receipts can be tens of KB of headers
-CHUNK: Final = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The gateway's base URL, parsed once."""
-
-    scheme: str
-    host: str
-    port: int
-    prefix: str  # base path without a trailing slash ("" for the root)
-
-    @property
-    def is_loopback(self) -> bool:
-        return is_loopback_host(self.host)
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
-    if host in ("localhost", "127.0.0.1", "::1"):
-        return True
-    import ipaddress  # the usual names are answered above, so a start rarely pays for this
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+_LOCK: Final = threading.Lock()  # a gateway's transport is made once, whichever thread calls first
 
 
 def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
@@ -95,33 +84,6 @@ def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
 
 
 @dataclass(frozen=True, slots=True)
-class GatewayRequest:
-    method: str
-    path: str  # percent-encoded already, starting with "/"
-    query: tuple[tuple[str, str], ...] = ()
-    body: bytes | None = None
-    bearer: str | None = field(default=None, repr=False)
-    payment: Payment | None = None
-
-    @property
-    def retriable(self) -> bool:
-        # A POST may have acted, and a paid request must reach the gateway exactly once.
-        return self.method == "GET" and self.payment is None
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayResponse:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-    attempts: int = 1
-
-    def header(self, name: str) -> str | None:
-        lower = name.lower()
-        return next((v for k, v in self.headers if k.lower() == lower), None)
-
-
-@dataclass(frozen=True, slots=True)
 class GatewayFailure:
     """The gateway could not be asked, or its answer could not be had.
 
@@ -140,313 +102,6 @@ class GatewayFailure:
 Outcome = GatewayResponse | GatewayFailure
 
 
-class TransportError(Exception):
-    def __init__(self, cause: str, detail: str, sent: bool) -> None:
-        super().__init__(detail)
-        self.cause, self.detail, self.sent = cause, detail, sent
-
-
-Headers = tuple[tuple[str, str], ...]
-
-
-class Transport(Protocol):
-    """Sends one request and reads one whole answer; raises TransportError for network failures.
-
-    `trace` holds this attempt's W3C Trace Context header fields (a new span id each attempt).
-    """
-
-    def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse: ...
-
-
-class AsyncTransport(Protocol):
-    """Transport on an event loop: the same contract, its waits the loop's (upstream/aio.py)."""
-
-    async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse: ...
-
-
-# Which pooled connections a request may take and leave: (scheme, host, port, its credential's digest).
-PoolKey = tuple[str, str, int, bytes]
-# The key of the credential digests, this process's own: never written anywhere, gone with the process.
-_DIGEST_KEY: Final = os.urandom(32)
-# Idle connections a thread keeps (gateway.HttpTransport): one per credential it called with last.
-THREAD_IDLE: Final = 4
-
-
-def pool_key(target: Target, request: GatewayRequest) -> PoolKey | None:
-    """Which idle connections `request` may take and leave; None: none.
-
-    A copy of an answer that arrives after its connection went back to the pool (written twice a
-    few milliseconds apart, or late by a proxy) is read by the next request on that connection,
-    and once that request is written no HTTP/1.1 client can tell the copy from its answer. So a
-    connection carries only calls with the credential of the call before it: one member's bearer
-    (known here by a digest keyed with this process's random key, never by the token), or none,
-    for the public reads. What it may still hand a call is an earlier answer of the same
-    credential, never another member's. A paid call shares no connection: its payment is no
-    credential to share one by, and it must reach the gateway exactly once.
-    """
-    if request.payment is not None:
-        return None
-    if request.bearer is None:
-        return (target.scheme, target.host, target.port, b"")
-    return (target.scheme, target.host, target.port, _digest(request.bearer))
-
-
-def _digest(bearer: str) -> bytes:
-    """`bearer` as a pool key knows it: a digest keyed by this process."""
-    return _blake2b()(bearer.encode("utf-8", "surrogatepass"), key=_DIGEST_KEY, digest_size=16).digest()
-
-
-@functools.cache
-def _blake2b() -> type[blake2b]:
-    try:
-        # hashlib.blake2b itself: hashlib would also load OpenSSL's libcrypto, which a stdio start
-        # never pays for (tests/test_start_path.py).
-        from _blake2 import blake2b
-    except ImportError:  # a Python built without it (OpenSSL's alone)
-        from hashlib import blake2b
-    return blake2b
-
-
-def _size(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
-
-
-class HttpTransport:
-    """http1 underneath: keep-alive per worker thread, deadline and cancel shut the socket down.
-
-    A thread keeps an idle connection for each of the last THREAD_IDLE credentials it called
-    with (pool_key). An http:// gateway never loads http.client, email or ssl; https:// loads
-    ssl on first use.
-    """
-
-    def __init__(self, max_body: int) -> None:
-        self.max_body = max_body
-        self._local = threading.local()
-        self._ssl: ssl.SSLContext | None = None
-        self._ssl_lock = threading.Lock()
-
-    def _pool(self) -> dict[PoolKey, http1.Connection]:
-        pool: dict[PoolKey, http1.Connection] | None = getattr(self._local, "pool", None)
-        if pool is None:
-            pool = self._local.pool = {}
-        return pool
-
-    def _tls_context(self) -> ssl.SSLContext:
-        with self._ssl_lock:
-            if self._ssl is None:
-                from mcp_server.upstream import tls
-
-                self._ssl = tls.context()
-            return self._ssl
-
-    def _connect(self, target: Target, timeout: float, watch: Callable[[http1.Stream], None]) -> http1.Connection:
-        if target.scheme == "http":
-            sock = http1.connect(target.host, target.port, timeout)
-            # Blocking from here on: the watchdog's shutdown ends a send or recv at the deadline.
-            # A timeout would poll before each of them, one more system call releasing the GIL.
-            sock.settimeout(None)
-            return http1.Connection(sock)
-        proxy = None if target.is_loopback else _https_proxy(target.host)
-        sock = http1.connect(*(proxy or (target.host, target.port)), timeout)
-        # A tunnel and a handshake take several reads, each with the whole timeout: the deadline
-        # (and a cancel) must be able to cut them short, as it cuts an exchange.
-        watch(sock)
-        try:
-            if proxy is not None:
-                # A CONNECT tunnel: the proxy carries TLS bytes and never sees the token.
-                http1.tunnel(sock, target.host, target.port, MAX_HEADER_BYTES)
-            from mcp_server.upstream import tls
-
-            return http1.Connection(tls.handshake(sock, target.host, self._tls_context()))
-        except BaseException:
-            sock.close()
-            raise
-
-    def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
-    ) -> GatewayResponse:
-        key = None if fresh else pool_key(target, request)
-        pool = self._pool()
-        conn = None if key is None else pool.pop(key, None)
-        if conn is not None and not conn.quiet():
-            # Whatever came while it sat in the pool would be read as this request's answer: an
-            # earlier call's data, or a 408 meant for nobody. Nothing has been written on it, so
-            # nothing was sent, and the request leaves on a fresh connection instead.
-            conn.close()
-            conn = None
-        aborted: list[str] = []
-        live: list[http1.Stream] = []
-
-        def shut(stream: http1.Stream) -> None:
-            try:
-                stream.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once
-            except OSError:
-                pass
-
-        def abort(reason: str) -> None:
-            aborted.append(reason)
-            for current in live:
-                shut(current)
-
-        def watch(stream: http1.Stream) -> None:
-            live[:] = [stream]
-            if aborted:  # it came while the socket was being opened
-                shut(stream)
-
-        timer = WATCHDOG.schedule(deadline, lambda: abort("timeout"))
-        unregister = cancellation.on_cancel(lambda: abort("cancelled"))
-        sent = False
-        keep = False
-        try:
-            try:
-                data = _encode(target, request, trace)
-            except (UnicodeError, ValueError):
-                # Never "could not be reached": nothing left this process. The callers refuse such
-                # values first (lone surrogates, a token outside ASCII); this is the seam's own net.
-                raise TransportError("unsendable", "this server could not write the request as HTTP", False) from None
-            while True:
-                if aborted:  # e.g. cancelled while it queued for a worker: nothing is sent
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
-                remaining = max(deadline - time.monotonic(), 0.001)
-                if conn is None:
-                    conn = self._connect(target, remaining, watch)
-                elif target.scheme != "http":
-                    conn.sock.settimeout(remaining)  # TLS keeps its timeout, a second net for its records
-                live[:] = [conn.sock]
-                if aborted:
-                    raise _classify(ConnectionResetError(), aborted, sent, deadline)
-                sent = True  # from here on, the gateway may have seen the request
-                try:
-                    resp = conn.exchange(data, MAX_HEADER_BYTES, self.max_body)
-                    break
-                except (ConnectionResetError, BrokenPipeError) as exc:  # http1.Closed included
-                    # A kept-alive connection the gateway closed while idle: answered nothing, so
-                    # the same (retriable) request goes once more on a new connection.
-                    if not conn.reused or aborted or getattr(exc, "partial", False):
-                        raise
-                conn.close()
-                conn = None
-            # An empty read also follows a deadline or cancel shutting the socket down: a short
-            # body is never passed on as a whole answer.
-            if aborted:
-                raise _classify(ConnectionResetError(), aborted, sent, deadline)
-            keep = resp.keep_alive
-            return GatewayResponse(resp.status, resp.headers, resp.body)
-        except TransportError:
-            raise
-        except http1.BodyTooLarge:
-            raise TransportError("too_large", f"it was over the {_size(self.max_body)} limit", True) from None
-        except Exception as exc:
-            raise _classify(exc, aborted, sent, deadline) from None
-        finally:
-            timer.cancel()
-            unregister()
-            if conn is not None:
-                if keep and key is not None:
-                    conn.reused = True
-                    pool[key] = conn
-                    if len(pool) > THREAD_IDLE:
-                        pool.pop(next(iter(pool))).close()  # the one left longest ago
-                else:
-                    conn.close()
-
-
-def _encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> bytes:
-    path = target.prefix + request.path
-    if request.query:
-        path += "?" + urllib.parse.urlencode(request.query, quote_via=urllib.parse.quote)
-    fields = [
-        ("Host", http1.host_header(target.host, target.port, 443 if target.scheme == "https" else 80)),
-        ("Accept", "application/json"),
-        ("User-Agent", USER_AGENT),
-    ]
-    fields += trace
-    if request.payment is not None:
-        fields.append((request.payment.header, request.payment.value))
-    elif request.bearer is not None:
-        fields.append(("Authorization", f"Bearer {request.bearer}"))
-    if request.body is not None:
-        fields.append(("Content-Type", "application/json"))
-    return http1.encode_request(request.method, path, fields, request.body)
-
-
-def _classify(exc: Exception, aborted: list[str], sent: bool, deadline: float) -> TransportError:
-    if "cancelled" in aborted:
-        return TransportError("cancelled", "the call was cancelled", sent)
-    if "timeout" in aborted or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
-        return TransportError("timeout", "it did not answer in time", sent)
-    if isinstance(exc, socket.gaierror):
-        return TransportError("dns", "its host name did not resolve", False)
-    if isinstance(exc, ConnectionRefusedError):
-        return TransportError("refused", "the connection was refused", False)
-    if isinstance(exc, http1.TunnelRefused):
-        # Only an https:// gateway is ever reached through a proxy, and only by CONNECT.
-        if exc.status == 407:
-            detail = "the proxy named by HTTPS_PROXY asks for credentials (407), which this server does not send"
-        else:
-            detail = f"the proxy named by HTTPS_PROXY refused to open a tunnel to it ({exc.status})"
-        return TransportError("connection", detail, False)
-    ssl = sys.modules.get("ssl")  # loaded only for an https:// gateway; no TLS error exists without it
-    if ssl is not None and isinstance(exc, ssl.SSLError):
-        from mcp_server.upstream import tls
-
-        return TransportError("tls", tls.describe(exc), sent)
-    if isinstance(exc, http1.Closed) and exc.partial:
-        return TransportError("reset", "the connection closed in the middle of the answer", sent)
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
-        return TransportError("reset", "the connection was reset", sent)
-    if isinstance(exc, http1.HeadTooLarge):
-        # x402 offers and receipts ride in headers; a head too large is refused by name, not as garbage.
-        return TransportError("unreadable", f"its headers were over the {_size(MAX_HEADER_BYTES)} limit", sent)
-    if isinstance(exc, http1.ProtocolError):
-        return TransportError("unreadable", "it was not a well-formed HTTP answer", sent)
-    if isinstance(exc, OSError):
-        return TransportError("connection", "the connection failed", sent)
-    return TransportError("connection", f"the connection failed ({type(exc).__name__})", sent)
-
-
-def _https_proxy(host: str) -> tuple[str, int] | None:
-    import urllib.request  # only an https:// gateway that is not on loopback reads the proxy settings
-
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get("https")
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    if parts.scheme != "http" or not parts.hostname:
-        # Going around a proxy the operator named would be a guess; failing says what to fix.
-        raise TransportError(
-            "connection",
-            "HTTPS_PROXY is not an http://host:port proxy URL, the only kind this server can tunnel through "
-            "(https:// and SOCKS proxies are not supported): give the proxy's http:// address; what it "
-            "carries is TLS either way",
-            False,
-        )
-    return parts.hostname, parts.port or 8080
-
-
 class Gateway:
     """The FairWins gateway as this server sees it: call(request) → Outcome, never an exception."""
 
@@ -458,16 +113,14 @@ class Gateway:
         max_body: int = 4 * 1024 * 1024,
         attempts: int = 3,
         transport: Transport | None = None,
-        async_transport: AsyncTransport | None = None,
         rng: random.Random | None = None,
         send_token_in_clear: bool = False,
     ) -> None:
         self.timeout = timeout
         self.attempts = attempts
         self.max_body = max_body
-        self.transport: Transport = transport or HttpTransport(max_body)
-        # The event loop's transport (upstream/aio.py), made on first use; a test may give its own.
-        self.async_transport: AsyncTransport | None = async_transport
+        # What calls are sent on: a test's fake, or the one client (upstream/aio.py), made on first use.
+        self.transport: Transport | None = transport
         self._rng = rng
         self.target: Target | None = None
         self.config_problem: str | None = None
@@ -498,19 +151,36 @@ class Gateway:
         """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
         with a span id of its own, and `observe` hears of each attempt once it has ended.
 
-        Blocking: each attempt and each wait between them on this thread (upstream/aio.call waits on
-        an event loop, driving the same policy)."""
+        For a caller that blocks (stdio's call threads, `fairwins-mcp check`): `acall` run on this
+        thread's own event loop (aio.wait)."""
+        from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
+
+        return aio.wait(self.acall(request, cancellation, on_retry, trace=trace, observe=observe))
+
+    async def acall(
+        self,
+        request: GatewayRequest,
+        cancellation: Cancellation | None = None,
+        on_retry: Callable[[int, str, float], None] | None = None,
+        *,
+        trace: Trace | None = None,
+        observe: Callable[[Attempt], None] | None = None,
+    ) -> Outcome:
+        """`call` on the running event loop: the policy driven, each attempt and pause waited for there."""
+        from mcp_server.upstream import aio
+
         cancellation = cancellation or Cancellation()
         policy = self.policy(request, cancellation, on_retry, trace, observe)
+        transport = self.transport or self._client()
         try:
             action = next(policy)
             while True:
                 if isinstance(action, Pause):
-                    action = policy.send(cancellation.wait(action.seconds))
+                    action = policy.send(await aio.pause(action.seconds, cancellation))
                     continue
                 assert self.target is not None
                 try:
-                    got: GatewayResponse | TransportError = self.transport.send(
+                    got: GatewayResponse | TransportError = await transport.send(
                         self.target, request, action.deadline, cancellation, action.fresh, action.trace
                     )
                 except TransportError as exc:
@@ -519,6 +189,15 @@ class Gateway:
         except StopIteration as done:
             outcome: Outcome = done.value
             return outcome
+
+    def _client(self) -> Transport:
+        """The one client, made on first use with this gateway's body cap."""
+        from mcp_server.upstream import aio
+
+        with _LOCK:
+            if self.transport is None:
+                self.transport = aio.AsyncHttpTransport(self.max_body)
+            return self.transport
 
     def step(
         self,
@@ -542,7 +221,7 @@ class Gateway:
     ) -> Generator[Send | Pause, GatewayResponse | TransportError | bool, Outcome]:
         """The retry policy, sans-I/O: yields an attempt to send (sent back its answer or its
         TransportError) or a pause between attempts (sent back True if cancelled meanwhile), and
-        returns the call's Outcome. Both drivers, `call` and upstream/aio.call, wait for what it yields."""
+        returns the call's Outcome. Its driver, `acall`, waits for what it yields."""
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
@@ -614,8 +293,8 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class GatewayCall:
-    """One gateway call as a step (core/steps.py): `run` waits for it on this thread; on an event loop,
-    upstream/aio.run waits for it there."""
+    """One gateway call as a step (core/steps.py): `run` waits for it on this thread's own loop,
+    `arun` on the running one."""
 
     gateway: Gateway
     request: GatewayRequest
@@ -626,3 +305,8 @@ class GatewayCall:
 
     def run(self) -> Outcome:
         return self.gateway.call(self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe)
+
+    async def arun(self) -> Outcome:
+        return await self.gateway.acall(
+            self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe
+        )

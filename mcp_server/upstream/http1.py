@@ -1,21 +1,19 @@
-"""A minimal HTTP/1.1 client over one socket: a request leaves in one write, one whole answer comes back.
+"""HTTP/1.1 for the gateway client, sans-I/O: a request as one bytes value, the answer read from bytes given.
 
-Only what the gateway seam needs, so a gateway reached over http:// never loads http.client,
-email or ssl: Content-Length, chunked and read-to-close bodies, interim 1xx answers skipped, a cap
-on the head and on the body, keep-alive as the answer allows, and a CONNECT tunnel for HTTPS
-through a proxy. HTTP status is data; a broken exchange is an exception naming what broke.
+Only what the gateway seam needs, so the gateway is reached without http.client or email:
+Content-Length, chunked and read-to-close bodies, interim 1xx answers skipped, a cap on the head
+and on the body, keep-alive as the answer allows. HTTP status is data; a broken exchange is an
+exception naming what broke. The bytes are carried by upstream/aio.py.
 """
 
 from __future__ import annotations
 
 import re
 import select
-import socket
 import sys
 from collections.abc import Generator
-from typing import Final, Protocol, TypeVar
+from typing import Final, TypeVar
 
-RECV: Final = 64 * 1024
 MAX_LINE: Final = 4096  # a chunk-size or trailer line
 _HEX: Final = b"0123456789abcdefABCDEF"
 _OWS: Final = b" \t"
@@ -95,47 +93,8 @@ def encode_request(method: str, target: str, fields: list[tuple[str, str]], body
     return head + body if body else head
 
 
-def connect(host: str, port: int, timeout: float) -> socket.socket:
-    """A TCP connection with Nagle off: a request is written once and must not wait for an ACK."""
-    sock = socket.create_connection((host, port), timeout=timeout)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
-        pass
-    return sock
-
-
-def tunnel(sock: socket.socket, host: str, port: int, max_head: int) -> None:
-    """Ask the proxy on `sock` for a CONNECT tunnel to host:port; TunnelRefused unless it answers 2xx.
-
-    The proxy then carries TLS bytes only: it never sees the request, its token or its answer.
-    """
-    authority = host_header(host, port, -1)
-    sock.sendall(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii"))
-    conn = Connection(sock)
-    status, _, _ = conn.read_head(max_head)
-    if not 200 <= status < 300:
-        raise TunnelRefused(status)
-    # The gateway says nothing before the client's first TLS record: what came is the proxy's.
-    if not conn.quiet():
-        raise ProtocolError("the proxy sent bytes before the tunnel was used")
-
-
-class Stream(Protocol):
-    """What a connection reads and writes: a socket, or TLS over one (mcp_server.upstream.tls.Stream)."""
-
-    def recv(self, bufsize: int, /) -> bytes: ...
-    def recv_into(self, buffer: memoryview, nbytes: int, /) -> int: ...
-    def sendall(self, data: bytes, /) -> None: ...
-    def settimeout(self, value: float | None, /) -> None: ...
-    def shutdown(self, how: int, /) -> None: ...
-    def close(self) -> None: ...
-    def fileno(self) -> int: ...
-
-
 # What the parser needs next: nothing is asked (None), and it is sent the next bytes read, or b""
-# at the end of the stream. The sync driver (Connection) and the async one (upstream/aio.py)
-# answer it with their own waits; the rules of the answer are here once.
+# at the end of the stream (upstream/aio.py waits for them on its loop).
 Reading = Generator[None, bytes, T]
 
 
@@ -288,64 +247,12 @@ class Parser:
         raise BodyTooLarge(f"over {max_body} bytes")
 
 
-class Connection:
-    """One stream carrying requests one at a time, read through a Parser: the blocking driver.
-
-    Not thread-safe: a connection belongs to one worker at a time.
-    """
-
-    __slots__ = ("parser", "reused", "sock")
-
-    def __init__(self, sock: Stream) -> None:
-        self.sock = sock
-        self.parser = Parser()
-        self.reused = False  # set when it is taken from a pool for a second (or later) request
-
-    @property
-    def buffered(self) -> int:
-        return self.parser.buffered
-
-    def quiet(self) -> bool:
-        """Whether nothing has arrived since the last answer (`quiet`)."""
-        return quiet(self.parser.buffered, _held(self.sock), self.sock.fileno())
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def exchange(self, data: bytes, max_head: int, max_body: int, head_request: bool = False) -> Response:
-        """Send one request (already encoded) and read its final answer."""
-        self.sock.sendall(data)
-        return self.read_response(max_head, max_body, head_request)
-
-    def read_response(self, max_head: int, max_body: int, head_request: bool = False) -> Response:
-        resp = self._read(self.parser.response(max_head, max_body, head_request))
-        if not self.quiet():
-            resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
-        return resp
-
-    def read_head(self, max_head: int) -> tuple[int, tuple[tuple[str, str], ...], bool]:
-        return self._read(self.parser.head(max_head))
-
-    def _read(self, reading: Reading[T]) -> T:
-        """Drive `reading`, each need for bytes met by one recv on the socket."""
-        try:
-            next(reading)
-            while True:
-                reading.send(self.sock.recv(RECV))
-        except StopIteration as done:
-            result: T = done.value
-            return result
-
-
 def quiet(buffered: int, held: bool, fd: int) -> bool:
     """Whether nothing has arrived on a connection past its last answer.
 
-    No byte, no end, no error; it never waits. The one rule of both gateway pools (Connection
-    here, upstream/aio.py on the loop), asked of a kept-alive connection as its answer ends and
-    again before it carries another request. Bytes past an answer answer no request of ours (a
+    No byte, no end, no error; it never waits. The rule of the gateway's pool (upstream/aio.py),
+    asked of a kept-alive connection as its answer ends and again before it carries another
+    request. Bytes past an answer answer no request of ours (a
     duplicated answer, a 408 written before an idle close): read as the answer to the next
     request, they would hand one caller another's data. An end means the next request would go
     nowhere. Such a connection is dropped, as urllib3 and Go's net/http drop it, before anything
@@ -354,13 +261,6 @@ def quiet(buffered: int, held: bool, fd: int) -> bool:
     what the loop has delivered), or still in the kernel (`fd`).
     """
     return not buffered and not held and not readable(fd)
-
-
-def _held(sock: Stream) -> bool:
-    # TLS keeps records it has received, decrypted or not, in memory, where polling the socket
-    # cannot see them (mcp_server.upstream.tls.Stream and ssl.SSLSocket both say how many by pending()).
-    pending = getattr(sock, "pending", None)
-    return pending is not None and bool(pending())
 
 
 def readable(fd: int) -> bool:

@@ -3,7 +3,7 @@
 In OAuth mode (docs/authorization.md) every access token is checked against the keys its issuer
 publishes: the issuer's metadata (RFC 8414, or OpenID Connect discovery) names `jwks_uri`, and
 that JWK Set is loaded into a `KeySet` (wire/access_tokens.py). Both are read by the gateway
-client (`Gateway`, `aio.call`): HTTPS only (http on loopback), no redirect followed, a bounded
+client (`Gateway.acall`): HTTPS only (http on loopback), no redirect followed, a bounded
 answer, the same deadlines and retries. Nothing here holds a token.
 """
 
@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse
 from mcp_server.wire.access_tokens import MAX_JWKS_BYTES, KeySet, Loaded
 
@@ -112,7 +111,7 @@ async def _get(url: str, max_body: int, timeout: float) -> bytes | str:
         return gateway.config_problem
     path = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
     query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-    outcome = await aio.call(gateway, GatewayRequest("GET", path, query))
+    outcome = await gateway.acall(GatewayRequest("GET", path, query))
     if isinstance(outcome, GatewayFailure):
         return f"{outcome.cause}: {outcome.detail}"
     assert isinstance(outcome, GatewayResponse)

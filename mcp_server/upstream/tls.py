@@ -1,4 +1,4 @@
-"""TLS to the gateway: the one verifying context, the connection over it, and a name for each way it fails.
+"""TLS to the gateway: the one verifying context, and a name for each way it fails.
 
 Imported on the first call to an https:// gateway, never at start. Verification is never
 relaxed: the context is the standard library's default (the system's CA certificates, or the
@@ -9,11 +9,8 @@ this package can turn any of that off.
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 from typing import Final
-
-RECV: Final = 64 * 1024
 
 # The first byte of every TLS record a server can send first: a handshake, or an alert.
 _TLS_RECORD_TYPES: Final = frozenset({0x15, 0x16})
@@ -73,116 +70,6 @@ def context() -> ssl.SSLContext:
     ctx.minimum_version = max(ctx.minimum_version, ssl.TLSVersion.TLSv1_2)
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
-
-
-class Stream:
-    """TLS over a connected socket, driven through memory buffers: the socket methods http1 uses.
-
-    OpenSSL reads from memory, never from the socket itself, so the server's first bytes are seen
-    before OpenSSL is given them: a plain HTTP answer is named as such, where OpenSSL alone would
-    only say "wrong version number". Deadlines and cancellation act on the socket, as without TLS.
-    """
-
-    __slots__ = ("_in", "_out", "_sock", "_tls")
-
-    def __init__(self, sock: socket.socket, host: str, ctx: ssl.SSLContext) -> None:
-        self._sock = sock
-        self._in = ssl.MemoryBIO()
-        self._out = ssl.MemoryBIO()
-        self._tls = ctx.wrap_bio(self._in, self._out, server_hostname=host)
-
-    def handshake(self, host: str) -> None:
-        first = True
-        while True:
-            try:
-                self._tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush()
-                data = self._sock.recv(RECV)
-                if first:
-                    look_at_first(data)
-                    first = False
-                self._feed(data)
-            except HandshakeError:
-                raise
-            except ssl.SSLError as exc:
-                try:
-                    self._flush()  # the alert that tells the server why
-                except OSError:
-                    pass
-                raise HandshakeError(describe_handshake(exc, host)) from None
-        self._flush()  # the client's Finished
-
-    def _flush(self) -> None:
-        if self._out.pending:
-            self._sock.sendall(self._out.read())
-
-    def _feed(self, data: bytes) -> None:
-        if data:
-            self._in.write(data)
-        else:
-            self._in.write_eof()
-
-    def _read(self, n: int, buffer: memoryview | None) -> bytes | int:
-        while True:
-            try:
-                return self._tls.read(n, buffer) if buffer is not None else self._tls.read(n)
-            except ssl.SSLWantReadError:
-                self._flush()  # e.g. a TLS 1.3 key update the server asked for
-                self._feed(self._sock.recv(RECV))
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                # The end, with or without close_notify: HTTP framing says whether the answer was whole.
-                return 0 if buffer is not None else b""
-
-    def recv(self, n: int, /) -> bytes:
-        data = self._read(n, None)
-        assert isinstance(data, bytes)
-        return data
-
-    def recv_into(self, buffer: memoryview, n: int, /) -> int:
-        count = self._read(n, buffer)
-        assert isinstance(count, int)
-        return count
-
-    def sendall(self, data: bytes, /) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[self._tls.write(view) :]
-            except ssl.SSLWantReadError:  # a renegotiation (TLS 1.2) wants the server's reply first
-                self._flush()
-                self._feed(self._sock.recv(RECV))
-        self._flush()  # every record of the request in one write
-
-    def settimeout(self, value: float | None, /) -> None:
-        self._sock.settimeout(value)
-
-    def shutdown(self, how: int, /) -> None:
-        self._sock.shutdown(how)
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
-    def pending(self) -> int:
-        """Bytes received and held in memory, decrypted or not: what polling the socket cannot see."""
-        return self._in.pending + self._tls.pending()
-
-    def version(self) -> str | None:
-        return self._tls.version()
-
-    def selected_alpn_protocol(self) -> str | None:
-        return self._tls.selected_alpn_protocol()
-
-
-def handshake(sock: socket.socket, host: str, ctx: ssl.SSLContext) -> Stream:
-    """TLS over the connected `sock`, the certificate verified for `host`; HandshakeError naming why not."""
-    stream = Stream(sock, host, ctx)
-    stream.handshake(host)
-    return stream
 
 
 def look_at_first(first: bytes) -> None:

@@ -11,8 +11,8 @@ class Cancellation:
 
     Made for every request, and held by every call a crowd has waiting: so it holds one lock and
     nothing else until it is used. The callbacks' table comes with the first callback, and the
-    Event a blocking wait sleeps on with the first such wait (only the threaded gateway client
-    sleeps on one; the event loop's waits are callbacks).
+    Event a blocking wait sleeps on with the first such wait (only work paced off the event loop,
+    transports/http/driver.Pacer, sleeps on one; the loop's waits are callbacks).
     """
 
     __slots__ = ("_callbacks", "_cancelled", "_event", "_lock", "_next")

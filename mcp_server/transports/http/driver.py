@@ -223,7 +223,7 @@ async def drive(steps: Steps[T], run: Run | None = None) -> T:
         failure = None
         try:
             if isinstance(step, GatewayCall):
-                value = await aio.run(step)
+                value = await step.arun()
             elif isinstance(step, Compute):
                 heavy = True
                 value = await compute(step)

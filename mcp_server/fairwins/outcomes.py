@@ -1,4 +1,6 @@
-"""Gateway outcomes → honest MCP results: the gateway's JSON verbatim, or a sentence naming the failure.
+"""Gateway outcomes as honest MCP results.
+
+The gateway's JSON verbatim, or a sentence naming the failure.
 
 Every sentence is a template from the snapshot's `wording` (assistant_contract.results), so the
 model reads the same words here as in the app. A failure is never rendered as [], 0 or a gap.
@@ -38,7 +40,9 @@ _BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
 
 
 def clean(text: object, limit: int = MAX_QUOTED) -> str:
-    """Gateway-written text, safe to quote inside a sentence: one line, no control characters, no credential, capped.
+    """Gateway-written text, safe to quote inside a sentence.
+
+    One line, no control characters, no credential, capped.
 
     The credentials of the request being handled are removed by value (redaction.py), before the
     cut so that none is left half there; the pattern rules then remove any other credential.
@@ -59,7 +63,10 @@ def clean(text: object, limit: int = MAX_QUOTED) -> str:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a call failed, as data: the failure sentence's kind and slots, and what the gateway answered."""
+    """Why a call failed, as data.
+
+    The failure sentence's kind and slots, and what the gateway answered.
+    """
 
     kind: str
     status: int | None = None  # the gateway's HTTP status, when it answered
@@ -71,7 +78,10 @@ class Failure:
     expected: str = ""  # undescribed_answer: what the contract expected there
 
     def facts(self) -> JSONObject:
-        """The same facts as the sentence, for `structuredContent` (the contract's failure schema)."""
+        """The sentence's facts, for `structuredContent`.
+
+        Shaped as the contract's failure schema.
+        """
         facts: JSONObject = {"kind": self.kind}
         if self.status is not None:
             facts["status"] = self.status
@@ -90,7 +100,9 @@ _PROBLEM = re.compile(r"`(?P<field>[^`]*)` (?P<rest>.*)", re.DOTALL)
 
 
 def undescribed(problem: str, status: int | None, code: str | None = None) -> Failure:
-    """A 2xx answer read whole that fits no shape the contract describes; `problem` is schema.check's sentence.
+    """A 2xx answer read whole that fits no shape the contract describes.
+
+    `problem` is schema.check's sentence.
 
     The checker names the field in backticks ("`markets[0].question` must be a string"), or says
     "the arguments" when the value as a whole misfits.
@@ -148,7 +160,9 @@ class Wording:
         return self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
 
     def say(self, failure: Failure, what: str) -> str:
-        """The contract's sentence for `failure`: a failure's with the UNKNOWN sentence after it.
+        """The contract's sentence for `failure`.
+
+        A failure's sentence, with the UNKNOWN sentence after it.
 
         An undescribed answer was read, so it gets its own sentence and not the UNKNOWN one (which
         says "say that it could not be read"): the gateway's text follows it in the result.
@@ -166,7 +180,9 @@ def text_block(text: str) -> JSONObject:
 
 
 def error_result(text: str, facts: JSONObject | None = None, answer: str | None = None) -> JSONObject:
-    """A tool error; `facts` (a Failure's) ride as structuredContent where the revision has it.
+    """A tool error result.
+
+    `facts` (a Failure's) ride as structuredContent where the revision has it.
 
     `answer`, the gateway's own text of an undescribed answer, follows the sentence as a second
     text block: the outputSchema holds structuredContent and not content, so the answer rides in
@@ -184,7 +200,10 @@ DEEP = f": it was nested too deeply to read (more than {MAX_DEPTH} levels, deepe
 
 
 def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
-    """(value, None) when the body is JSON that MCP clients can read; (None, why not) otherwise."""
+    """A gateway body as JSON that MCP clients can read, or why not.
+
+    (value, None) when the body is such JSON; (None, why not) otherwise.
+    """
     if not resp.body.strip():
         return None, ": it was empty"
     try:
@@ -220,7 +239,7 @@ def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: fl
 
 
 def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
-    """Why the gateway gave no answer: not configured, unreachable or unreadable."""
+    """The Failure of an outcome where the gateway gave no answer."""
     if outcome.cause == "not_configured":
         if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
             return Failure("gateway_not_configured")
@@ -235,7 +254,10 @@ def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
 
 
 def _said(body: Any, wording: Wording) -> tuple[str, str | None]:
-    """The gateway's message, quoted for a sentence, and its error code if well formed."""
+    """What the gateway wrote: its message, quoted, and its error code.
+
+    The quote is empty without a message; the code is None unless well formed.
+    """
     said = body.get("message") if isinstance(body, dict) else None
     quoted = f": the gateway said “{clean(said)}”" if isinstance(said, str) and said.strip() else ""
     written = body.get("error") if isinstance(body, dict) else None
@@ -281,7 +303,10 @@ def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: st
 
 
 def chain_notes(value: Any, wording: Wording) -> list[str]:
-    """A sentence for every chain in a per-chain envelope that is not `read`, then the UNKNOWN rule."""
+    """A sentence for each chain of a per-chain envelope that is not `read`.
+
+    Then the UNKNOWN rule.
+    """
     chains = value.get("chains") if isinstance(value, dict) else None
     if not isinstance(chains, list):
         return []
@@ -308,7 +333,9 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
 
 
 def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) -> JSONObject:
-    """`success_result` for an answer read and checked as text (answers.py): passed on as the gateway wrote it.
+    """`success_result` for an answer read and checked as text (answers.py).
+
+    It is passed on as the gateway wrote it.
 
     The text block is the gateway's text (its outer whitespace off), escaped once, here;
     structuredContent is its bytes. Both are spliced into the message as it is encoded.
@@ -324,7 +351,9 @@ def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) ->
 
 
 def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | None = None) -> JSONObject:
-    """The gateway's JSON verbatim as structuredContent and as text, plus the honest notes.
+    """The gateway's JSON verbatim as structuredContent and as text.
+
+    Plus the honest notes.
 
     Encoded once, a slice at a time (jsonrpc.dumps_in_slices): the text block is that text,
     escaped once, and structuredContent the same text, written as it is (jsonrpc.Verbatim); each

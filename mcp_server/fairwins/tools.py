@@ -1,4 +1,6 @@
-"""The served tools: each non-local snapshot entry bound to the gateway, plus the server's own build_intent.
+"""The served tools: the snapshot's entries bound to the gateway.
+
+Each non-local entry, plus the server's own build_intent.
 
 Binding is data-driven: an `exec.kind == "route"` entry calls its ROUTES path with the member's
 credential; a `"public"` entry fills its path parameters from the arguments (each one
@@ -70,13 +72,16 @@ UNSIGNED_NOTE = (
     "Nothing was signed or submitted: this is typed data for the member to review and sign in "
     "their own wallet, then submit themselves."
 )
-# An answer over this size takes milliseconds to read, check and scrub (4 MB: 70-110 ms): it is
+# An answer over this size takes milliseconds to read, check and scrub (BENCHMARKS.md): it is
 # yielded as a Compute step, so an event loop hands it to its executor and serves on meanwhile.
 LARGE_ANSWER: Final = 256 * 1024
 
 
 def _what(entry: dict[str, Any]) -> str:
-    """The thing a failure sentence says could not be read, from the progress label ("Reading X…")."""
+    """The thing a failure sentence says could not be read.
+
+    It comes from the progress label ("Reading X…").
+    """
     label: str = entry["progress"].rstrip("…")
     if label.startswith("Reading "):
         return label.removeprefix("Reading ")
@@ -146,7 +151,10 @@ class GatewayTool:
 
     @functools.cached_property
     def _fits_answer(self) -> schema.Verdict:
-        """Whether an answer fits the outputSchema: the checker runs only to word a misfit."""
+        """Whether an answer fits the outputSchema.
+
+        The checker runs only to word a misfit.
+        """
         return schema.compile_verdict(self.output_schema)
 
     @functools.cached_property
@@ -179,12 +187,18 @@ class GatewayTool:
         return GatewayRequest(self.method, path, query, body, bearer, payment)
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
-        """The call, its gateway request waited for on this thread (see `call_steps`)."""
+        """The call, its gateway request waited for on this thread.
+
+        See `call_steps`.
+        """
         return steps.run(self.call_steps(arguments, ctx))
 
     def call_steps(self, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:
-        """The call as steps (core/steps.py): the gateway request is yielded, and so is the reading of
-        a large answer, which takes milliseconds of CPU (on an event loop, done in an executor)."""
+        """The call as steps (core/steps.py).
+
+        The gateway request is yielded, and so is the reading of a large answer, which takes
+        milliseconds of CPU (on an event loop, done in an executor).
+        """
         problem = self._check_arguments(arguments, "")
         if problem:
             text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
@@ -234,8 +248,11 @@ class GatewayTool:
         verbatim: bool = False,
         scrub: bool = False,
     ) -> JSONObject:
-        """The call's result. `scrub`: an answer that might spell the call's credentials has its
-        values scrubbed before it is encoded (the caller still holds the whole result to them)."""
+        """The call's result.
+
+        `scrub`: an answer that might spell the call's credentials has its values scrubbed before
+        it is encoded (the caller still holds the whole result to them).
+        """
         redactor = ctx.redactor() if scrub else None
         if request.payment is not None:
             paid = payments.paid_result(
@@ -266,12 +283,15 @@ class GatewayTool:
         verbatim: bool = False,
         redactor: Redactor | None = None,
     ) -> JSONObject:
-        """A 2xx: the gateway's JSON verbatim with its honest notes, or why it could not be read.
+        """The result of a 2xx answer.
+
+        The gateway's JSON verbatim with its honest notes, or why it could not be read.
 
         With `verbatim`, the answer is first read as text in one pass (answers.Reader): when the
         reader vouches for it, it is passed on as the gateway's own text and bytes (each lone
-        surrogate escape written as U+FFFD, as `jsonrpc.encode` writes one on the exact path). Anything the
-        reader doubts (a failure above all) is read here the exact way, which words the failure.
+        surrogate escape written as U+FFFD, as `jsonrpc.encode` writes one on the exact path).
+        Anything the reader doubts (a failure above all) is read here the exact way, which words
+        the failure.
         """
         if verbatim:
             fast = self._read_answer(resp)
@@ -293,7 +313,10 @@ class GatewayTool:
         return success_result(value, self._notes(value), redactor)
 
     def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
-        """The answer passed on as the gateway wrote it, when the reader vouches for it; None when in doubt."""
+        """The answer passed on as the gateway wrote it, when the reader vouches.
+
+        None when in doubt.
+        """
         if not resp.body.strip():
             return None
         try:
@@ -340,7 +363,10 @@ class GatewayTool:
         return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None, answer)
 
     def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
-        """Why the call ended as an error, for its record, where no Failure went through _error."""
+        """Why the call ended as an error, for its record.
+
+        Only where no Failure went through _error.
+        """
         record = ctx.record
         if record.failure is not None:
             return
@@ -353,7 +379,10 @@ class GatewayTool:
 
 
 def _structured(ctx: RequestContext) -> bool:
-    """Whether the request's revision has structuredContent (2025-06-18 and later)."""
+    """Whether the request's revision has structuredContent.
+
+    Revisions from 2025-06-18 on have it.
+    """
     return ctx.version in STRUCTURED_OUTPUT_VERSIONS
 
 
@@ -362,7 +391,9 @@ _DECODED: Final = frozenset(name.lower() for name in payments.DECODED_HEADERS)  
 
 
 def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:
-    """Whether what the gateway wrote back might spell the bearer or payment the call forwarded.
+    """Whether the gateway's reply might spell the call's credentials.
+
+    The credentials are the bearer or payment the call forwarded.
 
     Everything in a result that is not this server's own comes from the answer's bytes, or from
     the x402 headers decoded (which always count as might). An answer whose bytes cannot spell
@@ -384,7 +415,9 @@ def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> 
 
 
 def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
-    """The result, and the headers it brings, with no trace of the bearer or payment the call forwarded.
+    """The result and its headers, with no trace of the call's credentials.
+
+    The credentials are the bearer or payment the call forwarded.
 
     Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
     receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
@@ -407,7 +440,10 @@ def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:
-    """Every non-local snapshot entry, served exactly as the snapshot defines it, plus build_intent."""
+    """The served tools: each non-local snapshot entry, and build_intent.
+
+    Each entry is served exactly as the snapshot defines it.
+    """
     served = [GatewayTool(entry, snap, gateway, wording) for entry in snap.tools if entry["exec"]["kind"] != "local"]
     served.append(GatewayTool(BUILD_INTENT, snap, gateway, wording))
     return served

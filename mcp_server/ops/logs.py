@@ -1,4 +1,7 @@
-"""Logging to stderr, configured once: text for a terminal or one JSON object per line, and token redaction."""
+"""Logging to stderr, configured once, with token redaction.
+
+Text for a terminal, or one JSON object per line.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ SEVERITY: Final = {
 
 
 def redact(token: str | None) -> str:
-    """`fw1.…abcd`: the most of a token that may ever appear in a log line or an error."""
+    """`fw1.…abcd`: the most of a token a log line or an error may show."""
     if not token:
         return "(none)"
     prefix = "fw1." if token.startswith("fw1.") else ""
@@ -54,7 +57,10 @@ def redact(token: str | None) -> str:
 
 
 def register_secret(value: str) -> None:
-    """A value the log filter scrubs wherever it would otherwise appear (belt and braces)."""
+    """A value the log filter scrubs wherever it would otherwise appear.
+
+    Belt and braces.
+    """
     if len(value) >= 8:
         with _lock:
             _secrets.add(value)
@@ -88,7 +94,10 @@ class Scrubber(Protocol):
 
 
 class Credentials(Protocol):
-    """A request as the log filter sees it (core.context.RequestContext): its values, as a scrubber."""
+    """A request as the log filter sees it: its values, as a scrubber.
+
+    The request is a core.context.RequestContext.
+    """
 
     def redactor(self) -> Scrubber | None: ...
 
@@ -97,7 +106,10 @@ _request: contextvars.ContextVar[Credentials | None] = contextvars.ContextVar("f
 
 
 def bind_request(ctx: Credentials) -> contextvars.Token[Credentials | None]:
-    """From now until `unbind_request`, in this thread, records and quoted text are scrubbed of ctx's values."""
+    """Scrub ctx's values from this thread's records and quoted text.
+
+    From now until `unbind_request`, in this thread.
+    """
     return _request.set(ctx)
 
 
@@ -116,13 +128,18 @@ def request_bound(ctx: Credentials) -> Iterator[None]:
 
 
 def request_scrubber() -> Scrubber | None:
-    """The scrubber of the request this thread is handling; None outside one, or when it carries nothing."""
+    """The scrubber of the request this thread is handling.
+
+    None outside one, or when it carries nothing.
+    """
     ctx = _request.get()
     return None if ctx is None else ctx.redactor()
 
 
 class RequestFilter(logging.Filter):
-    """Scrubs a record made while a request is handled: its message and any traceback it carries.
+    """Scrubs a record made while a request is handled.
+
+    Both its message and any traceback it carries.
 
     A record that changes gets its traceback folded into its message (and exc_info cleared), so
     every formatter, text or JSON, writes the scrubbed text and none formats the original again.
@@ -147,7 +164,7 @@ class RequestFilter(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger: message`, the time formatted once per second, not once per line."""
+    """`time LEVEL logger: message`, the time formatted once per second."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -172,8 +189,11 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line with the field names Cloud Logging reads (`severity`, `message`, `time`,
-    `httpRequest`, `logging.googleapis.com/…`); a per-message record adds its own fields."""
+    """One JSON object per line, with the field names Cloud Logging reads.
+
+    Those are `severity`, `message`, `time`, `httpRequest` and `logging.googleapis.com/…`; a
+    per-message record adds its own fields.
+    """
 
     def __init__(self, trace_project: str | None = None) -> None:
         super().__init__()
@@ -212,7 +232,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class StderrHandler(logging.Handler):
-    """Formatted lines handed to a writer thread of their own: no thread that serves ever waits on stderr.
+    """Formatted lines handed to a writer thread of their own.
+
+    No thread that serves ever waits on stderr.
 
     A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
     writes what is queued at most FLUSH_AFTER seconds later, a slice of FORMAT_SLICE lines per
@@ -243,7 +265,9 @@ class StderrHandler(logging.Handler):
         _HANDLERS.add(self)
 
     def _forked(self) -> None:
-        """In a child just forked (--workers): no writer thread came along, and its lock may be held.
+        """The handler afresh in a child just forked (--workers).
+
+        No writer thread came along, and its lock may be held.
 
         Lines the parent had queued are the parent's to write; the child starts empty.
         """
@@ -256,7 +280,9 @@ class StderrHandler(logging.Handler):
         self.in_place = False
 
     def write_in_place(self) -> None:
-        """From now on, each line is written by the thread that logs it, and no writer thread runs.
+        """Each line is written by the thread that logs it, from now on.
+
+        No writer thread runs.
 
         For a process that must fork with no other thread alive (the --workers supervisor).
         """
@@ -273,7 +299,9 @@ class StderrHandler(logging.Handler):
             self._thread = None
 
     def handle(self, record: logging.LogRecord) -> bool:
-        """A per-message record (records.py) is queued as it is and formatted by the writer thread.
+        """Queue a per-message record as it is; the writer thread formats it.
+
+        A per-message record is records.py's.
 
         It is finished (nothing in it changes any more) and made after its request was handled
         (no request's credentials are bound to the thread then), so its filters and formatter may
@@ -312,7 +340,9 @@ class StderrHandler(logging.Handler):
         self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
 
     def _write_now(self, data: bytes) -> bool:
-        """Write `data` on this thread, if that cannot wait; False (nothing written) where it might.
+        """Write `data` on this thread, if that cannot wait.
+
+        False (nothing written) where it might.
 
         A thread that serves never waits on stderr: so only a line stderr takes whole at once (no
         longer than PIPE_BUF, stderr ready for it, the writer thread not in the middle of a write).
@@ -339,7 +369,10 @@ class StderrHandler(logging.Handler):
             signals.start(self._thread)  # a stop signal must reach the main thread, not this one
 
     def _line(self, item: str | logging.LogRecord) -> str:
-        """A queued item as the text to write: a line already made, or a deferred record, filtered and formatted."""
+        """A queued item as the text to write.
+
+        A line already made, or a deferred record, filtered and formatted.
+        """
         if isinstance(item, str):
             return item
         try:
@@ -424,7 +457,10 @@ class StderrHandler(logging.Handler):
                 self._lines, self._size = [], 0
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Wait (up to `timeout` seconds) until every line queued so far is written."""
+        """Wait until every line queued so far is written.
+
+        At most `timeout` seconds.
+        """
         with self._cond:
             if self._thread is None:
                 return
@@ -465,26 +501,38 @@ if sys.platform != "win32":  # Windows has no fork
 
 
 def flush() -> None:
-    """Write every log line queued so far (before a process leaves by os._exit, which runs no atexit)."""
+    """Write every log line queued so far.
+
+    For a process about to leave by os._exit, which runs no atexit.
+    """
     for handler in list(_HANDLERS):
         handler.flush()
 
 
 def mark_pid() -> None:
-    """Name this process in every JSON record from now on (`pid`): for the --workers supervisor, and
-    for each worker again after its fork, so a record says which process wrote it."""
+    """Name this process (`pid`) in every JSON record from now on.
+
+    For the --workers supervisor, and for each worker again after its fork, so a record says which
+    process wrote it.
+    """
     global _pid
     _pid = os.getpid()
 
 
 def write_in_place() -> None:
-    """No log writer thread in this process from now on (see StderrHandler.write_in_place)."""
+    """No log writer thread in this process from now on.
+
+    See StderrHandler.write_in_place.
+    """
     for handler in list(_HANDLERS):
         handler.write_in_place()
 
 
 def _stderr_handler() -> logging.Handler:
-    """The writer thread's handler on a descriptor of its own for fd 2; a plain one where stderr is no file."""
+    """The writer thread's handler, on a descriptor of its own for fd 2.
+
+    A plain one where stderr is no file.
+    """
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):

@@ -1,4 +1,6 @@
-"""One structured record per MCP message: what was asked, how it ended, the gateway's part, the time.
+"""One structured record per MCP message.
+
+What was asked, how it ended, the gateway's part, the time.
 
 A transport makes a `Record` as a message arrives and hands it to the dispatcher on the
 RequestContext; the dispatcher fills in the protocol facts, the gateway seam reports each upstream
@@ -108,7 +110,10 @@ WELL_KNOWN: Final = "/.well-known/"
 
 
 class Attempt(NamedTuple):
-    """One upstream exchange as the request's record sees it: status or failure cause, time, span."""
+    """One upstream exchange as the request's record sees it.
+
+    Its status or failure cause, time and span.
+    """
 
     status: int | None  # the gateway's HTTP status; None when no answer was had
     cause: str | None  # the GatewayFailure cause when there was no answer
@@ -120,7 +125,9 @@ class Attempt(NamedTuple):
 
 
 def clip(value: str) -> str:
-    """A client-chosen string fit for one log line: printable characters only, at most CLIENT_TEXT of them.
+    """A client-chosen string fit for one log line.
+
+    Printable characters only, at most CLIENT_TEXT of them.
 
     A cut shows how much was left out: `GETGETGET…(+59872)`.
     """
@@ -142,9 +149,12 @@ def _logfmt(value: str) -> str:
 
 @dataclass(slots=True)
 class HttpFacts:
-    """The HTTP side of a record (Cloud Logging's `httpRequest`); never a header's value but User-Agent's.
+    """The HTTP side of a record (Cloud Logging's `httpRequest`).
 
-    Method, path and User-Agent are held as the client sent them; `clip` cuts them as they are written.
+    It holds no header's value but User-Agent's.
+
+    Method, path and User-Agent are held as the client sent them; `clip` cuts them as they are
+    written.
     """
 
     method: str
@@ -159,7 +169,9 @@ class HttpFacts:
 
 
 class Record:
-    """One MCP message (and, over HTTP, the request that carried it) as the operator sees it.
+    """One MCP message as the operator sees it.
+
+    Over HTTP, with the request that carried it.
 
     Attributes not set for a message keep the class's defaults: a record is made per message, so
     it is made with as little work as possible.
@@ -192,7 +204,10 @@ class Record:
     # ---- filled in by the dispatcher and the gateway seam ---------------------------------------
 
     def begin(self, message: object) -> None:
-        """The message this record is about (the dispatcher calls this as it starts on one)."""
+        """The message this record is about.
+
+        The dispatcher calls this as it starts on one.
+        """
         if isinstance(message, Request):
             self.method, self.rpc_id = message.method, message.id
             self._meta = message.params.get("_meta")
@@ -206,7 +221,10 @@ class Record:
 
     @property
     def trace(self) -> Trace:
-        """This request's trace (the caller's, continued, or a new one), made on first use."""
+        """This request's trace, made on first use.
+
+        The caller's, continued, or a new one.
+        """
         trace = self._trace
         if trace is None:
             meta, inbound = self._meta, self.inbound
@@ -220,7 +238,10 @@ class Record:
 
     @property
     def traced(self) -> Trace | None:
-        """The trace to log: the one in use, or the caller's; None when neither exists (nothing to join)."""
+        """The trace to log: the one in use, or the caller's.
+
+        None when neither exists (nothing to join).
+        """
         if self._trace is None:
             meta = self._meta
             if (isinstance(meta, dict) and "traceparent" in meta) or (self.inbound and self.inbound[0] is not None):
@@ -240,7 +261,10 @@ class Record:
             self.paid = True
 
     def fail(self, kind: str) -> None:
-        """Why a call ended as an error, when it is first known (later guesses do not overwrite it)."""
+        """Why a call ended as an error, when it is first known.
+
+        Later guesses do not overwrite it.
+        """
         if self.failure is None:
             self.failure = kind if kind in FAILURE_KINDS else "other"
 
@@ -272,7 +296,10 @@ class Record:
 
     @property
     def payment_outcome(self) -> str | None:
-        """What became of a carried payment (the payments metric), None when no payment was involved."""
+        """What became of a carried payment (the payments metric).
+
+        None when no payment was involved.
+        """
         if self.payment is not None:
             return self.payment
         if not self.paid or not self.attempts:
@@ -310,7 +337,10 @@ class Record:
         return clip(name) + (f"/{clip(version)}" if isinstance(version, str) else "")
 
     def _rpc_id(self) -> int | str | None:
-        """The id as written: an integer as it is, unless its digits are past the bound (then cut, as text)."""
+        """The id as written, cut to the bound.
+
+        An integer stays an integer unless its digits are past the bound; then it is cut, as text.
+        """
         rid = self.rpc_id
         if rid is None:
             return None
@@ -322,7 +352,10 @@ class Record:
         return clip(rid)
 
     def __str__(self) -> str:
-        """The text form: one line, logfmt after the HTTP request line (when there is one)."""
+        """The text form: one line.
+
+        logfmt, after the HTTP request line when there is one.
+        """
         if self.text is None:
             self.text = self._render()
         return self.text
@@ -373,7 +406,10 @@ class Record:
                 parts.append(f"payment={payment}")
 
     def fields(self) -> dict[str, Any]:
-        """The JSON form's fields besides time, severity and message (Cloud Logging names where they exist)."""
+        """The JSON form's fields besides time, severity and message.
+
+        Named as Cloud Logging names them where it does.
+        """
         out: dict[str, Any] = {}
         if self.transport:
             out["transport"] = self.transport
@@ -506,7 +542,7 @@ _STARTED: Final[float] = getattr(logging, "_startTime", time.time())  # what rel
 
 
 def _short_records() -> bool:
-    """Whether a LogRecord made the short way is exactly what logging would make now."""
+    """Whether a LogRecord made the short way is what logging would make now."""
     return (
         logging.getLogRecordFactory() is logging.LogRecord  # nobody asked for records of their own
         and logging._srcfile is None
@@ -515,7 +551,10 @@ def _short_records() -> bool:
 
 
 def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
-    """Count the record (when metrics are on) and log it (when the access logger is on)."""
+    """Count the record and log it.
+
+    Counted when metrics are on; logged when the access logger is on.
+    """
     if record.ended is None:
         record.ended = time.perf_counter()
     if metrics is not None:
@@ -529,7 +568,10 @@ def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
 
 
 def count(record: Record, metrics: ServerMetrics) -> None:
-    """What one record adds to the metrics. Every label value is from a fixed set."""
+    """What one record adds to the metrics.
+
+    Every label value is from a fixed set.
+    """
     from mcp_server.ops.metrics import REQUEST_OUTCOMES, STATUS_CLASSES, bounded
 
     if record.outcome == "accepted":

@@ -1,4 +1,6 @@
-"""`--workers N`: N pre-forked processes on ONE listening socket, under a single-threaded supervisor.
+"""`--workers N`: N pre-forked processes on ONE listening socket.
+
+Under a single-threaded supervisor.
 
 The supervisor binds the socket (`listener.listen`), forks the workers (each inherits it and
 accepts from the one kernel queue) and replaces any worker that dies. On SIGTERM or SIGINT it
@@ -49,13 +51,19 @@ FAILED_TURNS: Final = 5
 
 
 class Lifeline:
-    """In a worker: the read end of the supervisor's pipe. EOF means the whole instance is stopping."""
+    """In a worker: the read end of the supervisor's pipe.
+
+    EOF means the whole instance is stopping.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def watch(self, on_instance_stop: Callable[[], None]) -> None:
-        """Call `on_instance_stop()` (once, from a thread of its own) when the supervisor stops or dies."""
+        """Call `on_instance_stop()` when the supervisor stops or dies.
+
+        Once, from a thread of its own.
+        """
 
         def wait() -> None:
             try:
@@ -73,7 +81,7 @@ Run = Callable[[socket.socket, Lifeline], int]
 
 @dataclass
 class _Slot:
-    """One worker position: its live process, and how soon a replacement may start."""
+    """One worker position: its live process, and when a new one may start."""
 
     index: int
     pid: int = 0
@@ -84,7 +92,10 @@ class _Slot:
 
 @dataclass
 class Supervisor:
-    """Starts, watches, replaces and stops the workers; everything runs on the one thread that forks."""
+    """Starts, watches, replaces and stops the workers.
+
+    Everything runs on the one thread that forks.
+    """
 
     listener: socket.socket
     count: int
@@ -105,7 +116,10 @@ class Supervisor:
     _life_w: int = -1
 
     def serve(self) -> int:
-        """Run the workers until SIGTERM or SIGINT; 0 when every worker then drained and exited 0."""
+        """Run the workers until SIGTERM or SIGINT; the exit code.
+
+        0 when every worker then drained and exited 0.
+        """
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
         if threading.active_count() != 1:
@@ -167,7 +181,10 @@ class Supervisor:
             self._sleep(wait)
 
     def _turn(self) -> float | None:
-        """One pass: reap, start or stop workers. How long to sleep before the next, or None once all have stopped."""
+        """One pass: reap, start or stop workers.
+
+        How long to sleep before the next, or None once all have stopped.
+        """
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
         self._reap()
@@ -195,7 +212,10 @@ class Supervisor:
         return max(0.0, min(pending) - now) if pending else 3600.0
 
     def _sleep(self, wait: float) -> None:
-        """Until `wait` seconds pass or a signal arrives (any signal writes to the wake-up fd)."""
+        """Sleep until `wait` seconds pass or a signal arrives.
+
+        Any signal writes to the wake-up fd.
+        """
         try:
             ready, _, _ = select.select([self._wake_r], [], [], wait)
         except InterruptedError:
@@ -207,7 +227,10 @@ class Supervisor:
                 pass
 
     def _give_up(self) -> None:
-        """The loop cannot go on: each worker reads end-of-file on its lifeline and drains, as if we died."""
+        """The loop cannot go on: the workers drain, as if we died.
+
+        Each worker reads end-of-file on its lifeline and drains.
+        """
         self.failed += 1
         if not self.stopping:
             self.stopping = True
@@ -302,7 +325,9 @@ _NO_FORK: Final = "--workers forks worker processes, and Windows has no fork(): 
 
 
 def unsupported() -> str | None:
-    """Why --workers cannot run on this system (one sentence for the operator), or None where it can.
+    """Why --workers cannot run on this system, or None where it can.
+
+    One sentence for the operator.
 
     A worker is the supervisor forked without exec. Windows has no fork(). macOS has it, but
     Apple's frameworks, which CPython loads there for TLS roots, proxies and name lookups, are not
@@ -320,7 +345,10 @@ def unsupported() -> str | None:
 
 
 def next_backoff(previous: float, lived: float) -> float:
-    """Seconds before a dead worker's replacement starts: none after a long life, doubling in a crash loop."""
+    """Seconds before a dead worker's replacement starts.
+
+    No wait after a long life, doubling in a crash loop.
+    """
     if lived >= QUICK_DEATH:
         return 0.0
     return min(MAX_BACKOFF, max(FIRST_BACKOFF, previous * 2))
@@ -368,7 +396,9 @@ def _flush() -> None:
 def supervise(
     listener: socket.socket, count: int, run: Run, *, stop_timeout: float, others: Sequence[socket.socket] = ()
 ) -> int:
-    """Serve with `count` workers, each running `run(listener, lifeline)`, until SIGTERM or SIGINT; the exit code.
+    """Serve with `count` workers until SIGTERM or SIGINT; the exit code.
+
+    Each worker runs `run(listener, lifeline)`.
 
     `others`: more listening sockets the workers serve (`run` knows them); the supervisor keeps its
     copies open, so their queues outlive any worker, and closes them when the instance stops.

@@ -1,4 +1,7 @@
-"""Command line: argv + environment → Config → the stdio or HTTP server, `check` or `install`. `main(argv) -> int`."""
+"""The command line: the stdio or HTTP server, `check` or `install`.
+
+argv + environment → Config → the server. `main(argv) -> int`.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(config: Config) -> int:
-    """`fairwins-mcp check`: the doctor's report, with logging as serving has it."""
+    """`fairwins-mcp check`: the doctor's report.
+
+    Logging is configured as serving has it.
+    """
     from mcp_server.setup import doctor  # deferred, like the transports: serving never loads it
 
     logs.configure(config.log_level, config.log_format, config.trace_project)
@@ -109,7 +115,10 @@ def _announce(config: Config) -> None:
 
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
-    """Streamable HTTP: this process alone, or a supervisor and its workers on the one listening socket."""
+    """Serve Streamable HTTP; the exit code once it stops.
+
+    This process alone, or a supervisor and its workers on the one listening socket.
+    """
     import shutil
     import tempfile
 

@@ -1,4 +1,6 @@
-"""The hosted door in OAuth mode: a request's access token judged, or the challenge that asks for one.
+"""The hosted door in OAuth mode.
+
+A request's access token judged, or the challenge that asks for one.
 
 docs/authorization.md is the design. Every token a request brings is validated before the
 request is processed (`Door.admit`), whatever it asks: a token refused here is never forwarded.
@@ -31,7 +33,10 @@ MEMBER_TOKEN_PREFIX: Final = "fw1."  # a member's own token, made in the FairWin
 
 @dataclass(frozen=True, slots=True)
 class Challenge:
-    """A request refused before it is processed: its status, its WWW-Authenticate value, its body."""
+    """A request refused before it is processed.
+
+    Its status, its WWW-Authenticate value, its body.
+    """
 
     status: int
     authenticate: str | None
@@ -39,7 +44,10 @@ class Challenge:
 
 
 class Door:
-    """One resource's door: its settings, the issuer's keys, and the verdicts on the tokens it saw."""
+    """One resource's door.
+
+    Its settings, the issuer's keys, and the verdicts on the tokens it saw.
+    """
 
     def __init__(
         self,
@@ -78,7 +86,10 @@ class Door:
         ).encode()
 
     async def admit(self, token: str | None, needed: Sequence[str], request_id: Id | None) -> Challenge | None:
-        """None when the request may go on (with `token`, if any); else the challenge to answer."""
+        """The challenge to answer, or None when the request may go on.
+
+        A request that goes on does so with `token`, if any.
+        """
         if token is None:
             if not needed:
                 return None
@@ -97,7 +108,10 @@ class Door:
         return None
 
     async def _verdict(self, token: str) -> Verdict | str:
-        """The token's verdict, with the issuer's keys fetched first when they are unknown or old."""
+        """The token's verdict.
+
+        The issuer's keys are fetched first when they are unknown or old.
+        """
         keys = self.validator.keys
         remembered = self.validator.remembered(token, time.time())
         if remembered is not None and not keys.stale(time.time()):
@@ -114,12 +128,18 @@ class Door:
         return verdict
 
     async def _judged(self, token: str) -> Verdict:
-        """A signature checked off the loop: an ES256 one is about 2 ms of Python (BENCHMARKS.md)."""
+        """A signature checked off the loop.
+
+        An ES256 check takes milliseconds of Python (BENCHMARKS.md).
+        """
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, self.validator.check, token, time.time())
 
     async def _load(self) -> str | None:
-        """One fetch of the issuer's keys at a time: the calls that need them meanwhile wait for it."""
+        """One fetch of the issuer's keys at a time.
+
+        The calls that need them meanwhile wait for it.
+        """
         if self._loading is None:
             self._loading = asyncio.ensure_future(self.issuer.load_keys())
             self._loading.add_done_callback(self._loaded)

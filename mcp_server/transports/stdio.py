@@ -31,7 +31,6 @@ from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Reply, Session
 from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
-from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_LOW, WRITE_SLICE, STREAM_BACKLOG
 from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.wire import lines
 from mcp_server.wire.jsonrpc import (
@@ -62,6 +61,14 @@ CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
 # One deadline for a whole answer, as an HTTP connection's (its read timeout, by default): a
 # client that has not taken an answer this long after its first byte was queued is not reading.
 WRITE_TIMEOUT: Final = 30.0
+# Flow control as an HTTP connection's (transports/http/connection.py, whose module the stdio path
+# does not load: it brings the HTTP gate): past WRITE_HIGH bytes waiting for the client, answers
+# wait (and stdin is not read) until fewer than WRITE_LOW do; a large answer is handed to the
+# wire WRITE_SLICE bytes at a time; a call's notifications are dropped once STREAM_BACKLOG waits.
+WRITE_HIGH: Final = 256 * 1024
+WRITE_LOW: Final = 64 * 1024
+WRITE_SLICE: Final = 256 * 1024
+STREAM_BACKLOG: Final = 4 * 1024 * 1024
 # Requests read and not yet answered: past this, stdin is not read until some are (a client
 # cannot fill memory with requests it sends faster than they are served).
 MAX_UNANSWERED: Final = 256
@@ -168,14 +175,13 @@ class _SyncWire:
 
 
 class _Line:
-    """One line waiting to be written: its slices, made as the wire takes them, and its deadline."""
+    """One line waiting to be written: its slices, made as the wire takes them."""
 
-    __slots__ = ("size", "slices", "until")
+    __slots__ = ("size", "slices")
 
-    def __init__(self, parts: Sequence[Part], until: float) -> None:
+    def __init__(self, parts: Sequence[Part]) -> None:
         self.size = sum(len(part) for part in parts) + 1  # a str part is ASCII: one byte a character
         self.slices = _slices(parts)
-        self.until = until
 
 
 class _LoopWire:
@@ -183,10 +189,10 @@ class _LoopWire:
 
     As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before a request
     that has an answer waits for room (`room`), a large answer is written WRITE_SLICE at a time as
-    the client takes it, and every line must be taken by the client within `timeout` of its
-    being queued (one deadline for the whole answer). A client that misses it is not reading: the
-    wire is given up (`late`), even in the middle of a line, since the line's end could only come
-    after bytes the client is not taking; the server then stops serving (`on_late`). A client that
+    the client takes it, and each line must be taken by the client within `timeout` of its first
+    byte (one deadline for the whole line). A client that misses it is not reading: the wire is
+    given up (`late`), even in the middle of a line, since the line's end could only come after
+    bytes the client is not taking; the server then stops serving (`on_late`). A client that
     closed its end (EPIPE) is gone: what is left is dropped quietly and serving goes on to the end
     of input, as over a terminal.
     """
@@ -222,7 +228,7 @@ class _LoopWire:
         if limit is not None and self.waiting >= limit:
             log.debug("a notification was dropped: the client is not reading stdout")
             return
-        line = _Line(parts, self.loop.time() + self.timeout)
+        line = _Line(parts)
         self._lines.append(line)
         self.waiting += line.size
         if not self._watching:
@@ -290,6 +296,7 @@ class _LoopWire:
                 break
         if not self._lines and self._chunk is None:
             self._unwatch()
+            self.waiting = 0
         self._arm()
         if self.waiting < WRITE_LOW or not self._lines:
             self._wake()
@@ -306,14 +313,14 @@ class _LoopWire:
         return None
 
     def _arm(self) -> None:
-        """The deadline of the line being written: a timer set once per line, not once per write."""
+        """The deadline of the line being written, from its first byte: one timer a line, not one a write."""
         head = self._lines[0] if self._lines else None
         if head is self._timer_line:
             return
         if self._timer is not None:
             self._timer.cancel()
         self._timer_line = head
-        self._timer = None if head is None else self.loop.call_at(head.until, self._expired)
+        self._timer = None if head is None else self.loop.call_later(self.timeout, self._expired)
 
     def _expired(self) -> None:
         self._timer = None
@@ -791,7 +798,7 @@ class StdioServer:
         self._work()
 
     def _on_late(self) -> None:
-        """The client stopped reading past the answer deadline: nothing more is read, and calls under way are cancelled."""
+        """The client stopped reading past the answer deadline: nothing more is read, calls under way are cancelled."""
         self._end_input()
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):

@@ -1,4 +1,4 @@
-"""stdio on the event loop: slow calls wait as generators, not threads; a client that stops reading meets the deadline."""
+"""stdio on the event loop: slow calls wait as generators, not threads; a client that stops reading meets a deadline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import pathlib
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ def _threads(pid: int) -> list[str]:
 def test_eight_slow_calls_wait_on_the_gateway_with_at_most_two_threads_in_the_server(
     sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
 ) -> None:
-    """A call waiting on the gateway is a suspended generator on the loop: the main thread and the log writer, no pool."""
+    """A call waiting on the gateway is a suspended generator: the main thread and the log writer, no pool."""
     sandbox.fault("/v1/perps/pairs", "delay", seconds=3, times=SLOW_CALLS)
     process = stdio_process(FAIRWINS_API_URL=sandbox.url, FAIRWINS_MCP_TIMEOUT="20")
     process.send(INITIALIZE)
@@ -109,8 +108,8 @@ def _stdio_log() -> Iterator[_Records]:
 
 
 @contextmanager
-def _stdout(kind: str) -> Iterator[tuple[BinaryIO, Callable[[], bytes]]]:
-    """A stdout the server writes and the test reads only when asked: a pipe, or a socket pair (Node's child processes)."""
+def _stdout(kind: str) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """A stdout the test reads only when asked: a pipe, or a socket pair (as Node gives its child processes)."""
     if kind == "pipe":
         out_read, out_write = os.pipe()
         wire = open(out_write, "wb")
@@ -122,7 +121,7 @@ def _stdout(kind: str) -> Iterator[tuple[BinaryIO, Callable[[], bytes]]]:
         theirs.close()  # the file objects keep the sockets open
         ours.close()
     try:
-        yield wire, reader.read
+        yield wire, reader
     finally:
         wire.close()
         reader.close()
@@ -142,7 +141,7 @@ def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_se
     requests = b"".join(
         json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n" for n in range(400)
     )
-    with _stdout(kind) as (wire, read_all), _stdio_log() as log, open(in_read, "rb") as reader:
+    with _stdout(kind) as (wire, client), _stdio_log() as log, open(in_read, "rb") as reader:
         server = StdioServer(dispatcher, wire, write_timeout=0.5)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
@@ -153,7 +152,7 @@ def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_se
         assert not thread.is_alive(), "run() is stuck: the deadline did not hold"
         assert codes == [EXIT_WIRE_BROKEN]
         wire.close()  # the test's copy: stdout's end for the read below
-        written = read_all()
+        written = client.read()
         os.close(in_write)
         writer.join(WAIT)
     assert any("did not read its answers within 0.5 s" in message for message in log.messages), log.messages
@@ -169,3 +168,69 @@ def _write_all(fd: int, data: bytes) -> None:
         os.write(fd, data)
     except OSError:
         pass
+
+
+@pytest.mark.parametrize("kind", ["regular file", "socketpair", "pipe"])
+def test_every_kind_of_stdin_is_served_to_its_end(kind: str, tmp_path: pathlib.Path) -> None:
+    """A regular file (`< requests.jsonl`, which the loop cannot watch: a thread reads it), a socket pair (as Node
+    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input."""
+    data = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n" for n in range(300))
+    with _stdin(kind, data, tmp_path) as reader, _stdout("pipe") as (wire, client):
+        server = StdioServer(Dispatcher(build_catalog(Gateway("http://127.0.0.1:9"))), wire)
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
+        thread.start()
+        answers: list[int] = []
+        buffered = b""
+        while len(answers) < 300:
+            chunk = os.read(client.fileno(), 65536)
+            assert chunk, "stdout ended early"
+            buffered += chunk
+            *whole, buffered = buffered.split(b"\n")
+            answers += [json.loads(raw)["id"] for raw in whole]
+        thread.join(WAIT)
+        assert not thread.is_alive() and codes == [0]
+    assert answers == list(range(300))
+
+
+@contextmanager
+def _stdin(kind: str, data: bytes, tmp_path: pathlib.Path) -> Iterator[BinaryIO]:
+    """A stdin holding `data` then its end, of the kind asked for."""
+    if kind == "regular file":
+        path = tmp_path / "requests.jsonl"
+        path.write_bytes(data)
+        with open(path, "rb") as reader:
+            yield reader
+        return
+    if kind == "pipe":
+        read_fd, write_fd = os.pipe()
+        writer = threading.Thread(target=_write_and_close, args=(write_fd, data), daemon=True)
+        writer.start()
+        with open(read_fd, "rb") as reader:
+            yield reader
+        writer.join(WAIT)
+        return
+    ours, theirs = socket.socketpair()
+    writer = threading.Thread(target=_send_and_close, args=(ours, data), daemon=True)
+    writer.start()
+    try:
+        with theirs.makefile("rb") as reader:
+            yield reader
+    finally:
+        theirs.close()
+        writer.join(WAIT)
+
+
+def _write_and_close(fd: int, data: bytes) -> None:
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _send_and_close(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+    finally:
+        sock.close()

@@ -33,6 +33,7 @@ from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.wire import lines
+from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -569,6 +570,7 @@ class StdioServer:
         self.workers = workers  # calls served at once; the others wait for a place, in order
         self.write_timeout = write_timeout
         self._inflight: dict[Id, RequestContext] = {}
+        self._batches: set[Cancellation] = set()  # the batches under way
         self._tasks: set[asyncio.Task[None]] = set()
         self._signal = 0  # the stop signal's number once one arrived; 0 while serving
         self._client_logged = False
@@ -715,8 +717,13 @@ class StdioServer:
         made, make_ctx = self._batch_contexts()
         run = Run()
         assert self._slots is not None
-        async with self._slots:
-            reply = await drive(self.dispatcher.handle_batch_steps(batch, session, make_ctx), run)
+        cancellation = Cancellation()  # thrown only when stdout is given up: the batch has nowhere to go
+        self._batches.add(cancellation)
+        try:
+            async with self._slots:
+                reply = await drive(self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), run)
+        finally:
+            self._batches.discard(cancellation)
         if reply.message is not None:
             await self._answer(reply.message, run.heavy)
         self._batch_done(made)
@@ -803,6 +810,8 @@ class StdioServer:
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):
             ctx.cancellation.cancel()
+        for cancellation in list(self._batches):
+            cancellation.cancel()
         self._work()
 
     def run(self, reader: BinaryIO) -> int:

@@ -648,31 +648,28 @@ def _answers(lines: queue.Queue[dict[str, Any]], count: int) -> list[Any]:
     return [lines.get(timeout=WAIT)["id"] for _ in range(count)]
 
 
-@pytest.mark.posix("the wake-up pipe and select() over stdin are the POSIX read path; Windows reads to end of input")
-def test_the_stop_signals_byte_alone_stops_a_read_loop_waiting_on_a_silent_client() -> None:
-    """The lost wake-up of CI's failed round, made deterministic: the signal's byte is there, its handler never runs.
+def _signal_main_thread(signum: int) -> None:
+    """Send `signum` to the main thread, where run() waits in the event loop's selector."""
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.pthread_kill(main, signum)
 
-    When SIGTERM reaches a process, CPython's C handler does two things only: it sets a flag for
-    the Python handler, to run at the main thread's next bytecode, and writes the signal's number
-    to the wake-up descriptor. The old loop slept in `readline()`; a signal landing just before the
-    read(2) call (in readline's C code, or while the thread took the GIL back from the busy call
-    threads) interrupted nothing, so no bytecode ran, the Python handler never did, and the read
-    waited for a client that had stopped writing: no `stopping`, ever. That is this test's state
-    exactly: no signal is sent, so no Python handler runs and no call is interrupted; only the byte
-    the C handler would have written is written, to `server.wake_fd`. The old design had nothing
-    such a byte could wake (run against it, this test fails: no wake-up pipe, and its read waits
-    until the EOF sent WAIT seconds later). The new loop waits in select() on stdin and that pipe,
-    so the byte ends the wait: it logs `stopping`, answers every whole line already in the pipe,
-    drops the line not yet ended, and returns 0.
+
+@pytest.mark.posix("pthread_kill sends the signal to the main thread; Windows has no SIGTERM to send")
+def test_a_stop_signal_on_a_silent_client_answers_every_whole_line_written_and_drops_the_unended_one() -> None:
+    """The lost wake-up of CI's failed round: a stop signal while the server waits on a client that has stopped writing.
+
+    The old loop slept in `readline()`, where a signal landing just before the read(2) call woke
+    nothing, and the stop was never heard. Served on the event loop, the signal's byte wakes the
+    selector and its handler runs there: the server logs `stopping`, answers every whole line the
+    client wrote before it, drops the line not yet ended, and returns 0.
     """
 
     def client(server: StdioServer, stdin: int, answers: queue.Queue[dict[str, Any]]) -> None:
         os.write(stdin, line(ping(1)) + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
         assert _answers(answers, 2) == [1, 2]  # read and answered: the loop now waits on a silent client
-        os.write(stdin, line(ping(3)) + line(ping(4)) + b'{"jsonrpc":"2.0","id":5,')  # sent, not yet read
-        wake = server.wake_fd
-        assert wake is not None, "run() waits on a descriptor, so it has a wake-up pipe"
-        os.write(wake, bytes([signal.SIGTERM]))
+        os.write(stdin, line(ping(3)) + line(ping(4)) + b'{"jsonrpc":"2.0","id":5,')  # written before the stop
+        _signal_main_thread(signal.SIGTERM)
         assert _answers(answers, 2) == [3, 4]
         assert answers.empty()
 
@@ -683,16 +680,22 @@ def test_the_stop_signals_byte_alone_stops_a_read_loop_waiting_on_a_silent_clien
     ]
 
 
-@pytest.mark.posix("the wake-up pipe and select() over stdin are the POSIX read path; Windows reads to end of input")
-def test_another_signals_byte_only_wakes_the_wait_and_serving_goes_on() -> None:
+@pytest.mark.posix("pthread_kill sends the signal to the main thread; Windows has no SIGUSR1")
+def test_another_signal_only_wakes_the_loop_and_serving_goes_on() -> None:
+    heard: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: heard.append(signum))
+
     def client(server: StdioServer, stdin: int, answers: queue.Queue[dict[str, Any]]) -> None:
         os.write(stdin, line(ping(1)))
-        assert _answers(answers, 1) == [1]  # serving: the wake-up pipe is in place
-        wake = server.wake_fd
-        assert wake is not None
-        os.write(wake, bytes([signal.SIGUSR1, signal.SIGCHLD]))  # another part of the process handles those
+        assert _answers(answers, 1) == [1]  # serving: the stop signals' handlers are in place
+        _signal_main_thread(signal.SIGUSR1)  # another part of the process handles that one
         os.write(stdin, line(ping(2)))
         assert _answers(answers, 1) == [2]
-        os.write(wake, bytes([signal.SIGINT]))
+        _signal_main_thread(signal.SIGINT)
 
-    assert _serve_on_this_thread(client)[0] == "stopping on SIGINT: every request already read is answered"
+    try:
+        log = _serve_on_this_thread(client)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert heard == [signal.SIGUSR1]
+    assert log[0] == "stopping on SIGINT: every request already read is answered"

@@ -339,7 +339,8 @@ STOP_BITS: Final = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
 @PROCFS  # each thread's signal mask, read in /proc
 def test_every_stdio_thread_but_the_main_one_blocks_the_stop_signals(gateway_url: str) -> None:
     # POSIX hands a process-directed signal to any thread not blocking it; only the main thread's
-    # wait is interrupted by it. Here the call threads, the log writer and the watchdog all run.
+    # wait is interrupted by it. Calls wait on the event loop, not on threads of their own: the
+    # threads besides the main one are the log writer and any the process started since.
     env = _server_env(gateway_url) | {"FAIRWINS_API_TOKEN": TOKEN}
     with running("fairwins-mcp stdio", [sys.executable, "-m", "mcp_server"], env, wire=True) as server:
         client = BusyClient(server)
@@ -348,7 +349,7 @@ def test_every_stdio_thread_but_the_main_one_blocks_the_stop_signals(gateway_url
         masks = {int(tid): _blocked(pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
         client.stop_pressing()
         assert masks.pop(pid) & STOP_BITS == 0, "the main thread must take the stop signals"
-        assert len(masks) >= 16, f"expected the call threads, the log writer and the watchdog; found {len(masks)}"
+        assert masks, "expected the log writer's thread beside the main one"
         open_to_them = [tid for tid, mask in masks.items() if mask & STOP_BITS != STOP_BITS]
         assert not open_to_them, f"threads that could take SIGTERM or SIGINT: {open_to_them}"
         server.signal(signal.SIGTERM)

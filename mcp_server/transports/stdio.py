@@ -1,27 +1,39 @@
-"""stdio transport: one JSON-RPC message per line, requests handled concurrently, stdout kept for the wire.
+"""stdio transport: one JSON-RPC message per line, served on the HTTP transport's event loop, stdout kept for the wire.
 
 "The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
 stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
 code, lands on stderr instead of corrupting the wire.
+
+One event loop serves it all (transports/http/loop.py): stdin is read when the loop says it is
+readable (a pipe, a socket, a terminal), or by one reader thread where the loop cannot watch it
+(Windows, a regular file, an in-memory reader); each request is a task driven by the HTTP
+transport's driver (a call waiting on the gateway is a suspended generator, not a thread); the
+stop signals arrive through the loop; answers leave under the flow control and the answer
+deadline of an HTTP connection (`_LoopWire`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-import select
 import signal
+import socket
+import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
-from mcp_server.core.protocol import Dispatcher, Session
+from mcp_server.core.protocol import Dispatcher, Reply, Session
 from mcp_server.ops import logs, records, signals
+from mcp_server.transports.http import loop as loops
+from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.wire import lines
+from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -31,6 +43,7 @@ from mcp_server.wire.jsonrpc import (
     Invalid,
     JSONObject,
     Notification,
+    Part,
     Request,
     dumps,
     encode,
@@ -46,6 +59,25 @@ log = logging.getLogger("fairwins_mcp.stdio")
 MAX_LINE: Final = lines.MAX_LINE
 STOP_SIGNALS: Final = signals.STOP_SIGNALS
 CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
+# One deadline for a whole answer, as an HTTP connection's (its read timeout, by default): a
+# client that has not taken an answer this long after its first byte was queued is not reading.
+WRITE_TIMEOUT: Final = 30.0
+# Flow control as an HTTP connection's (transports/http/connection.py, whose module the stdio path
+# does not load: it brings the HTTP gate): past WRITE_HIGH bytes waiting for the client, answers
+# wait (and stdin is not read) until fewer than WRITE_LOW do; a large answer is handed to the
+# wire WRITE_SLICE bytes at a time; a call's notifications are dropped once STREAM_BACKLOG waits.
+WRITE_HIGH: Final = 256 * 1024
+WRITE_LOW: Final = 64 * 1024
+WRITE_SLICE: Final = 256 * 1024
+STREAM_BACKLOG: Final = 4 * 1024 * 1024
+# Requests read and not yet answered: past this, stdin is not read until some are (a client
+# cannot fill memory with requests it sends faster than they are served).
+MAX_UNANSWERED: Final = 256
+# Bytes written to stdout in one turn of the loop at most: a multi-megabyte answer to a client
+# reading fast is written in turns, with the loop's other work between them.
+TURN_BYTES: Final = 1024 * 1024
+# Exit code once the client stopped reading its answers past the deadline: the wire is broken.
+EXIT_WIRE_BROKEN: Final = 1
 
 
 def claim_stdout() -> BinaryIO:
@@ -89,52 +121,498 @@ def _internal_error(message: JSONObject) -> JSONObject | None:
     return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
 
 
+def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
+    """A message's line as pieces (jsonrpc.encode); a response JSON cannot carry becomes -32603, anything else None."""
+    try:
+        return encode(message)
+    except (ValueError, TypeError):
+        # A value JSON cannot carry must not leave a request unanswered (nor stop the server): a
+        # response becomes -32603, anything else is dropped. (A batch's answers arrive encoded,
+        # each item already checked: batches.py.)
+        log.exception("a message could not be encoded as JSON")
+        answer = None if isinstance(message, Encoded) else _internal_error(message)
+        return None if answer is None else [dumps(answer)]
+
+
+# ---- stdout ---------------------------------------------------------------------------------------
+
+
+class _SyncWire:
+    """A wire the loop cannot watch (a terminal, a regular file, Windows, an in-memory object): written as it comes.
+
+    Each line is written whole before the next, so lines never interleave; a wire that fails (the
+    client closed its end) is dropped quietly and serving goes on to the end of input.
+    """
+
+    def __init__(self, wire: BinaryIO) -> None:
+        self.wire: BinaryIO | None = wire
+        self.waiting = 0  # nothing is ever held back: a write returns once the wire has it
+        self.late = False
+
+    def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
+        if self.wire is None:
+            return
+        try:
+            # One piece after another, the line's end last: a large answer is never copied into
+            # one buffer to be written (jsonrpc.encode).
+            for piece in pieces(parts):
+                self.wire.write(piece)
+            self.wire.write(b"\n")
+            self.wire.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.wire = None  # the client is gone; keep draining quietly
+
+    def full(self) -> bool:
+        return False
+
+    async def room(self) -> None:
+        return None
+
+    async def drained(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _Line:
+    """One line waiting to be written: its slices, made as the wire takes them."""
+
+    __slots__ = ("size", "slices")
+
+    def __init__(self, parts: Sequence[Part]) -> None:
+        self.size = sum(len(part) for part in parts) + 1  # a str part is ASCII: one byte a character
+        self.slices = _slices(parts)
+
+
+class _LoopWire:
+    """stdout as a pipe or a socket on the loop: written when it is writable, never waited on.
+
+    As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before a request
+    that has an answer waits for room (`room`), a large answer is written WRITE_SLICE at a time as
+    the client takes it, and each line must be taken by the client within `timeout` of its first
+    byte (one deadline for the whole line). A client that misses it is not reading: the wire is
+    given up (`late`), even in the middle of a line, since the line's end could only come after
+    bytes the client is not taking; the server then stops serving (`on_late`). A client that
+    closed its end (EPIPE) is gone: what is left is dropped quietly and serving goes on to the end
+    of input, as over a terminal.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        write: Callable[[memoryview | bytes], int],
+        release: Callable[[], None],
+        timeout: float,
+        on_late: Callable[[], None],
+        on_room: Callable[[], None],
+    ) -> None:
+        self.loop, self.fd, self._write, self._release = loop, fd, write, release
+        self.timeout = timeout
+        self.on_late, self.on_room = on_late, on_room
+        self.waiting = 0  # bytes queued and not yet taken by the kernel
+        self.late = False
+        self._gone = False
+        self._lines: deque[_Line] = deque()
+        self._chunk: memoryview | bytes | None = None
+        self._watching = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_line: _Line | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._held = False  # the reading side holds back for room
+
+    def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
+        """Queue one line; with `limit`, dropped once that many bytes already wait (a notification's bound)."""
+        if self._gone or self.late:
+            return
+        if limit is not None and self.waiting >= limit:
+            log.debug("a notification was dropped: the client is not reading stdout")
+            return
+        line = _Line(parts)
+        self._lines.append(line)
+        self.waiting += line.size
+        if not self._watching:
+            self._pump()
+
+    def full(self) -> bool:
+        """Whether WRITE_HIGH bytes or more wait: the reading side holds back until they drain (`on_room`)."""
+        if self.waiting >= WRITE_HIGH and not (self._gone or self.late):
+            self._held = True
+            return True
+        return False
+
+    async def room(self) -> None:
+        """Wait until fewer than WRITE_HIGH bytes wait (or the wire is given up): flow control."""
+        while self.waiting >= WRITE_HIGH and not (self._gone or self.late):
+            await self._wait()
+
+    async def drained(self) -> None:
+        """Wait until every byte queued is written, or the wire is given up (the deadline bounds this)."""
+        while self.waiting and not (self._gone or self.late):
+            await self._wait()
+
+    def close(self) -> None:
+        self._unwatch()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._release()
+
+    def _wait(self) -> asyncio.Future[None]:
+        waiter: asyncio.Future[None] = self.loop.create_future()
+        self._waiters.append(waiter)
+        return waiter
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _pump(self) -> None:
+        """Write what waits, until the wire takes no more (then watch it) or TURN_BYTES went this turn."""
+        written = 0
+        while not (self._gone or self.late):
+            chunk = self._chunk if self._chunk is not None else self._next_chunk()
+            if chunk is None:
+                break
+            try:
+                n = self._write(chunk)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:  # EPIPE, ECONNRESET: the client closed its end
+                log.debug("stdout is closed (%s): what is left is dropped, serving goes on to EOF", exc)
+                self._gone = True
+                self._give_up()
+                return
+            written += n
+            self.waiting -= n
+            if n < len(chunk):
+                self._chunk = chunk[n:]
+                self._watch()
+                break
+            self._chunk = None
+            if written >= TURN_BYTES:
+                self._watch()  # still writable: the next turn writes on, after the loop's other work
+                break
+        if not self._lines and self._chunk is None:
+            self._unwatch()
+            self.waiting = 0
+        self._arm()
+        if self.waiting < WRITE_LOW or not self._lines:
+            self._wake()
+            if self._held:
+                self._held = False
+                self.on_room()  # the lines read and held back are answered on
+
+    def _next_chunk(self) -> memoryview | bytes | None:
+        while self._lines:
+            chunk = next(self._lines[0].slices, None)
+            if chunk is not None:
+                return chunk
+            self._lines.popleft()  # the line is written whole
+        return None
+
+    def _arm(self) -> None:
+        """The deadline of the line being written, from its first byte: one timer a line, not one a write."""
+        head = self._lines[0] if self._lines else None
+        if head is self._timer_line:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_line = head
+        self._timer = None if head is None else self.loop.call_later(self.timeout, self._expired)
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self._lines and self._lines[0] is self._timer_line:
+            log.warning(
+                "the client did not read its answers within %g s: stdout is given up (a line may be left "
+                "half written) and the server stops serving",
+                self.timeout,
+            )
+            self.late = True
+            self._give_up()
+            self.on_late()
+
+    def _give_up(self) -> None:
+        self._lines.clear()
+        self._chunk = None
+        self.waiting = 0
+        self._unwatch()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._wake()
+        if self._held and self._gone:
+            self._held = False
+            self.on_room()  # what was read is answered into nothing, as over a wire that failed
+
+    def _watch(self) -> None:
+        if not self._watching:
+            self.loop.add_writer(self.fd, self._pump)
+            self._watching = True
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self.loop.remove_writer(self.fd)
+            self._watching = False
+
+
+def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
+    """A line's bytes, WRITE_SLICE at a time, its end last: a large piece is never copied whole."""
+    for piece in pieces(parts):
+        if len(piece) <= WRITE_SLICE:
+            yield piece
+            continue
+        view = memoryview(piece)
+        for at in range(0, len(view), WRITE_SLICE):
+            yield view[at : at + WRITE_SLICE]
+    yield b"\n"
+
+
+def _wire_on_loop(
+    loop: asyncio.AbstractEventLoop,
+    wire: BinaryIO,
+    timeout: float,
+    on_late: Callable[[], None],
+    on_room: Callable[[], None],
+) -> _LoopWire | _SyncWire:
+    """The claimed stdout as the loop can write it: a pipe or a socket without blocking, anything else as it comes.
+
+    Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
+    and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
+    A pipe on Linux is opened anew through /proc, a file description of our own, and that one is
+    made non-blocking. A pipe elsewhere (macOS) has no such way: the pipe our parent made for us
+    is made non-blocking, and blocking again when serving ends. A terminal or a regular file is
+    written as it comes (a terminal's description is the whole session's).
+    """
+    if sys.platform == "win32":
+        return _SyncWire(wire)  # the loop (select) watches sockets only there
+    try:
+        fd = wire.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # an in-memory wire (io.UnsupportedOperation is both)
+        return _SyncWire(wire)
+    wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
+    if stat.S_ISSOCK(mode):
+        sock = socket.socket(fileno=os.dup(fd))
+
+        def send(data: memoryview | bytes) -> int:
+            return sock.send(data, socket.MSG_DONTWAIT)
+
+        return _LoopWire(loop, sock.fileno(), send, sock.close, timeout, on_late, on_room)
+    if not stat.S_ISFIFO(mode):
+        return _SyncWire(wire)
+    private = _reopened(fd)
+    if private is not None:
+        return _LoopWire(
+            loop, private, lambda data: os.write(private, data), lambda: os.close(private), timeout, on_late, on_room
+        )
+    os.set_blocking(fd, False)
+
+    def restore() -> None:
+        try:
+            os.set_blocking(fd, True)
+        except OSError:
+            pass  # closed already
+
+    return _LoopWire(loop, fd, lambda data: os.write(fd, data), restore, timeout, on_late, on_room)
+
+
+def _reopened(fd: int) -> int | None:
+    """The pipe `fd` writes to, opened anew and non-blocking (Linux: /proc); None where that cannot be done."""
+    if sys.platform != "linux":
+        return None
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:  # no /proc, or the reading end already closed (ENXIO)
+        log.debug("the stdout pipe could not be opened anew (%s): its own description is made non-blocking", exc)
+        return None
+
+
+# ---- stdin ----------------------------------------------------------------------------------------
+
+
+class _WatchedInput:
+    """POSIX stdin the loop can watch (a pipe, a socket, a terminal): read on readiness, so no read ever waits.
+
+    The descriptor is left blocking (its description is shared with the parent, or with a whole
+    terminal session): it is read only when the loop says there are bytes, and so never waits.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None]) -> None:
+        self.loop, self.fd, self.take = loop, fd, take
+        self._watching = False
+        self.loop.add_reader(fd, self._readable)  # raises for what the loop cannot watch (a regular file)
+        self._watching = True
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.fd, CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return  # stdin shared with a process that made it non-blocking, and emptied: wait again
+        except OSError as exc:  # EIO: the terminal went away
+            log.info("stdin could not be read (%s): taken as its end", exc)
+            data = b""
+        self.take(data)
+
+    def pause(self) -> None:
+        if self._watching:
+            self.loop.remove_reader(self.fd)
+            self._watching = False
+
+    def resume(self) -> None:
+        if not self._watching:
+            self.loop.add_reader(self.fd, self._readable)
+            self._watching = True
+
+    def stop(self) -> None:
+        self.pause()
+
+    def rest(self, budget: int) -> Iterator[bytes]:
+        """After a stop signal: what the client had already written, up to `budget` bytes, never waited for."""
+        if sys.platform == "win32":
+            return
+        import select
+
+        while budget > 0:
+            ready, _, _ = select.select([self.fd], [], [], 0)
+            if not ready:
+                return
+            try:
+                data = os.read(self.fd, min(CHUNK, budget))
+            except OSError:  # BlockingIOError included: nothing there after all
+                return
+            if not data:
+                return
+            budget -= len(data)
+            yield data
+
+
+class _ThreadInput:
+    """stdin the loop cannot watch (Windows, a regular file, an in-memory reader): one thread reads and hands bytes in.
+
+    One chunk at a time: the thread reads the next only once the loop has taken the last and
+    wants more (backpressure). On Windows no signal interrupts a pipe read: end of input is how
+    a client stops us there (Desktop ends the process; it sends no signal).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO, take: Callable[[bytes], None]) -> None:
+        self.loop, self.take = loop, take
+        # read1: what is there, up to CHUNK, without waiting to fill CHUNK (objects without it: read).
+        self._read: Callable[[int], bytes] = getattr(reader, "read1", reader.read)
+        self._wanted = threading.Event()
+        self._wanted.set()
+        self._paused = False
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="fairwins-mcp-stdin", daemon=True)
+        signals.start(self._thread)  # a stop signal must reach the main thread, not this one
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            if self._stopped:
+                return
+            self._wanted.clear()
+            try:
+                data = self._read(CHUNK)
+            except (OSError, ValueError) as exc:
+                log.info("stdin could not be read (%s): taken as its end", exc)
+                data = b""
+            try:
+                self.loop.call_soon_threadsafe(self._handed, data)
+            except RuntimeError:
+                return  # the loop has closed
+            if not data:
+                return
+
+    def _handed(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        self.take(data)
+        if data and not self._paused and not self._stopped:
+            self._wanted.set()
+
+    def pause(self) -> None:
+        self._paused = True
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._wanted.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wanted.set()
+
+    def rest(self, budget: int) -> Iterator[bytes]:
+        return iter(())  # what the thread handed in was taken; it is not asked for more
+
+
+# ---- the server -----------------------------------------------------------------------------------
+
+
 class StdioServer:
-    def __init__(self, dispatcher: Dispatcher, wire: BinaryIO, *, bearer: str | None = None, workers: int = 16) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        wire: BinaryIO,
+        *,
+        bearer: str | None = None,
+        workers: int = 16,
+        write_timeout: float = WRITE_TIMEOUT,
+    ) -> None:
         self.dispatcher = dispatcher
         self.wire = wire
         self.bearer = bearer
         self.session = Session(http=False)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fairwins-mcp-call")
-        self._write_lock = threading.Lock()
+        self.workers = workers  # calls served at once; the others wait for a place, in order
+        self.write_timeout = write_timeout
         self._inflight: dict[Id, RequestContext] = {}
-        self._inflight_lock = threading.Lock()
-        self._pending: set[Future[None]] = set()
-        # The stop signal's number once one arrived: read from the wake-up pipe (POSIX, a descriptor
-        # to read), or set by the Python handler (any other reader). 0 while serving.
-        self._signal = 0
-        # While run() waits on a descriptor: the wake-up pipe's write end, where the C signal
-        # handler writes each signal's number (signal.set_wakeup_fd, on the main thread).
-        self.wake_fd: int | None = None
-        self._wire_broken = False
+        self._batches: set[Cancellation] = set()  # the batches under way
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._signal = 0  # the stop signal's number once one arrived; 0 while serving
         self._client_logged = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._out: _LoopWire | _SyncWire = _SyncWire(wire)
+        self._input: _WatchedInput | _ThreadInput | None = None
+        self._framer = LineFramer(MAX_LINE)
+        self._framed: deque[lines.Framed] = deque()
+        self._ended = False  # no more lines will be read: end of input, a stop signal, or the wire given up
+        self._over: asyncio.Future[None] | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._thread = 0  # the loop's thread, while run() serves
 
     # ---- output -------------------------------------------------------------------------
 
     def write(self, message: JSONObject | Encoded) -> None:
-        try:
-            parts = encode(message)
-        except (ValueError, TypeError):
-            # A value JSON cannot carry must not leave a request unanswered (nor, on the reading
-            # thread, stop the server): a response becomes -32603, anything else is dropped. (A
-            # batch's answers arrive encoded, each item already checked: batches.py.)
-            log.exception("a message could not be encoded as JSON")
-            answer = None if isinstance(message, Encoded) else _internal_error(message)
-            if answer is None:
-                return
-            parts = [dumps(answer)]
-        with self._write_lock:
-            if self._wire_broken:
-                return
-            try:
-                # One piece after another, the line's end last: a large answer is never copied
-                # into one buffer to be written (jsonrpc.encode).
-                for piece in pieces(parts):
-                    self.wire.write(piece)
-                self.wire.write(b"\n")
-                self.wire.flush()
-            except (BrokenPipeError, ValueError, OSError):
-                self._wire_broken = True  # the client is gone; keep draining quietly
+        """Queue one message's line (a notification, an answer); safe from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
+            loop.call_soon_threadsafe(self._put, message, None)
+            return
+        self._put(message, None)
+
+    def _notify(self, message: JSONObject) -> None:
+        """A call's notification (progress, a log line): queued, or dropped once STREAM_BACKLOG waits unread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
+            loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
+            return
+        self._put(message, STREAM_BACKLOG)
+
+    def _put(self, message: JSONObject | Encoded, limit: int | None) -> None:
+        parts = _encoded(message)
+        if parts is not None:
+            self._out.put(parts, limit)
+
+    async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
+        """A task's answer, encoded off the loop when it was built from a large gateway answer (as over HTTP)."""
+        await self._out.room()
+        parts = await off_loop(lambda: _encoded(message)) if heavy else _encoded(message)
+        if parts is not None:
+            self._out.put(parts)
 
     # ---- input --------------------------------------------------------------------------
 
@@ -142,7 +620,7 @@ class StdioServer:
         return RequestContext(
             bearer=self.bearer,
             bearer_source="env" if self.bearer else "none",
-            send=self.write,
+            send=self._notify,
             record=records.Record("stdio"),
         )
 
@@ -156,52 +634,9 @@ class StdioServer:
 
     def cancel(self, params: JSONObject) -> None:
         request_id = params.get("requestId")
-        with self._inflight_lock:
-            ctx = self._inflight.get(request_id) if isinstance(request_id, (str, int)) else None
+        ctx = self._inflight.get(request_id) if isinstance(request_id, (str, int)) else None
         if ctx is not None:
             ctx.cancellation.cancel()  # stops the gateway wait; the answer is then not sent
-
-    def _submit(self, work: Request | Batch, ctx: RequestContext | None) -> None:
-        if self.dispatcher.is_blocking(work):
-            # The era is decided as the request arrives: an `initialize` read after a modern
-            # tools/call must not turn that call legacy while it waits for a worker. Blocking
-            # single requests never change the session, so a copy is enough.
-            session = replace(self.session) if isinstance(work, Request) else self.session
-            # A call thread the pool starts here is born blocking the stop signals: one that took
-            # SIGTERM would leave this thread asleep in its read, and the stop unheard (signals.py).
-            with signals.held():
-                future = self.pool.submit(self._run, work, ctx, session)
-            self._pending.add(future)
-            future.add_done_callback(self._pending.discard)
-        else:
-            self._run(work, ctx, self.session)
-
-    def _run(self, work: Request | Batch, ctx: RequestContext | None, session: Session) -> None:
-        if isinstance(work, Batch):
-            made: list[RequestContext] = []
-
-            def make_ctx() -> RequestContext:
-                made.append(self.context())
-                return made[-1]
-
-            reply = self.dispatcher.handle_batch(work, session, make_ctx)
-            if reply.message is not None:
-                self.write(reply.message)
-            for item in made:
-                if item.record.outcome:  # the first context only lent its headers
-                    self.finish(item.record)
-            return
-        assert ctx is not None
-        try:
-            reply = self.dispatcher.handle(work, session, ctx)
-        finally:
-            with self._inflight_lock:
-                if self._inflight.get(work.id) is ctx:
-                    del self._inflight[work.id]
-        if reply.message is not None and not ctx.cancellation.is_set:
-            self.write(reply.message)
-        del reply  # an answer is not kept past its write (a large one is megabytes)
-        self.finish(ctx.record)
 
     def receive(self, line: bytes) -> None:
         message = parse(line)
@@ -215,173 +650,222 @@ class StdioServer:
             for item in message.items:
                 if isinstance(item, Notification) and item.method == "notifications/cancelled":
                     self.cancel(item.params)
-            self._submit(message, None)
+            if self.dispatcher.is_blocking(message):
+                self._start(self._batch(message, self.session))
+            else:
+                self._batch_now(message)
             return
-        if isinstance(message, Request):
+        if isinstance(message, Request) and self.dispatcher.is_blocking(message):
             ctx = self.context()
-            with self._inflight_lock:
-                self._inflight[message.id] = ctx
-            self._submit(message, ctx)
+            self._inflight[message.id] = ctx
+            # The era is decided as the request arrives: an `initialize` read after a modern
+            # tools/call must not turn that call legacy while it waits for its turn. Blocking
+            # single requests never change the session, so a copy is enough.
+            self._start(self._call(message, ctx, replace(self.session)))
             return
+        # Not waiting on the network (initialize, ping, tools/list, a notification): answered as
+        # it is read, in order, so that what it changes in the session holds for the next line.
         ctx = self.context()
         reply = self.dispatcher.handle(message, self.session, ctx)
         if reply.message is not None:
-            self.write(reply.message)
+            self._put(reply.message, None)
         self.finish(ctx.record)
 
-    def _on_stop(self, signum: int, frame: object) -> None:
-        # SIGTERM, or SIGINT (how Claude Code stops a stdio server, and a terminal's Ctrl-C).
-        # Never raise here: an exception landing between a read and the framing of what it
-        # returned would lose those lines (SIGINT's default, KeyboardInterrupt, did). A flag
-        # only: on POSIX the loop learns of the signal from its byte on the wake-up pipe, since
-        # this handler runs only when the main thread next runs Python code, which a thread
-        # asleep in a read may never do.
-        if not self._signal:
-            self._signal = signum
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended_task)
 
-    def run(self, reader: BinaryIO) -> int:
-        """Serve `reader` until end of input or a stop signal; 0 once every request read is answered."""
-        framer = LineFramer(MAX_LINE)
-        on_main = threading.current_thread() is threading.main_thread()
-        previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS} if on_main else {}
-        for signum in previous:
-            signal.signal(signum, self._on_stop)
+    def _ended_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # The dispatcher is the exception-to-wire boundary; what gets past it is a bug here.
+            log.error("a request's task failed (a bug; the server goes on)", exc_info=exc)
+        self._work()
+
+    async def _call(self, message: Request, ctx: RequestContext, session: Session) -> None:
+        run = Run()
+        assert self._slots is not None
         try:
-            if sys.platform != "win32" and (fd := _descriptor(reader)) is not None:
-                self._serve_descriptor(fd, framer, on_main)
-            else:
-                if on_main:
-                    signals.unblock()  # cli.main holds them back while the server starts
-                self._serve_reads(reader, framer)
+            async with self._slots:
+                reply: Reply | None = await drive(self.dispatcher.handle_steps(message, session, ctx), run)
         finally:
-            signalled = self._signal
-            try:
-                # Every request already read gets its answer before the process leaves.
-                wait(list(self._pending))
-                self.pool.shutdown(wait=True)
-                if signalled:
-                    name = signal.Signals(signalled).name
-                    log.info("stopped: every request read before %s was answered", name)
-            finally:
-                for signum, handler in previous.items():
-                    if handler is not None:
-                        signal.signal(signum, handler)
-        return 0
+            if self._inflight.get(message.id) is ctx:
+                del self._inflight[message.id]
+        assert reply is not None
+        if reply.message is not None and not ctx.cancellation.is_set:
+            await self._answer(reply.message, run.heavy)
+        reply = None  # an answer is not kept past its write (a large one is megabytes)
+        self.finish(ctx.record)
 
-    def _serve_descriptor(self, fd: int, framer: LineFramer, on_main: bool) -> None:
-        """POSIX: wait in select() on stdin and a wake-up pipe, never in a read; a stop signal's byte wakes the wait.
+    def _batch_contexts(self) -> tuple[list[RequestContext], Callable[[], RequestContext]]:
+        made: list[RequestContext] = []
 
-        A thread asleep in read(2) is woken by a signal only if the signal lands inside the call
-        (EINTR). One that lands just before it (in the C code around the call, or while the thread
-        waits for the GIL, which busy call threads make likely) only sets CPython's flag: the
-        Python handler would run at the next bytecode, which never comes while the read waits
-        for a client that has stopped writing. The C handler also writes the signal's number to
-        the wake-up descriptor, at any moment, and select() returns whenever that byte is there,
-        before or during the wait: the stop cannot be missed. select(), not epoll: epoll refuses
-        regular files (`< requests.jsonl`), and both descriptors are small at start-up.
-        """
-        if sys.platform == "win32":
-            raise RuntimeError("select() takes sockets only on Windows: the reader is read instead")
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_w, False)  # a full pipe drops a byte rather than block the C handler (required)
-        os.set_blocking(wake_r, False)  # its bytes are taken without ever waiting for more
-        self.wake_fd = wake_w
-        previous_wake = signal.set_wakeup_fd(wake_w) if on_main else -1
+        def make_ctx() -> RequestContext:
+            made.append(self.context())
+            return made[-1]
+
+        return made, make_ctx
+
+    def _batch_done(self, made: list[RequestContext]) -> None:
+        for item in made:
+            if item.record.outcome:  # the first context only lent its headers
+                self.finish(item.record)
+
+    async def _batch(self, batch: Batch, session: Session) -> None:
+        made, make_ctx = self._batch_contexts()
+        run = Run()
+        assert self._slots is not None
+        cancellation = Cancellation()  # thrown only when stdout is given up: the batch has nowhere to go
+        self._batches.add(cancellation)
         try:
-            if on_main:
-                # Only once the wake-up pipe is set: one held back during start-up lands as its byte.
-                signals.unblock()
-            while not self._signal:
-                ready, _, _ = select.select([fd, wake_r], [], [])
-                if wake_r in ready:
-                    self._take_wake_bytes(wake_r)
-                    if self._signal:
-                        break
-                if fd in ready:
-                    try:
-                        data = os.read(fd, CHUNK)
-                    except BlockingIOError:
-                        continue  # stdin shared with a process that made it non-blocking: wait again
-                    if not data:
-                        self._answer(framer.end())  # EOF: the client closed stdin
-                        return
-                    self._answer(framer.feed(data))
-            self._log_stopping()
-            self._drain_descriptor(fd, framer)
+            async with self._slots:
+                reply = await drive(self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), run)
         finally:
-            if on_main:
-                signal.set_wakeup_fd(previous_wake)
-            self.wake_fd = None
-            os.close(wake_r)
-            os.close(wake_w)
+            self._batches.discard(cancellation)
+        if reply.message is not None:
+            await self._answer(reply.message, run.heavy)
+        self._batch_done(made)
 
-    def _take_wake_bytes(self, wake_r: int) -> None:
-        """Read the signal numbers the C handler wrote; the first SIGTERM or SIGINT among them is the stop.
+    def _batch_now(self, batch: Batch) -> None:
+        made, make_ctx = self._batch_contexts()
+        reply = self.dispatcher.handle_batch(batch, self.session, make_ctx)
+        if reply.message is not None:
+            self._put(reply.message, None)
+        self._batch_done(made)
 
-        Decided from the byte itself: the Python handler may not have run yet, and need not.
-        Any other signal's byte (one another part of the process handles) only woke the wait.
-        """
-        try:
-            data = os.read(wake_r, 4096)
-        except BlockingIOError:
+    def _answer_line(self, item: lines.Framed) -> None:
+        if isinstance(item, Oversized):
+            err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {item.limit} bytes")
+            self._put(error_response(None, err), None)
+            record = records.Record("stdio")
+            record.begin(Invalid(None, err))
+            self.finish(record)
+        else:
+            self.receive(item)
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def _take(self, data: bytes) -> None:
+        """Bytes read from stdin (b"": its end) framed into lines, and as many answered as the bounds allow."""
+        if self._ended:
             return
-        for signum in data:
-            if signum in STOP_SIGNALS and not self._signal:
-                self._signal = signum
+        if not data:
+            self._framed.extend(self._framer.end())  # EOF: the client closed stdin
+            self._end_input()
+        else:
+            self._framed.extend(self._framer.feed(data))
+        self._work()
 
-    def _serve_reads(self, reader: BinaryIO, framer: LineFramer) -> None:
-        """A reader without a descriptor (io.BytesIO), or Windows: the same framing, fed by the reader's reads.
+    def _work(self) -> None:
+        """Answer the lines read, in order, while stdout and the calls under way leave room; read on when all are."""
+        while self._framed and not self._held_back():
+            self._answer_line(self._framed.popleft())
+        if self._input is not None and not self._ended:
+            if self._framed or self._held_back():
+                self._input.pause()
+            else:
+                self._input.resume()
+        if self._ended and not self._framed and self._over is not None and not self._over.done():
+            self._over.set_result(None)
 
-        On Windows no signal interrupts a pipe read (and select() takes sockets only); end of
-        input is how a client stops us there (Desktop ends the process; it sends no signal). A
-        Ctrl-C in a console is seen by the Python handler, after the read that it waited on.
-        """
-        # read1: what is there, up to CHUNK, without waiting to fill CHUNK (objects without it: read).
-        read: Callable[[int], bytes] = getattr(reader, "read1", reader.read)
-        while not self._signal:
-            data = read(CHUNK)
-            if not data:
-                self._answer(framer.end())
-                return
-            self._answer(framer.feed(data))
-        self._log_stopping()
+    def _held_back(self) -> bool:
+        return self._out.full() or len(self._tasks) >= MAX_UNANSWERED
 
-    def _log_stopping(self) -> None:
-        name = signal.Signals(self._signal).name
+    def _end_input(self) -> None:
+        self._ended = True
+        if self._input is not None:
+            self._input.stop()
+
+    def _on_stop(self, signum: int) -> None:
+        # SIGTERM, or SIGINT (how Claude Code stops a stdio server, and a terminal's Ctrl-C): the
+        # lines the client already wrote are requests too, and are answered; nothing more is read.
+        if self._signal:
+            return
+        self._signal = signum
+        name = signal.Signals(signum).name
         log.info("stopping on %s: every request already read is answered", name, extra=logs.AHEAD)
+        if not self._ended:
+            self._drain_input()
 
-    def _drain_descriptor(self, fd: int, framer: LineFramer) -> None:
+    def _drain_input(self) -> None:
         """After SIGTERM or SIGINT, the whole lines the client already wrote are requests too: answer them.
 
         The signal can land with lines waiting in the pipe; dropping them would leave requests
-        the client saw leave unanswered. Nothing is waited for (select with a timeout of 0), a
-        line not yet ended is not a request and is dropped, and at most MAX_LINE bytes are taken
-        this way: a client that keeps writing cannot keep the process from leaving.
+        the client saw leave unanswered. Nothing is waited for, a line not yet ended is not a
+        request and is dropped, and at most MAX_LINE bytes are taken this way: a client that
+        keeps writing cannot keep the process from leaving.
         """
-        budget = MAX_LINE
-        while budget > 0:
-            ready, _, _ = select.select([fd], [], [], 0)
-            if not ready:
-                return
-            try:
-                data = os.read(fd, min(CHUNK, budget))
-            except OSError:  # BlockingIOError included: nothing there after all
-                return
-            if not data:
-                return
-            budget -= len(data)
-            self._answer(framer.feed(data))
+        assert self._input is not None
+        rest = list(self._input.rest(MAX_LINE))
+        self._end_input()
+        for data in rest:
+            self._framed.extend(self._framer.feed(data))
+        self._work()
 
-    def _answer(self, framed: Iterable[lines.Framed]) -> None:
-        for item in framed:
-            if isinstance(item, Oversized):
-                err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {item.limit} bytes")
-                self.write(error_response(None, err))
-                record = records.Record("stdio")
-                record.begin(Invalid(None, err))
-                self.finish(record)
-            else:
-                self.receive(item)
+    def _on_late(self) -> None:
+        """The client stopped reading past the answer deadline: nothing more is read, calls under way are cancelled."""
+        self._end_input()
+        self._framed.clear()  # nowhere to answer them
+        for ctx in list(self._inflight.values()):
+            ctx.cancellation.cancel()
+        for cancellation in list(self._batches):
+            cancellation.cancel()
+        self._work()
+
+    def run(self, reader: BinaryIO) -> int:
+        """Serve `reader` until end of input or a stop signal; 0 once every request read is answered.
+
+        EXIT_WIRE_BROKEN when the client stopped reading its answers for longer than the answer
+        deadline (the wire was given up, and serving stopped).
+        """
+        loop = loops.new_loop()
+        loops.Guard(loop)  # a failure nobody owned is logged, and serving goes on
+        self._loop = loop
+        self._thread = threading.get_ident()
+        try:
+            return loop.run_until_complete(self._serve(loop, reader))
+        finally:
+            try:
+                loops.close(loop, ())
+            finally:
+                self._loop = None
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> int:
+        self._over = loop.create_future()
+        self._slots = asyncio.Semaphore(self.workers)
+        on_main = threading.current_thread() is threading.main_thread()
+        undo = loops.on_stop_signals(loop, self._on_stop, STOP_SIGNALS) if on_main else None
+        self._out = _wire_on_loop(loop, self.wire, self.write_timeout, self._on_late, self._work)
+        try:
+            if on_main:
+                # Only once the handlers are set: one held back during start-up is heard now.
+                signals.unblock()  # cli.main holds them back while the server starts
+            self._input = self._open_input(loop, reader)
+            await self._over
+            # Every request already read gets its answer before the process leaves.
+            while self._tasks:
+                await asyncio.wait(list(self._tasks))
+            await self._out.drained()
+            if self._signal and not self._out.late:
+                log.info("stopped: every request read before %s was answered", signal.Signals(self._signal).name)
+        finally:
+            if self._input is not None:
+                self._input.stop()
+            self._out.close()
+            if undo is not None:
+                undo()
+        return EXIT_WIRE_BROKEN if self._out.late else 0
+
+    def _open_input(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> _WatchedInput | _ThreadInput:
+        if sys.platform != "win32" and (fd := _descriptor(reader)) is not None:
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return _WatchedInput(loop, fd, self._take)
+            except (OSError, ValueError) as exc:  # epoll refuses what it cannot watch
+                log.debug("stdin cannot be watched by the loop (%s): a thread reads it", exc)
+        return _ThreadInput(loop, reader, self._take)
 
 
 def _descriptor(reader: BinaryIO) -> int | None:

@@ -7,5 +7,6 @@ connections and unfinished heads each peer may hold), `response` (status line an
 `record` (one request as the access log sees it), `loop` (the event loop: what its errors cost,
 stop signals), `connection` (one socket's protocol object and its requests in turn, a client's
 leaving cancelling its call) and `server` (the listening socket, accept, drain; the metrics
-listener too). Nothing here is imported on the stdio path.
+listener too). The stdio transport serves on `loop` and `driver` (with `share`) too; nothing else here is
+imported on the stdio path.
 """

@@ -1,0 +1,236 @@
+"""stdio on the event loop: slow calls wait as generators, not threads; a client that stops reading meets a deadline."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Final
+
+import pytest
+
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.setup.server import build_catalog
+from mcp_server.transports.stdio import EXIT_WIRE_BROKEN, StdioServer
+from mcp_server.upstream.gateway import Gateway
+from tests.conftest import PROCFS, SIGNAL_STOP, WAIT, StdioProcess
+from tests.sandbox_gateway import SandboxGateway
+
+SLOW_CALLS: Final = 8
+INITIALIZE: Final = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+
+
+def _call(request_id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "get_perps_pairs"}}
+
+
+def _threads(pid: int) -> list[str]:
+    """The names of a process's threads, from /proc."""
+    tasks = pathlib.Path(f"/proc/{pid}/task")
+    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
+
+
+@PROCFS
+def test_eight_slow_calls_wait_on_the_gateway_with_at_most_two_threads_in_the_server(
+    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
+) -> None:
+    """A call waiting on the gateway is a suspended generator: the main thread and the log writer, no pool."""
+    sandbox.fault("/v1/perps/pairs", "delay", seconds=3, times=SLOW_CALLS)
+    process = stdio_process(FAIRWINS_API_URL=sandbox.url, FAIRWINS_MCP_TIMEOUT="20")
+    process.send(INITIALIZE)
+    assert "result" in process.response_to("init")
+    for n in range(SLOW_CALLS):
+        process.send(_call(n))
+    sandbox.wait_for_requests(SLOW_CALLS, timeout=WAIT)  # all eight are at the gateway, held there
+    during = _threads(process.proc.pid)
+    process.close_stdin()
+    answers = process.rest()
+    assert sorted(m["id"] for m in answers) == list(range(SLOW_CALLS))
+    assert all(m["result"]["isError"] is False for m in answers), answers
+    assert process.wait() == 0
+    assert len(during) <= 2, during
+
+
+@SIGNAL_STOP
+def test_sigterm_answers_every_request_read_with_slow_calls_in_flight_then_exits_0(
+    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
+) -> None:
+    sandbox.fault("/v1/perps/pairs", "delay", seconds=1, times=SLOW_CALLS)
+    process = stdio_process(FAIRWINS_API_URL=sandbox.url, FAIRWINS_MCP_TIMEOUT="20")
+    process.send(INITIALIZE)
+    assert "result" in process.response_to("init")
+    for n in range(SLOW_CALLS):
+        process.send(_call(n))
+    sandbox.wait_for_requests(SLOW_CALLS, timeout=WAIT)
+    burst = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping" if n % 2 else "tools/list"}).encode() + b"\n"
+        for n in range(SLOW_CALLS, 500)
+    )
+    process.send_raw(burst)  # fits the pipe: all written before the signal
+    process.proc.send_signal(signal.SIGTERM)
+    answered = sorted(m["id"] for m in process.rest())
+    assert answered == list(range(500))
+    assert process.wait() == 0
+    assert "stopped: every request read before SIGTERM was answered" in process.stderr
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _stdio_log() -> Iterator[_Records]:
+    logger = logging.getLogger("fairwins_mcp.stdio")
+    handler, level = _Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextmanager
+def _stdout(kind: str) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """A stdout the test reads only when asked: a pipe, or a socket pair (as Node gives its child processes)."""
+    if kind == "pipe":
+        out_read, out_write = os.pipe()
+        wire = open(out_write, "wb")
+        reader = open(out_read, "rb")
+    else:
+        ours, theirs = socket.socketpair()
+        wire = theirs.makefile("wb")
+        reader = ours.makefile("rb")
+        theirs.close()  # the file objects keep the sockets open
+        ours.close()
+    try:
+        yield wire, reader
+    finally:
+        wire.close()
+        reader.close()
+
+
+@pytest.mark.posix("the loop watches a pipe or a socket for stdout on POSIX; on Windows stdout is written as it comes")
+@pytest.mark.parametrize("kind", ["pipe", "socketpair"])
+def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_server_stops(kind: str) -> None:
+    """The answers outgrow what stdout holds and the client reads none: within the deadline the wire is given up.
+
+    run() returns EXIT_WIRE_BROKEN with stdin still open (nothing hangs in a write), says why in its
+    log, and what reached stdout is whole lines but perhaps the last: a line cut where the client
+    stopped taking bytes, after which nothing more is written.
+    """
+    dispatcher = Dispatcher(build_catalog(Gateway("http://127.0.0.1:9")))
+    in_read, in_write = os.pipe()
+    requests = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n" for n in range(400)
+    )
+    with _stdout(kind) as (wire, client), _stdio_log() as log, open(in_read, "rb") as reader:
+        server = StdioServer(dispatcher, wire, write_timeout=0.5)
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
+        thread.start()
+        writer = threading.Thread(target=_write_all, args=(in_write, requests), daemon=True)
+        writer.start()
+        thread.join(WAIT)
+        assert not thread.is_alive(), "run() is stuck: the deadline did not hold"
+        assert codes == [EXIT_WIRE_BROKEN]
+        wire.close()  # the test's copy: stdout's end for the read below
+        written = client.read()
+        os.close(in_write)
+        writer.join(WAIT)
+    assert any("did not read its answers within 0.5 s" in message for message in log.messages), log.messages
+    *whole, last = written.split(b"\n")
+    answered = [json.loads(raw)["id"] for raw in whole]
+    assert answered == list(range(len(answered))) and len(answered) < 400
+    assert last == b"" or not last.endswith(b"}")  # a cut line, or none
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """The client's writes: a server that stopped reading leaves this blocked, which the test ends by closing fd."""
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("kind", ["regular file", "socketpair", "pipe"])
+def test_every_kind_of_stdin_is_served_to_its_end(kind: str, tmp_path: pathlib.Path) -> None:
+    """A regular file (`< requests.jsonl`, which the loop cannot watch: a thread reads it), a socket pair (as Node
+    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input."""
+    data = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n" for n in range(300))
+    with _stdin(kind, data, tmp_path) as reader, _stdout("pipe") as (wire, client):
+        server = StdioServer(Dispatcher(build_catalog(Gateway("http://127.0.0.1:9"))), wire)
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
+        thread.start()
+        answers: list[int] = []
+        buffered = b""
+        while len(answers) < 300:
+            chunk = os.read(client.fileno(), 65536)
+            assert chunk, "stdout ended early"
+            buffered += chunk
+            *whole, buffered = buffered.split(b"\n")
+            answers += [json.loads(raw)["id"] for raw in whole]
+        thread.join(WAIT)
+        assert not thread.is_alive() and codes == [0]
+    assert answers == list(range(300))
+
+
+@contextmanager
+def _stdin(kind: str, data: bytes, tmp_path: pathlib.Path) -> Iterator[BinaryIO]:
+    """A stdin holding `data` then its end, of the kind asked for."""
+    if kind == "regular file":
+        path = tmp_path / "requests.jsonl"
+        path.write_bytes(data)
+        with open(path, "rb") as reader:
+            yield reader
+        return
+    if kind == "pipe":
+        read_fd, write_fd = os.pipe()
+        writer = threading.Thread(target=_write_and_close, args=(write_fd, data), daemon=True)
+        writer.start()
+        with open(read_fd, "rb") as reader:
+            yield reader
+        writer.join(WAIT)
+        return
+    ours, theirs = socket.socketpair()
+    writer = threading.Thread(target=_send_and_close, args=(ours, data), daemon=True)
+    writer.start()
+    try:
+        with theirs.makefile("rb") as reader:
+            yield reader
+    finally:
+        theirs.close()
+        writer.join(WAIT)
+
+
+def _write_and_close(fd: int, data: bytes) -> None:
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _send_and_close(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+    finally:
+        sock.close()

@@ -7,8 +7,11 @@ In this process, microseconds per call: `jws.verify` for RS256 and PS256 (2048 a
 and ES256 (P-256), with `cryptography` (OpenSSL) on the same signatures beside them for scale;
 a whole `judge` of an RFC 9068 access token (parse, key by kid, signature, claims) for RS256
 and ES256; and `Validator.check` on a token it has seen (its SHA-256, one lookup), with the
-SHA-256 alone beside it. The tokens are minted with `cryptography`, a development dependency
-(pyproject.toml); what is measured is the server's standard-library code.
+SHA-256 alone beside it; and the redaction every call pays for its own bearer
+(`Redactor.might_be_in` on a get_wagers answer that holds none of it, a redactor a call), for a
+`fw1.` token and the RS256 access token, by the answer's size. The tokens are minted with
+`cryptography`, a development dependency (pyproject.toml); what is measured is the server's
+standard-library code.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any, Final
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 
+from bench.prefilter import wagers
+from mcp_server.core.redaction import Redactor
 from mcp_server.wire import jws
 from mcp_server.wire.access_tokens import KeySet, Policy, Valid, Validator, judge
 
@@ -31,6 +36,8 @@ ISSUER: Final = "https://auth.fairwins.example"
 RESOURCE: Final = "https://mcp.fairwins.example/mcp"
 NOW: Final = 1_800_000_000
 PSS: Final = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
+FW1: Final = "fw1.Zq8vKt3RmXp7LwYd2NcBxE5u"  # a member's token, as long as one
+WORDS: Final = "Lakers beat the Celtics on Dec 1, café crème"  # a wager's description
 
 
 def b64(data: bytes) -> str:
@@ -159,6 +166,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'remembered (a token seen before)':34s} {hit:9.2f} {len(rs_token):11d}")
     digest = best(lambda: hashlib.sha256(rs_token.encode("ascii")).digest(), calls(100_000), rounds)
     print(f"{'  of which its SHA-256':34s} {digest:9.2f}")
+    print()
+    print(f"{'redaction of the bearer, per answer':34s} {'fw1. µs':>9s} {'token µs':>11s} {'answer B':>9s}")
+    for count in (3, 30, 300, 1500):
+        body = json.dumps(wagers(count, WORDS), separators=(",", ":"), ensure_ascii=False).encode()
+        costs = []
+        for bearer in (FW1, rs_token):
+            assert not Redactor(bearer, None).might_be_in(body)
+
+            def redact(bearer: str = bearer, body: bytes = body) -> bool:
+                # A redactor a request, as the server makes one: nothing of a bearer is kept between them.
+                return Redactor(bearer, None).might_be_in(body)
+
+            costs.append(best(redact, calls(300_000 // count), rounds))
+        print(f"{'  get_wagers, ' + str(count) + ' wagers':34s} {costs[0]:9.1f} {costs[1]:11.1f} {len(body):9,d}")
     return 0
 
 

@@ -171,3 +171,13 @@ def test_the_sampled_windows_of_a_text_are_its_windows_every_step_bytes() -> Non
         data = rng.randbytes(length)
         expected = {int.from_bytes(data[i : i + 4], "little") for i in range(0, length - 3, redaction._STEP)}
         assert redaction._sampled_windows(data) == expected, length
+
+
+@profile(300)
+@given(st.text(PRINTABLE + "%\\", min_size=1, max_size=60), st.text(BASE64URL, max_size=900))
+def test_the_escape_a_bearer_holds_is_found_as_the_definitions_pattern_finds_it(head: str, tail: str) -> None:
+    # escape_in looks for a `%` or `\\` first (an access token has none): what it names is the pattern's.
+    for bearer in (head + tail, tail + head, tail):
+        raw = bearer.encode()
+        found = redaction._ESCAPE.search(raw) or redaction._ESCAPE.search(raw.lower())
+        assert escape_in(bearer) == (None if found is None else raw[found.start() : found.end()].decode())

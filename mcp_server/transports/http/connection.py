@@ -53,6 +53,7 @@ from mcp_server.wire.jsonrpc import Part, pieces
 
 if TYPE_CHECKING:
     from mcp_server.transports.http.door import Door
+    from mcp_server.transports.http.driver import Pacing
 
 log = logging.getLogger("fairwins_mcp.http")
 
@@ -96,6 +97,7 @@ class Host(Protocol):
     write_timeout: float
     timings: Timings
     door: Door | None  # OAuth mode: the access tokens judged and the sign-in asked for (door.py)
+    pacing: Pacing  # how its large answers share the core with its small calls (driver.py)
 
     def begin(self) -> None: ...
 

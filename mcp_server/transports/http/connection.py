@@ -7,15 +7,11 @@ refusal. Which bytes are a request is the reader's decision, made from the head 
 runs; a connection whose request body was not read to its end is closed after the answer, so no
 byte of a body is ever read as the next request.
 
-A client that leaves while its request waits (for a call slot, then for its call) is let go at
-once: the loop tells this protocol, which ends the wait for a slot and throws the call's
-cancellation. A request waits from the moment it is whole (`watch`). Where the client's end
-falls among its bytes decides what it says (docs/architecture.md, "An end's place decides"):
-an end that had come by the moment its request was whole came with it, and an end behind
-requests not yet answered (a client that pipelined) came with them: both are a half-close
-(`nc -N`, `socat`, a batch script), and every request sent before it is answered. An end that
-comes later, while a request waits with nothing of the client's unread before it, is the client
-leaving, as is a reset at any time.
+What each event means (an end, a reset, bytes during a call, a deadline passed) is the
+lifecycle table's to say (lifecycle.py), and this code does what it says. A client that leaves
+while its request waits (for a call slot, then for its call) is let go at once: the loop tells
+this protocol, the table says the client left, and the wait for a slot ends and the call's
+cancellation is thrown. A request waits from the moment it is whole (`watch`).
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
@@ -297,14 +293,10 @@ class Connection(asyncio.BufferedProtocol):
         """Call `on_gone` if the client leaves before the returned function is called.
 
         Called when a request is whole, before it waits for a call slot. A connection already
-        reset or closed calls `on_gone` at once. An end that has come by now does not: it came
-        with the request (the client sent it and said at once that it would send nothing more,
-        a half-close), and the client waits for the answer. Bytes already here after the request
-        are a request sent before this one is answered: the client pipelines.
+        reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
+        still in the kernel: `_ended_in_kernel`) came with the request is the table's to say
+        (`Lifecycle.call_begins`).
         """
-        # An end may already be in the kernel, behind the request's last bytes, not yet read by the
-        # transport: it came with the request, so it is a half-close, whichever of the two the loop
-        # happens to run first.
         if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
             return _nothing

@@ -1,4 +1,4 @@
-"""The connection's lifecycle table (transports/http/lifecycle.py), fed events without a socket.
+"""The connection's lifecycle table (http/lifecycle.py), fed events, no socket.
 
 Each test is one order of events a client can make happen, and what the table says of it: where
 an end falls among the client's bytes decides whether a waiting call is cancelled

@@ -1,7 +1,7 @@
-"""One connection's lifecycle as a table, sans-I/O: events in, what the connection must do out.
+"""One connection's lifecycle as a table: events in, what they mean out.
 
-In the manner of h11's state table, and of reader.py beside it: nothing here touches a socket or a
-clock. The connection (connection.py) feeds each event the loop reports (bytes, the client's end,
+Sans-I/O, in the manner of h11's state table and of reader.py beside it: nothing here touches
+a socket or a clock. The connection (connection.py) feeds each event the loop reports (bytes, the client's end,
 a reset), each step of its own (a request begins, a call begins and ends, an answer begins and
 ends, a refusal that closes, a drain, a deadline passed), and does what the answer says.
 
@@ -73,7 +73,7 @@ class Lifecycle:
 
     @property
     def ended(self) -> bool:
-        """The client sends nothing more: once what was read is served, the connection is over."""
+        """The client sends nothing more (once what was read is served, it is over)."""
         return self.side is not Side.OPEN
 
     @property
@@ -91,8 +91,10 @@ class Lifecycle:
         return True
 
     def end(self, unread: bool) -> bool:
-        """The client's end was read, with `unread` bytes of its own not yet served before it;
-        CANCEL when it is the watched call's client leaving."""
+        """The client's end was read; CANCEL when it is the watched call's client leaving.
+
+        `unread`: bytes of the client's not yet served came before it (it is a half-close).
+        """
         first = self.side is Side.OPEN
         if first:
             self.side = Side.ENDED
@@ -110,17 +112,19 @@ class Lifecycle:
     # ---- ours ---------------------------------------------------------------------------------
 
     def reading(self) -> None:
-        """A request is read (from its first byte; its body again after "100 Continue"): it must be
-        whole by the read deadline."""
+        """A request is being read: it must be whole by the read deadline.
+
+        From its first byte; its body again after an interim "100 Continue".
+        """
         self.phase = Phase.READING
 
     def call_begins(self, unread: bool, end_next: Callable[[], bool]) -> bool:
-        """A request is whole and its call waits from now, its client watched; False if that
-        client is already gone (the call is cancelled at once, and not watched).
+        """A request is whole and its call waits, its client watched; False if it is gone.
 
-        `unread`: bytes of the client's are here after the request (it pipelines). `end_next`
-        says whether the client's end is next in the kernel, not yet read (a peek, asked only
-        when the answer depends on it): an end that has come by now came with the request.
+        A client already gone has its call cancelled at once, and is not watched. `unread`:
+        bytes of the client's are here after the request (it pipelines). `end_next` says
+        whether the client's end is next in the kernel, not yet read (a peek, asked only when
+        the answer depends on it): an end that has come by now came with the request.
         """
         if self.side is Side.LOST:
             return False
@@ -139,18 +143,20 @@ class Lifecycle:
         self.phase = Phase.ANSWERING
 
     def last_answer(self, linger: bool) -> None:
-        """The answer about to be written is the connection's last; `linger`: close in stages after
-        it (a refusal, with part of its request possibly still on its way)."""
+        """The answer about to be written is the connection's last.
+
+        `linger`: close in stages after it (a refusal, its request possibly still arriving).
+        """
         self.closing = True
         self.linger = self.linger or linger
 
     def answer_ends(self) -> None:
-        """The request is over (answered, or its client gone): the connection waits for the next."""
+        """The request is over (answered, or its client gone); the next is awaited."""
         if self.phase is Phase.READING or self.phase is Phase.ANSWERING:
             self.phase = Phase.IDLE
 
     def lingers(self) -> None:
-        """The refusal is out and our sending half closed: the rest of the request is read and dropped."""
+        """The refusal is out and our half closed: what arrives is read and dropped."""
         self.phase = Phase.LINGERING
         self.dropping = True
 
@@ -165,7 +171,7 @@ class Lifecycle:
         self.phase = Phase.CLOSED
 
     def drain_begins(self) -> bool:
-        """The server drains: True when the connection waits idle, and looks at its limit again now."""
+        """The server drains: True when the connection waits idle (it re-reads its limit)."""
         return self.phase is Phase.IDLE
 
     def deadline(self) -> Deadline:

@@ -49,7 +49,7 @@ async def _heartbeat(stop: asyncio.Event, late: list[float]) -> None:
         late.append((time.perf_counter() - t0 - HEARTBEAT_S) * 1000)
 
 
-async def _one(dispatcher: Any, session: Any, params: dict[str, Any], token: str | None) -> list[float]:
+async def _one(dispatcher: Any, session: Any, params: dict[str, Any], token: str | None, pacing: Any) -> list[float]:
     from mcp_server.core.context import RequestContext
     from mcp_server.transports.http.driver import Run, drive, off_loop
     from mcp_server.wire.jsonrpc import Request, encode, pieces
@@ -60,9 +60,9 @@ async def _one(dispatcher: Any, session: Any, params: dict[str, Any], token: str
     late.clear()
     ctx = RequestContext(bearer=token, bearer_source="header") if token else RequestContext()
     run = Run()
-    reply = await drive(dispatcher.handle_steps(Request(1, "tools/call", params), session, ctx), run)
+    reply = await drive(dispatcher.handle_steps(Request(1, "tools/call", params), session, ctx), pacing, run)
     answer = reply.message
-    parts = await off_loop(lambda: encode(answer)) if run.heavy else encode(answer)
+    parts = await off_loop(lambda: encode(answer), pacing) if run.heavy else encode(answer)
     for _ in pieces(parts):  # as a connection writes them, on the loop
         await asyncio.sleep(0)
     stop.set()
@@ -103,6 +103,7 @@ def measure(shape: str, data: bytes, calls: int) -> list[float]:
     from mcp_server.core.context import RequestContext
     from mcp_server.core.protocol import Dispatcher, Session
     from mcp_server.setup.server import build_catalog
+    from mcp_server.transports.http.driver import Pacing
     from mcp_server.upstream.gateway import Gateway
     from mcp_server.wire.jsonrpc import Request
 
@@ -114,14 +115,19 @@ def measure(shape: str, data: bytes, calls: int) -> list[float]:
     name, arguments, token = _tool_and_token(shape.replace("exposed", "random"))
     params = {"name": name, "arguments": arguments}
 
+    pacing = Pacing()  # as a server's: one for all its calls
+
     async def all_calls() -> list[float]:
         worst = []
         for _ in range(calls + 1):
-            late = await _one(dispatcher, session, params, token)
+            late = await _one(dispatcher, session, params, token, pacing)
             worst.append(max(late, default=0.0))
         return worst[1:]  # the first compiles the verdicts
 
-    return asyncio.run(all_calls())
+    try:
+        return asyncio.run(all_calls())
+    finally:
+        pacing.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

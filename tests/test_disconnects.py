@@ -117,7 +117,7 @@ def take(loop: asyncio.AbstractEventLoop, conn: Connection) -> bytes:
 def seen_end(loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
     """Wait until the loop has told the connection of its client's end."""
     for _ in range(int(WAIT / 0.01)):
-        if on_loop(loop, lambda: conn._eof):
+        if on_loop(loop, lambda: conn.life.ended):
             return
         threading.Event().wait(0.01)
     raise AssertionError("the client's end never reached the connection")
@@ -143,7 +143,7 @@ def test_a_client_reset_before_its_call_began_cancels_it(loop: asyncio.AbstractE
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         client.close()
         for _ in range(int(WAIT / 0.01)):
-            if on_loop(loop, lambda: conn._lost):
+            if on_loop(loop, lambda: conn.life.lost):
                 break
             threading.Event().wait(0.01)
         with call(loop, conn) as fired:
@@ -167,7 +167,7 @@ def test_an_end_that_came_before_the_call_began_is_a_half_close_and_the_call_goe
         else:
             threading.Event().wait(0.05)  # the end reaches the server's kernel
         with call(loop, conn) as fired:
-            assert on_loop(loop, lambda: conn._eof), "the end is known once the call begins"
+            assert on_loop(loop, lambda: conn.life.ended), "the end is known once the call begins"
             if not told:
                 on_loop(loop, lambda: conn.transport.resume_reading() if conn.transport else None)
             assert not fired.wait(QUIET)

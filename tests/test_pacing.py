@@ -19,8 +19,9 @@ from typing import Any, Final
 import pytest
 
 from mcp_server.core.answers import CHUNK
+from mcp_server.core.steps import Steps
 from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_SLICE
-from mcp_server.transports.http.driver import PACE_SLICE, Pacer, off_loop
+from mcp_server.transports.http.driver import PACE_SLICE, Pacer, Pacing, off_loop
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.transports.http.share import Share
 from mcp_server.wire import pause
@@ -145,8 +146,6 @@ def test_a_sleep_that_ends_early_ends_the_pacers_wait() -> None:
 def test_off_loop_runs_the_work_paced_and_counts_its_cpu_once() -> None:
     import asyncio
 
-    from mcp_server.transports.http import driver
-
     seen: list[object] = []
 
     def work() -> int:
@@ -158,11 +157,75 @@ def test_off_loop_runs_the_work_paced_and_counts_its_cpu_once() -> None:
                 pause.pause()
         return total
 
-    assert asyncio.run(off_loop(work)) == sum(range(300_000))
+    pacing = Pacing()
+    try:
+        assert asyncio.run(off_loop(work, pacing)) == sum(range(300_000))
+    finally:
+        pacing.close()
     (pacer,) = seen
-    assert isinstance(pacer, Pacer) and pacer.share is driver.SHARE
+    assert isinstance(pacer, Pacer) and pacer.share is pacing.share
     assert pacer.counted >= PACE_SLICE  # its slices were counted as it went
     assert getattr(pause._local, "pacer", None) is None  # this thread was never paced
+
+
+# ---- a server's own pacing -----------------------------------------------------------------------
+
+
+def _small_steps() -> Steps[str]:
+    """A small call's steps: nothing to wait for, an answer at once."""
+    return "answered"
+    yield  # a generator, as the dispatcher's steps are
+
+
+def _heavy(pacing: Pacing) -> float:
+    """The process's switch interval as a large answer's work on `pacing` saw it."""
+    import asyncio
+    import sys
+
+    return asyncio.run(off_loop(sys.getswitchinterval, pacing))
+
+
+def test_each_server_paces_with_its_own_share_and_executor() -> None:
+    import asyncio
+
+    from mcp_server.transports.http.driver import drive
+
+    ours, theirs = Pacing(), Pacing()
+    try:
+        before = theirs.share.last_small
+        assert asyncio.run(drive(_small_steps(), ours)) == "answered"
+        assert ours.share.last_small > before, "a small call answered is counted in its server's share"
+        assert theirs.share.last_small == before, "and in no other server's"
+        assert ours.executor() is not theirs.executor()
+        assert ours.executor() is ours.executor(), "made once, on first use"
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_pacing_that_did_not_ask_leaves_the_switch_interval_as_it_was() -> None:
+    import sys
+
+    default = sys.getswitchinterval()
+    asked, unasked = Pacing(switch=default / 10), Pacing(switch=None)
+    try:
+        assert _heavy(unasked) == default
+        assert _heavy(asked) == default / 10, "shortened while its large answer is at work"
+        assert sys.getswitchinterval() == default, "and put back once it is done"
+    finally:
+        asked.close()
+        unasked.close()
+
+
+def test_a_closed_pacing_lets_its_threads_go() -> None:
+    others = set(threading.enumerate())
+    pacing = Pacing()
+    _heavy(pacing)
+    threads = [t for t in threading.enumerate() if t not in others]
+    pacing.close()
+    for thread in threads:
+        thread.join(WAIT)
+    assert threads and not any(t.is_alive() for t in threads)
 
 
 # ---- the passes pause as they go -----------------------------------------------------------------

@@ -2,15 +2,18 @@
 
 The passes over a large answer (the reader's chunks, the escapes of the text block, the depth
 check, the slices of an encode) call `pause()` between slices. It does nothing unless the thread
-doing the work was given a pacer (`paced`) or a call to stop with (`stops_with`). The HTTP
-transport gives a pacer to the threads that work on large answers beside its event loop
-(transports/http/driver.py): there a thread that holds the interpreter lock takes about half the
-core from the loop, whatever its budget says, for as long as it runs; paced, it sleeps between
-slices and keeps to its share while small calls are answered. Work for a call stops at its next
-pause once that call is cancelled (core/steps.py, `Compute`): nobody will read what it makes.
+doing the work was given a pacer (`paced`) or a call to stop with (`stops_with`). A server's
+pacing (transports/http/driver.py, `Pacing`) gives a pacer of its own to the thread working on
+one of its large answers beside its event loop, for that work's length: there a thread that holds
+the interpreter lock takes about half the core from the loop, whatever its budget says, for as
+long as it runs; paced, it sleeps between slices and keeps to its server's share while small calls
+are answered. Work for a call stops at its next pause once that call is cancelled (core/steps.py,
+`Compute`): nobody will read what it makes.
 
-Clocks and sleeps are the pacer's, never this layer's: a thread without one pays one attribute
-lookup per slice.
+The pacer is the thread's, not an argument: the passes that pause (the reader's chunks, an
+encode's slices) are the same code on a paced thread and on any other, and take none. Clocks and
+sleeps are the pacer's, never this layer's: a thread without one pays one attribute lookup per
+slice.
 """
 
 from __future__ import annotations

@@ -7,15 +7,11 @@ refusal. Which bytes are a request is the reader's decision, made from the head 
 runs; a connection whose request body was not read to its end is closed after the answer, so no
 byte of a body is ever read as the next request.
 
-A client that leaves while its request waits (for a call slot, then for its call) is let go at
-once: the loop tells this protocol, which ends the wait for a slot and throws the call's
-cancellation. A request waits from the moment it is whole (`watch`). Where the client's end
-falls among its bytes decides what it says (docs/architecture.md, "An end's place decides"):
-an end that had come by the moment its request was whole came with it, and an end behind
-requests not yet answered (a client that pipelined) came with them: both are a half-close
-(`nc -N`, `socat`, a batch script), and every request sent before it is answered. An end that
-comes later, while a request waits with nothing of the client's unread before it, is the client
-leaving, as is a reset at any time.
+What each event means (an end, a reset, bytes during a call, a deadline passed) is the
+lifecycle table's to say (lifecycle.py), and this code does what it says. A client that leaves
+while its request waits (for a call slot, then for its call) is let go at once: the loop tells
+this protocol, the table says the client left, and the wait for a slot ends and the call's
+cancellation is thrown. A request waits from the moment it is whole (`watch`).
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
@@ -43,6 +39,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import HEADS_FULL, Admission, Slot
 from mcp_server.transports.http.drain import Timings
 from mcp_server.transports.http.head import Head, Refusal
+from mcp_server.transports.http.lifecycle import CANCEL, Deadline, Lifecycle, Phase
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
 from mcp_server.transports.http.record import CLIENT_LEFT, Exchange
 from mcp_server.transports.http.response import error_body, error_code, head
@@ -52,6 +49,7 @@ from mcp_server.wire.jsonrpc import Part, pieces
 
 if TYPE_CHECKING:
     from mcp_server.transports.http.door import Door
+    from mcp_server.transports.http.driver import Pacing
 
 log = logging.getLogger("fairwins_mcp.http")
 
@@ -95,6 +93,7 @@ class Host(Protocol):
     write_timeout: float
     timings: Timings
     door: Door | None  # OAuth mode: the access tokens judged and the sign-in asked for (door.py)
+    pacing: Pacing  # how its large answers share the core with its small calls (driver.py)
 
     def begin(self) -> None: ...
 
@@ -122,14 +121,10 @@ class Connection(asyncio.BufferedProtocol):
         "_answer_until",
         "_buf",
         "_counted_head",
-        "_dropping",
-        "_eof",
         "_held",
         "_held_size",
-        "_lost",
         "_on_gone",
         "_outbox",
-        "_pipelined",
         "_poller",
         "_queued",
         "_reading_paused",
@@ -139,11 +134,9 @@ class Connection(asyncio.BufferedProtocol):
         "_until",
         "_waiter",
         "_writing_paused",
-        "closing",
         "deadline",
-        "idle",
         "idle_since",
-        "linger",
+        "life",
         "loop",
         "peer",
         "reader",
@@ -162,12 +155,10 @@ class Connection(asyncio.BufferedProtocol):
         self.loop = loop
         self.thread = threading.get_ident()  # the loop's: writes from elsewhere are handed to it
         self.reader = RequestReader()
-        self.closing = False  # the answer being written is the connection's last
-        self.linger = False
+        self.life = Lifecycle()  # what each event means: the I/O here asks it what to do
         self.deadline = 0.0  # when the request being read must be whole
         self.record = Exchange(peer, time.monotonic())
         self.idle_since = time.monotonic()  # the end of the last answer (or the accept)
-        self.idle = False  # waiting for a request: the drain wakes it to shorten its limit
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self._buf = bytearray()
@@ -175,11 +166,8 @@ class Connection(asyncio.BufferedProtocol):
         self._outbox = sending.outbox(loop)
         self._held: list[bytes] = []
         self._held_size = 0
-        self._eof = False  # the client closed its sending end
-        self._lost = False  # the connection is gone (closed, reset, or aborted here)
         self._reading_paused = False
         self._writing_paused = False
-        self._dropping = False  # lingering: whatever arrives is read and dropped
         self._waiter: asyncio.Future[bool] | None = None
         self._until = 0.0  # when the wait under way ends (time.monotonic())
         # One timer at a time, not one a wait: it is left set when a wait ends early, and the next
@@ -188,15 +176,31 @@ class Connection(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._answer_until = 0.0  # the answer being written must be out by then (loop time)
-        self._on_gone: Callable[[], None] | None = None
-        # The client sent a request before its last was answered: a batch, not a client waiting on
-        # one call, so its end says only that it will send no more (its reset still cancels).
-        self._pipelined = False
+        self._on_gone: Callable[[], None] | None = None  # the watched call's cancellation
         self._queued: asyncio.Task[None] | None = None  # this connection's task, waiting for a call slot
         self._counted_head = False
         self._sock: socket.socket | None = None  # the accepted socket, for the peek at its end
         # Its poll(0): whether anything waits on the socket (not on Windows, which has no poll()).
         self._poller: Callable[[float], list[tuple[int, int]]] | None = None
+
+    @property
+    def closing(self) -> bool:
+        """The answer being written is the connection's last."""
+        return self.life.closing
+
+    @closing.setter
+    def closing(self, value: bool) -> None:
+        self.life.closing = value
+
+    @property
+    def linger(self) -> bool:
+        """After its last answer, the connection closes in stages (`_linger_close`)."""
+        return self.life.linger
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a request: a drain wakes it to shorten its limit."""
+        return self.life.phase is Phase.IDLE
 
     # ---- what the loop calls --------------------------------------------------------------
 
@@ -209,19 +213,16 @@ class Connection(asyncio.BufferedProtocol):
         return receive_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._dropping:
-            return
+        if not self.life.received():
+            return  # lingering, or cut off: dropped
         self._buf += receive_buffer()[:nbytes]
-        if self._on_gone is not None:
-            self._pipelined = True  # the next request came while a call waited: a client that pipelines
         if len(self._buf) > READ_AHEAD and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
         self._wake()
 
     def eof_received(self) -> bool:
-        seen, self._eof = self._eof, True
-        if not seen and not self._pipelined and not self._unread():
+        if self.life.end(self._unread()) is CANCEL:
             self._gone()  # a request waiting, nothing more of the client's: it left
         self._wake()
         return True  # half-closed: the requests it sent before its end are still answered
@@ -231,8 +232,8 @@ class Connection(asyncio.BufferedProtocol):
         return bool(self._buf) or self.reader.pending > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = self._eof = True
-        self._gone()
+        if self.life.reset() is CANCEL:
+            self._gone()
         self._wake()
 
     def pause_writing(self) -> None:
@@ -285,31 +286,25 @@ class Connection(asyncio.BufferedProtocol):
 
     def wake(self) -> None:
         """Called by the server when a drain begins: a connection waiting idle looks at its limit again."""
-        self._wake()
+        if self.life.drain_begins():
+            self._wake()
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
         """Call `on_gone` if the client leaves before the returned function is called.
 
         Called when a request is whole, before it waits for a call slot. A connection already
-        reset or closed calls `on_gone` at once. An end that has come by now does not: it came
-        with the request (the client sent it and said at once that it would send nothing more,
-        a half-close), and the client waits for the answer. Bytes already here after the request
-        are a request sent before this one is answered: the client pipelines.
+        reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
+        still in the kernel: `_ended_in_kernel`) came with the request is the table's to say
+        (`Lifecycle.call_begins`).
         """
-        if self._lost:
+        if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
             return _nothing
-        if self._unread():
-            self._pipelined = True
-        if not self._eof:
-            # An end may already be in the kernel, behind the request's last bytes, not yet read by
-            # the transport: it came with the request, so it is a half-close, whichever of the two
-            # the loop happens to run first.
-            self._eof = self._ended_in_kernel()
         self._on_gone = on_gone
 
         def unwatch() -> None:
             self._on_gone = None
+            self.life.call_ends()
 
         return unwatch
 
@@ -409,7 +404,7 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self._uncount_head()
             try:
-                if self.linger and not self._lost:
+                if self.life.linger and not self.life.lost:
                     await self._linger_close()
             finally:
                 self._sock = None
@@ -417,11 +412,12 @@ class Connection(asyncio.BufferedProtocol):
                     self._timer.cancel()  # it holds this connection until it fires
                     self._timer = None
                 self._close()
+                self.life.closed()
                 self.server.connection_closed(self)
 
     def _close(self) -> None:
         transport = self.transport
-        if transport is None or self._lost:
+        if transport is None or self.life.lost:
             return
         self.send_held()  # the last answer, before the end
         if transport.get_write_buffer_size():
@@ -461,78 +457,88 @@ class Connection(asyncio.BufferedProtocol):
     # ---- reading ------------------------------------------------------------------------------
 
     async def _recv(self, until: float) -> bytes:
-        """The bytes read so far (at least one), waiting until `until`; TimeoutError, or Gone."""
+        """The bytes read so far (at least one), waiting until `until`; TimeoutError, or Gone.
+
+        TimeoutError once `until` has passed, even with bytes here: a client that trickles its
+        request in, a byte at a time, is held to the deadline all the same.
+        """
+        if until <= time.monotonic():
+            raise TimeoutError
         while not self._buf:
-            if self._eof:
+            if self.life.ended:
                 raise Gone
             if not await self._wait(until):
                 raise TimeoutError
         data = bytes(self._buf)
         self._buf.clear()
-        if self._reading_paused and self.transport is not None and not self._lost:
+        if self._reading_paused and self.transport is not None and not self.life.lost:
             self._reading_paused = False
             self.transport.resume_reading()
         return data
 
-    async def _await_request(self, reserve: bool) -> bool:
+    async def _await_request(self) -> bool:
         """Wait, idle, for the next request's first bytes: False when the connection should close instead.
 
         The idle limit counts from the end of the last answer and shortens to the drain's grace
         when a drain begins, even for a connection already waiting (the drain wakes it).
         """
         server = self.server
-        self.idle = True
-        try:
-            while not self._buf and not self._eof:
-                limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
-                until = self.idle_since + limit
-                if until <= time.monotonic():
-                    return False
-                await self._wait(until)
-            return bool(self._buf)
-        finally:
-            self.idle = False
+        reserve = self.slot == "reserve"
+        while not self._buf and not self.life.ended:
+            limit = RESERVE_SECONDS if reserve else server.timings.idle_limit(server.stopping)
+            until = self.idle_since + limit
+            if until <= time.monotonic():
+                return False
+            await self._wait(until)
+        return bool(self._buf)
 
     async def _read_head(self) -> Head | Refusal | None:
         """The next request's head (or why it is refused); None when the connection ends between requests."""
         reader = self.reader
-        reserve = self.slot == "reserve"
-        whole = RESERVE_SECONDS if reserve else self.server.read_timeout
         self.deadline = 0.0
         while True:
             if not self.deadline and reader.started:
-                # The whole request (line, headers, body) must arrive within read_timeout from its
-                # first byte: a client trickling one byte a second cannot hold a connection.
-                self.record = Exchange(self.peer, time.monotonic())
-                self.deadline = self.record.started + whole
+                self._request_begins()
             event = reader.next_event()
             if event is not NEED_DATA:
                 self._uncount_head()
                 assert isinstance(event, (Head, Refusal))
                 return event
             if reader.started:
-                if reader.in_head and not self._counted_head:
-                    if not self.server.admission.head_started(self.peer):
-                        body = error_body(HEADS_FULL.error, HEADS_FULL.message)
-                        await self.respond(HEADS_FULL.status, body, close=True, linger=False)
-                        return None
-                    self._counted_head = True
-                if self.deadline <= time.monotonic():
-                    self._uncount_head()
-                    return TIMED_OUT
+                if not await self._count_head():
+                    return None
                 until = self.deadline
-            elif not await self._await_request(reserve):
-                return None  # idle past its limit, or gone: closed quietly, as keep-alive clients expect
-            else:
+            elif await self._await_request():
                 until = time.monotonic() + self.server.read_timeout
+            else:
+                return None  # idle past its limit, or gone: closed quietly, as keep-alive clients expect
             try:
-                data = await self._recv(until)
+                reader.feed(await self._recv(until))
             except TimeoutError:
                 self._uncount_head()
-                return TIMED_OUT if reader.started else None
+                return TIMED_OUT if self.life.deadline() is Deadline.REFUSE else None
             except Gone:
                 return None  # a head cut short is not answered: its client has gone
-            reader.feed(data)
+
+    def _request_begins(self) -> None:
+        """A request's first byte: the whole of it (line, headers, body) must arrive within
+        read_timeout from now, so a client trickling one byte a second cannot hold a connection."""
+        whole = RESERVE_SECONDS if self.slot == "reserve" else self.server.read_timeout
+        self.record = Exchange(self.peer, time.monotonic())
+        self.deadline = self.record.started + whole
+        self.life.reading()
+
+    async def _count_head(self) -> bool:
+        """A head under way, counted against its peer's (Admission.head_started); False when refused
+        for it (answered, and closed)."""
+        if self._counted_head or not self.reader.in_head:
+            return True
+        if self.server.admission.head_started(self.peer):
+            self._counted_head = True
+            return True
+        body = error_body(HEADS_FULL.error, HEADS_FULL.message)
+        await self.respond(HEADS_FULL.status, body, close=True, linger=False)
+        return False
 
     def _uncount_head(self) -> None:
         if self._counted_head:
@@ -543,6 +549,7 @@ class Connection(asyncio.BufferedProtocol):
         """The request's body, up to `limit` bytes (dropped when not `keep`); a Refusal, or None if the client left."""
         reader = self.reader
         reader.body_limit = limit
+        self.life.reading()  # again, after an interim answer ("100 Continue")
         parts: list[bytes] = []
         while True:
             event = reader.next_event()
@@ -554,8 +561,6 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             if isinstance(event, Refusal):
                 return event
-            if self.deadline <= time.monotonic():
-                return TIMED_OUT
             try:
                 reader.feed(await self._recv(self.deadline))
             except TimeoutError:
@@ -591,6 +596,7 @@ class Connection(asyncio.BufferedProtocol):
     def start_answer(self) -> None:
         """An answer begins: it must be out, whole, within write_timeout from now (one deadline, not one per slice)."""
         self._answer_until = self.loop.time() + self.server.write_timeout
+        self.life.answer_begins()
 
     def write(self, data: bytes | memoryview) -> bool:
         """Queue `data` for the client; False (and the connection closes) once it is gone.
@@ -599,7 +605,7 @@ class Connection(asyncio.BufferedProtocol):
         sent at once, after what is held. Safe from any thread: bytes written from elsewhere are
         handed to the loop's thread.
         """
-        if self._lost or self.transport is None or self.transport.is_closing():
+        if self.life.lost or self.transport is None or self.transport.is_closing():
             self.closing = True
             return False
         if threading.get_ident() != self.thread:
@@ -609,7 +615,7 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def _write_now(self, data: bytes) -> None:
-        if not self._lost and self.transport is not None and not self.transport.is_closing():
+        if not self.life.lost and self.transport is not None and not self.transport.is_closing():
             self._put(data)
 
     def _put(self, data: bytes | memoryview) -> None:
@@ -635,12 +641,12 @@ class Connection(asyncio.BufferedProtocol):
         data = sending.taken(self._held)
         self._held_size = 0
         transport = self.transport
-        if transport is not None and not self._lost and not transport.is_closing():
+        if transport is not None and not self.life.lost and not transport.is_closing():
             transport.write(data)
 
     def backlog(self) -> int:
         """Bytes queued and not yet taken by the client (held ones included)."""
-        if self.transport is None or self._lost:
+        if self.transport is None or self.life.lost:
             return 0
         return self.transport.get_write_buffer_size() + self._held_size
 
@@ -651,16 +657,16 @@ class Connection(asyncio.BufferedProtocol):
         A client that reads just fast enough gets no more time than one that reads nothing: the
         deadline counts from the answer's first byte.
         """
-        while self._writing_paused and not self._lost:
+        while self._writing_paused and not self.life.lost:
             left = self._answer_until - self.loop.time()
             if left <= 0 or not await self._wait(time.monotonic() + left):
-                if self._writing_paused and not self._lost:
+                if self._writing_paused and not self.life.lost:
                     log.info(
                         "a client from %s did not read its answer within %g s", self.peer, self.server.write_timeout
                     )
                     self.abort()
                     return False
-        if self._lost:
+        if self.life.lost:
             self.closing = True
             return False
         return True
@@ -668,8 +674,7 @@ class Connection(asyncio.BufferedProtocol):
     def abort(self) -> None:
         """Cut the connection off now: a reset, so that what the kernel still holds for the client is
         dropped too (a plain close would go on sending it, at the client's pace)."""
-        self.closing = True
-        self._dropping = True
+        self.life.aborted()
         self._held.clear()  # dropped, with what the kernel holds
         self._held_size = 0
         if self.transport is None:
@@ -700,9 +705,8 @@ class Connection(asyncio.BufferedProtocol):
         """
         close = close or self.closing or self.server.stopping or not self.reader.body_done
         if close:
-            self.closing = True
             # Refused, with part of the request possibly still on its way: close in stages.
-            self.linger = self.linger or (status >= 400 if linger is None else linger)
+            self.life.last_answer(status >= 400 if linger is None else linger)
         parts: Sequence[Part] = [body] if isinstance(body, bytes) else body
         size = sum(len(part) for part in parts)  # a str part is ASCII: one byte a character
         self.record.response_size = size
@@ -750,6 +754,7 @@ class Connection(asyncio.BufferedProtocol):
         record.status = status if delivered or not record.record.outcome else CLIENT_LEFT
         record.log(self.server.metrics)
         self.idle_since = time.monotonic()
+        self.life.answer_ends()
 
     async def _linger_close(self) -> None:
         """Close in stages after refusing a request whose body may still be arriving (RFC 9112 §9.6).
@@ -762,7 +767,7 @@ class Connection(asyncio.BufferedProtocol):
         if transport is None:
             return
         self._buf.clear()
-        self._dropping = True
+        self.life.lingers()
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
@@ -776,7 +781,7 @@ class Connection(asyncio.BufferedProtocol):
                 log.debug("a client from %s left before its refusal's end was sent: %s", self.peer, str(exc))
                 return
         until = time.monotonic() + LINGER_SECONDS
-        while not self._eof and await self._wait(until):
+        while not self.life.ended and await self._wait(until):
             pass
 
 

@@ -5,6 +5,12 @@ for without holding the loop: a gateway call by the async client on this loop (u
 a Compute (reading, checking and scrubbing a large answer) by one of a few threads, so the 2 KB
 calls beside a 4 MB answer are served meanwhile. A call waiting on the gateway is a suspended
 generator, not a thread.
+
+How large answers share the core with small calls is a `Pacing`, made by the server that serves
+them and handed to every `drive`: its executor, its share of the CPU (share.py), the pacer each
+large answer's thread runs with, and the interpreter's switch interval while they work. Nothing of
+it is module state; the switch interval, the one setting that is the process's, is changed only
+by a pacing that asks for it, and only while its large answers are at work.
 """
 
 from __future__ import annotations
@@ -37,41 +43,95 @@ COMPUTE_THREADS: Final = 2
 # costs it little (bench.fairness: the small calls' p99 beside 4 MB answers 2.2× alone at 1 ms,
 # 2.0× at 0.2 ms).
 SWITCH_S: Final = 0.0002
-
-_executor: concurrent.futures.ThreadPoolExecutor | None = None
-_lock = threading.Lock()
-_working = 0  # large answers being worked on
-_switch_before = sys.getswitchinterval()
-
-
-def executor() -> concurrent.futures.ThreadPoolExecutor:
-    """The executor for Compute steps, made on first use (a server that never sees a large answer has none)."""
-    global _executor
-    with _lock:
-        if _executor is None:
-            _executor = concurrent.futures.ThreadPoolExecutor(
-                COMPUTE_THREADS, thread_name_prefix="fairwins-mcp-compute"
-            )
-        return _executor
+# Seconds of a thread's CPU between two looks at the share: the longest a large answer's work runs
+# at a stretch beside small calls (with the interpreter lock's hand-over, what the loop may wait).
+PACE_SLICE: Final = 0.0005
+# Seconds between two beats of the loop while a large answer is worked on: how often it says it
+# ran, so a paced thread can tell a loop that is behind (share.LATE) from one that is idle.
+BEAT: Final = 0.002
 
 
-def _work_begins() -> None:
-    """The short switch interval, from the first large answer at work until the last one ends: the
-    process's other threads (the log writer) switch at the default the rest of the time."""
-    global _working, _switch_before
-    with _lock:  # one process may run more than one loop (the tests do)
-        if not _working:
-            _switch_before = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch_before, SWITCH_S))
-        _working += 1
+class _SwitchInterval:
+    """The interpreter's switch interval, shortened while any pacing that asked has work under way.
+
+    The one thing here that is the process's: every thread switches at it. Counted across the
+    pacings of one process (the tests run several servers, each with its own loop), so the last
+    to end puts back the interval it found.
+    """
+
+    __slots__ = ("_before", "_lock", "_working")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._working = 0
+        self._before = sys.getswitchinterval()
+
+    def begins(self, seconds: float) -> None:
+        with self._lock:
+            if not self._working:
+                self._before = sys.getswitchinterval()
+            self._working += 1
+            sys.setswitchinterval(min(sys.getswitchinterval(), seconds))
+
+    def ends(self) -> None:
+        with self._lock:
+            self._working -= 1
+            if not self._working:
+                sys.setswitchinterval(self._before)
 
 
-def _work_ends() -> None:
-    global _working
-    with _lock:
-        _working -= 1
-        if not _working:
-            sys.setswitchinterval(_switch_before)
+_SWITCH: Final = _SwitchInterval()
+
+
+class Pacing:
+    """How one server's large answers share the core with its small calls.
+
+    Its executor (made on first use: a server that never sees a large answer starts no thread),
+    the share its executor's CPU is counted against (share.py), the pacer each large answer's
+    thread runs with (`Pacer`, at every `wire.pause.pause()` of the work), and the switch interval
+    while a large answer is at work (`switch`; None leaves the process's as it is). `close()`
+    lets its threads go once the server is done.
+    """
+
+    __slots__ = ("_executor", "_lock", "beat", "every", "share", "switch", "threads")
+
+    def __init__(
+        self,
+        share: Share | None = None,
+        *,
+        threads: int = COMPUTE_THREADS,
+        switch: float | None = SWITCH_S,
+        every: float = PACE_SLICE,
+        beat: float = BEAT,
+    ) -> None:
+        self.share = Share() if share is None else share
+        self.threads, self.switch, self.every, self.beat = threads, switch, every, beat
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # the executor is asked for by each loop that drives with it
+
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The executor for Compute steps, made on first use."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self.threads, thread_name_prefix="fairwins-mcp-compute"
+                )
+            return self._executor
+
+    def close(self) -> None:
+        """Its threads end once the work queued is done; a later large answer makes a new executor."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+
+    def _work_begins(self) -> None:
+        if self.switch is not None:
+            _SWITCH.begins(self.switch)
+
+    def _work_ends(self) -> None:
+        if self.switch is not None:
+            _SWITCH.ends()
 
 
 class Run:
@@ -83,30 +143,20 @@ class Run:
         self.heavy = False
 
 
-# The executor's CPU, counted against the share large answers may take of the core (share.py).
-SHARE: Final = Share()
-# Seconds of a thread's CPU between two looks at the share: the longest a large answer's work runs
-# at a stretch beside small calls (with the interpreter lock's hand-over, what the loop may wait).
-PACE_SLICE: Final = 0.0005
-# Seconds between two beats of the loop while a large answer is worked on: how often it says it
-# ran, so a paced thread can tell a loop that is behind (share.LATE) from one that is idle.
-BEAT: Final = 0.002
-
-
 class Pacer:
-    """A large answer's thread at each `wire.pause.pause()`: once PACE_SLICE of its CPU went by, that
-    CPU is counted against the share, and the thread sleeps while the share is spent.
+    """A large answer's thread at each `wire.pause.pause()`: once `every` seconds of its CPU went by,
+    that CPU is counted against the share, and the thread sleeps while the share is spent.
 
     The share's wait before a Compute starts is not enough on its own: a thread that holds the
     interpreter lock takes about half the core from the loop for as long as it runs, so one large
     answer once started held the small calls beside it to half speed for its whole length
-    (bench.fairness: their p99 3× alone). Paced, it runs PACE_SLICE at a time.
+    (bench.fairness: their p99 3× alone). Paced, it runs `every` (PACE_SLICE) at a time.
 
     `sleep(seconds)` may end early: a true return ends the wait (`Cancellation.wait`, its call
     cancelled: the work is about to stop, and sleeps off no debt first).
     """
 
-    __slots__ = ("clock", "counted", "cpu", "mark", "share", "sleep")
+    __slots__ = ("clock", "counted", "cpu", "every", "mark", "share", "sleep")
 
     def __init__(
         self,
@@ -114,14 +164,15 @@ class Pacer:
         clock: Callable[[], float],
         cpu: Callable[[], float] = time.thread_time,
         sleep: Callable[[float], bool | None] = time.sleep,
+        every: float = PACE_SLICE,
     ) -> None:
-        self.share, self.clock, self.cpu, self.sleep = share, clock, cpu, sleep
+        self.share, self.clock, self.cpu, self.sleep, self.every = share, clock, cpu, sleep, every
         self.mark = cpu()
         self.counted = 0.0  # the CPU already counted against the share
 
     def __call__(self) -> None:
         spent = self.cpu() - self.mark
-        if spent < PACE_SLICE:
+        if spent < self.every:
             return
         now = self.clock()
         self.share.spent(spent, now)
@@ -135,74 +186,78 @@ class Pacer:
 
 
 class Beat:
-    """The loop's beat while a large answer is worked on: every BEAT, it tells the share it ran."""
+    """The loop's beat while a large answer is worked on: every `interval`, it tells the share it ran."""
 
-    __slots__ = ("handle", "loop")
+    __slots__ = ("handle", "interval", "loop", "share")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        SHARE.loop_ran(loop.time())
-        self.handle = loop.call_later(BEAT, self.beat)
+    def __init__(self, loop: asyncio.AbstractEventLoop, share: Share, interval: float = BEAT) -> None:
+        self.loop, self.share, self.interval = loop, share, interval
+        share.loop_ran(loop.time())
+        self.handle = loop.call_later(interval, self.beat)
 
     def beat(self) -> None:
-        SHARE.loop_ran(self.loop.time())
-        self.handle = self.loop.call_later(BEAT, self.beat)
+        self.share.loop_ran(self.loop.time())
+        self.handle = self.loop.call_later(self.interval, self.beat)
 
     def stop(self) -> None:
         self.handle.cancel()
 
 
-async def off_loop(work: Callable[[], R], cancellation: Cancellation | None = None) -> R:
-    """`work()` in the executor, with the caller's context (the log filter finds its credentials there).
+async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancellation | None = None) -> R:
+    """`work()` in the pacing's executor, with the caller's context (the log filter finds its credentials there).
 
     Its CPU is counted against the large answers' share of the core (share.py), a slice at a time
     as it goes (Pacer), whose sleeps end early once `cancellation` is thrown. Meanwhile the loop
     beats, so the paced thread can tell it is behind."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
+    share = pacing.share
     cpu = [0.0]
     sleep = time.sleep if cancellation is None else cancellation.wait
 
     def timed() -> R:
         start = time.thread_time()
-        pacer = Pacer(SHARE, loop.time, sleep=sleep)  # loop.time is the monotonic clock: safe from any thread
+        # loop.time is the monotonic clock: safe from any thread
+        pacer = Pacer(share, loop.time, sleep=sleep, every=pacing.every)
         try:
             with paced(pacer):
                 return context.run(work)
         finally:
             cpu[0] = time.thread_time() - start - pacer.counted
 
-    beat = Beat(loop)
-    _work_begins()
+    beat = Beat(loop, share, pacing.beat)
+    pacing._work_begins()
     try:
-        return await loop.run_in_executor(executor(), timed)
+        return await loop.run_in_executor(pacing.executor(), timed)
     finally:
         beat.stop()
-        _work_ends()
-        SHARE.spent(cpu[0], loop.time())
+        pacing._work_ends()
+        share.spent(cpu[0], loop.time())
 
 
-async def compute(step: Compute[R]) -> R:
+async def compute(step: Compute[R], pacing: Pacing) -> R:
     """A Compute step's result: its work in the executor once the share lets it start.
 
     Its call's cancellation ends the wait for the share (the work never starts) and the work at
     its next slice, queued or running (`Compute.run`): either way the step gives its stand-in.
     """
     loop = asyncio.get_running_loop()
+    share = pacing.share
     while True:
         now = loop.time()
-        SHARE.loop_ran(now)  # the loop asks: it is not behind
-        delay = SHARE.wait(now)
+        share.loop_ran(now)  # the loop asks: it is not behind
+        delay = share.wait(now)
         if delay <= 0:
             break
         if await aio.pause(delay, step.cancellation):  # small calls contend, and the share is spent
             return step.if_cancelled
     # The request's context goes with the work (the log filter finds its credentials there).
-    return await off_loop(step.run, step.cancellation)
+    return await off_loop(step.run, pacing, step.cancellation)
 
 
-async def drive(steps: Steps[T], run: Run | None = None) -> T:
-    """Run `steps` to their end on the running loop; the generator's return value.
+async def drive(steps: Steps[T], pacing: Pacing, run: Run | None = None) -> T:
+    """Run `steps` to their end on the running loop, their large answers paced by `pacing`; the
+    generator's return value.
 
     A step that raises raises inside the generator, as with `core.steps.run`; a cancelled drive
     (the client left) is not an error the handler words: it ends the drive where it waits.
@@ -217,7 +272,7 @@ async def drive(steps: Steps[T], run: Run | None = None) -> T:
             if not heavy:  # a small call answered: large ones keep to their share meanwhile
                 # time.monotonic() is loop.time() (asyncio's clock), without asking for the loop:
                 # on Python 3.11 that asks the kernel for the process id each time.
-                SHARE.small_answered(time.monotonic())
+                pacing.share.small_answered(time.monotonic())
             result: T = done.value
             return result
         failure = None
@@ -226,7 +281,7 @@ async def drive(steps: Steps[T], run: Run | None = None) -> T:
                 value = await step.arun()
             elif isinstance(step, Compute):
                 heavy = True
-                value = await compute(step)
+                value = await compute(step, pacing)
                 if run is not None:
                     run.heavy = True
             else:

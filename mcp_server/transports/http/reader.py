@@ -234,49 +234,65 @@ class RequestReader:
         return bytes(buf[pos : lf - 1])
 
     def _chunked(self) -> Event:
+        """A chunked body's next event: each state read in turn (None: it moved on) until one has an event."""
         while True:
             state = self._state
             if state == _CHUNK:
                 return self._data(_CHUNK_END)
             if state == _CHUNK_END:
-                ending = self._buf[self._pos : self._pos + 2]
-                if ending != b"\r\n":
-                    if len(ending) < 2 and b"\r\n".startswith(ending):
-                        return NEED_DATA
-                    return self._refuse(400, "bad_framing", "The chunked body is malformed (no CRLF after a chunk)")
-                self._pos += 2
-                self._state = _SIZE
-                continue
-            if state == _SIZE:
-                if self._buf.find(b"\n", self._pos, self._pos + MAX_CHUNK_LINE + 1) < 0:
-                    if len(self._buf) - self._pos > MAX_CHUNK_LINE:
-                        return self._refuse(400, "bad_framing", "A chunk-size line is over 1 KiB")
-                    return NEED_DATA
-                line = self._line()
-                if line is None or isinstance(line, Refusal):
-                    return NEED_DATA if line is None else line
-                match = CHUNK_LINE.fullmatch(line)
-                if match is None:
-                    return self._refuse(400, "bad_framing", "The chunked body is malformed (a chunk-size line)")
-                size = int(match.group(1), 16)
-                if size == 0:
-                    self._state = _TRAILER
-                    continue
-                self._total += size
-                if self._total > self.body_limit:
-                    return self._refuse(413, "body_too_large", "The body is over the size limit")
-                self._state, self._left = _CHUNK, size
-                continue
-            # _TRAILER: trailer fields are read and ignored, but each must be a field line.
-            line = self._line()
-            if line is None or isinstance(line, Refusal):
-                return NEED_DATA if line is None else line
-            if not line:
-                self._state = _DONE
-                return END
-            self._trailers += len(line) + 2
-            name, colon, value = line.partition(b":")
-            if not colon or TOKEN.fullmatch(name) is None or BAD_VALUE.search(value) is not None:
-                return self._refuse(400, "bad_framing", "The chunked body is malformed (a trailer line)")
-            if self._trailers > MAX_HEAD_BYTES:
-                return self._refuse(400, "bad_framing", "The trailers are over 64 KiB")
+                event = self._chunk_end()
+            elif state == _SIZE:
+                event = self._chunk_size()
+            else:
+                event = self._trailer()
+            if event is not None:
+                return event
+
+    def _chunk_end(self) -> Event | None:
+        """The CRLF after a chunk's data."""
+        ending = self._buf[self._pos : self._pos + 2]
+        if ending != b"\r\n":
+            if len(ending) < 2 and b"\r\n".startswith(ending):
+                return NEED_DATA
+            return self._refuse(400, "bad_framing", "The chunked body is malformed (no CRLF after a chunk)")
+        self._pos += 2
+        self._state = _SIZE
+        return None
+
+    def _chunk_size(self) -> Event | None:
+        """A chunk-size line: the next chunk's size, or the last chunk's zero before the trailers."""
+        if self._buf.find(b"\n", self._pos, self._pos + MAX_CHUNK_LINE + 1) < 0:
+            if len(self._buf) - self._pos > MAX_CHUNK_LINE:
+                return self._refuse(400, "bad_framing", "A chunk-size line is over 1 KiB")
+            return NEED_DATA
+        line = self._line()
+        if line is None or isinstance(line, Refusal):
+            return NEED_DATA if line is None else line
+        match = CHUNK_LINE.fullmatch(line)
+        if match is None:
+            return self._refuse(400, "bad_framing", "The chunked body is malformed (a chunk-size line)")
+        size = int(match.group(1), 16)
+        if size == 0:
+            self._state = _TRAILER
+            return None
+        self._total += size
+        if self._total > self.body_limit:
+            return self._refuse(413, "body_too_large", "The body is over the size limit")
+        self._state, self._left = _CHUNK, size
+        return None
+
+    def _trailer(self) -> Event | None:
+        """A trailer line, read and ignored, but each must be a field line; END after the empty one."""
+        line = self._line()
+        if line is None or isinstance(line, Refusal):
+            return NEED_DATA if line is None else line
+        if not line:
+            self._state = _DONE
+            return END
+        self._trailers += len(line) + 2
+        name, colon, value = line.partition(b":")
+        if not colon or TOKEN.fullmatch(name) is None or BAD_VALUE.search(value) is not None:
+            return self._refuse(400, "bad_framing", "The chunked body is malformed (a trailer line)")
+        if self._trailers > MAX_HEAD_BYTES:
+            return self._refuse(400, "bad_framing", "The trailers are over 64 KiB")
+        return None

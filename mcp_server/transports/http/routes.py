@@ -342,7 +342,9 @@ async def _serve_message(
     run = Run()
     try:
         if isinstance(message, Batch):
-            reply = await drive(dispatcher.handle_batch_steps(message, session, make_ctx, cancellation), run)
+            reply = await drive(
+                dispatcher.handle_batch_steps(message, session, make_ctx, cancellation), server.pacing, run
+            )
             for item in items:
                 if item.outcome:  # the first context only lent its headers
                     records.finish(item, server.metrics)
@@ -360,7 +362,7 @@ async def _serve_message(
                 conn.start_answer()
                 stream = Stream(write, extra, close=server.stopping)
                 ctx.send = stream.send
-            reply = await drive(dispatcher.handle_steps(message, session, ctx), run)
+            reply = await drive(dispatcher.handle_steps(message, session, ctx), server.pacing, run)
             extra = {**extra, **ctx.response_headers}
             if session.views_declared:
                 extra["Mcp-Session-Id"] = apps.views_session_id()
@@ -383,7 +385,7 @@ async def _serve_message(
     else:
         # An answer built from a large gateway answer is encoded where it was read: off the loop.
         answer = reply.message
-        parts = await off_loop(lambda: encode(answer)) if run.heavy else encode(answer)
+        parts = await off_loop(lambda: encode(answer), server.pacing) if run.heavy else encode(answer)
         await conn.respond(reply.status, parts, extra=extra)
 
 

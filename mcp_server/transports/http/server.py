@@ -43,6 +43,7 @@ from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Turned
 from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.drain import SETTLE_LIMIT, Timings
+from mcp_server.transports.http.driver import Pacing
 from mcp_server.transports.http.head import Head
 from mcp_server.transports.http.response import error_body, head
 
@@ -108,12 +109,15 @@ class McpHTTPServer:
         exports: ServerMetrics | None = None,
         max_connections: int | None = None,
         door: Door | None = None,
+        pacing: Pacing | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.door = door  # OAuth mode (door.py): policy.resource_metadata names its metadata's paths
         self.metrics = metrics  # what this server counts into
         self.exports = exports if exports is not None else metrics  # what its GET /metrics answers with
         self.policy = policy
+        # How its large answers share the core with its small calls (driver.py): this server's own.
+        self.pacing = Pacing() if pacing is None else pacing
         self.env_bearer = env_bearer
         self.read_timeout = read_timeout
         # One deadline for a whole answer: a client that reads just fast enough cannot hold a slot longer.
@@ -219,6 +223,7 @@ class McpHTTPServer:
     def server_close(self) -> None:
         self.shutdown()
         self.socket.close()
+        self.pacing.close()
 
     # ---- accepting ----------------------------------------------------------------------------
 
@@ -670,6 +675,7 @@ def serve(
         logging.shutdown()
         os._exit(FATAL_EXIT)
     loops.close(loop, [*server._connections, *(scrapes._connections if scrapes else ())])
+    server.pacing.close()
     if registry is not None:
         registry.publish()  # a worker's last figures stay in the sum after it has gone
     return code if isinstance(code, int) else 1

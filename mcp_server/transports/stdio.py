@@ -31,7 +31,7 @@ from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Reply, Session
 from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
-from mcp_server.transports.http.driver import Run, drive, off_loop
+from mcp_server.transports.http.driver import Pacing, Run, drive, off_loop
 from mcp_server.wire import lines
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
@@ -583,6 +583,7 @@ class StdioServer:
         self._over: asyncio.Future[None] | None = None
         self._slots: asyncio.Semaphore | None = None
         self._thread = 0  # the loop's thread, while run() serves
+        self.pacing = Pacing()  # large answers share the core with the small calls beside them
 
     # ---- output -------------------------------------------------------------------------
 
@@ -610,7 +611,7 @@ class StdioServer:
     async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
         """A task's answer, encoded off the loop when it was built from a large gateway answer (as over HTTP)."""
         await self._out.room()
-        parts = await off_loop(lambda: _encoded(message)) if heavy else _encoded(message)
+        parts = await off_loop(lambda: _encoded(message), self.pacing) if heavy else _encoded(message)
         if parts is not None:
             self._out.put(parts)
 
@@ -689,7 +690,7 @@ class StdioServer:
         assert self._slots is not None
         try:
             async with self._slots:
-                reply: Reply | None = await drive(self.dispatcher.handle_steps(message, session, ctx), run)
+                reply: Reply | None = await drive(self.dispatcher.handle_steps(message, session, ctx), self.pacing, run)
         finally:
             if self._inflight.get(message.id) is ctx:
                 del self._inflight[message.id]
@@ -721,7 +722,9 @@ class StdioServer:
         self._batches.add(cancellation)
         try:
             async with self._slots:
-                reply = await drive(self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), run)
+                reply = await drive(
+                    self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), self.pacing, run
+                )
         finally:
             self._batches.discard(cancellation)
         if reply.message is not None:
@@ -831,6 +834,7 @@ class StdioServer:
                 loops.close(loop, ())
             finally:
                 self._loop = None
+                self.pacing.close()
 
     async def _serve(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> int:
         self._over = loop.create_future()

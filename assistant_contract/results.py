@@ -70,6 +70,19 @@ FAILURE_SENTENCES: Final[dict[str, str]] = {
     ),
 }
 
+# The same failures for a member who signed in (OAuth mode: the client holds an access token the
+# server checked, not an fw1 token the member made): what to do is sign in again, from the client.
+SIGNED_IN_SENTENCES: Final[dict[str, str]] = {
+    "token_refused": (
+        "Could not read {what}: the gateway refused the access token{http}; it is expired or revoked. "
+        "The member signs in to FairWins again from this client (its Connect or sign-in button)."
+    ),
+    "scope_missing": (
+        "Could not read {what}: the access token does not hold the scope {scope}{http}. The member signs in "
+        "to FairWins again from this client and approves that scope."
+    ),
+}
+
 # A 2xx answer that was read whole but is not in a shape this contract describes (a field missing,
 # or of a type no output schema allows). It was read, so it is not called unreadable, and the
 # member keeps the gateway's text: it follows this sentence in the result, unchecked. {what},

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Final
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 
 # Each version, oldest first, and the sha256 of its snapshot without `generatedBy` (export.fingerprint).
 # A recorded line is never changed: a table that changes again is the next version.
 FINGERPRINTS: Final[dict[str, str]] = {
     "1.0.0": "8c11f76607bb4dd667da5d5a5bc1a92ff296f9e97e7ce46dd66c97bba76e1a63",
     "1.1.0": "2fffc8ce44913cfe5b199ce88bf8c3ea4cfab4ac47f1e4484342455cedeca558",
+    "1.2.0": "8c5fcdcb8185b001ccab3a851ff3f5d20112c75287ebd79215f582d94f205569",
 }

@@ -381,3 +381,22 @@ def test_an_authorization_server_out_of_reach_costs_a_503_naming_it_and_nothing_
         guard = door.server.guard
         assert guard is not None and guard.strays == 0 and guard.fatal is None
         assert token not in "\n".join(door.logged)
+
+
+def test_an_access_token_the_gateway_refuses_tells_the_member_to_sign_in_again(door: Door_) -> None:
+    # The door let it through (signed for this server, in time); the gateway knows no such member.
+    # A member who signed in holds no fw1 token: the way on is the client's sign-in, not the app's page.
+    token = door.auth.mint_access_token(door.public, subject="0x000000000000000000000000000000000000dead")
+    status, _, answer = call(door.port, "get_wagers", token)
+    assert status == 200 and answer["result"]["isError"] is True, answer
+    text = answer["result"]["content"][0]["text"]
+    assert "the gateway refused the access token (HTTP 401" in text and "signs in to FairWins again" in text, text
+    assert "API access" not in text
+
+
+def test_a_members_fw1_token_refused_at_both_doors_keeps_the_apps_way_to_a_new_one() -> None:
+    with oauth_door(member_tokens=True) as door:
+        status, _, answer = call(door.port, "get_wagers", "fw1.not-a-token-this-gateway-knows")
+        assert status == 200 and answer["result"]["isError"] is True, answer
+        text = answer["result"]["content"][0]["text"]
+        assert "refused the member token" in text and "Tools > Assistant > API access" in text, text

@@ -59,7 +59,7 @@ class RequestContext:
     """
 
     bearer: str | None = field(default=None, repr=False)
-    bearer_source: str = "none"  # "header", "env" or "none"
+    bearer_source: str = "none"  # "header", "signed_in" (an OAuth access token), "env" or "none"
     payment: Payment | None = None
     payment_conflict: str | None = None  # why the supplied payments were refused, if they were
     payment_sent: bool = False  # the payment may have reached the gateway (set just before it is sent)

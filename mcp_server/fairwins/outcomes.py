@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server.core import redaction
@@ -123,6 +123,7 @@ class Wording:
     error_code: re.Pattern[str]
     undescribed: str = ""
     undescribed_detail: str = ""
+    failures_signed_in: dict[str, str] = field(default_factory=dict)  # OAuth mode's, by kind
 
     @classmethod
     def from_snapshot(cls, wording: dict[str, Any]) -> Wording:
@@ -135,6 +136,7 @@ class Wording:
             re.compile(wording["errorCodePattern"]),
             wording["undescribed"],
             wording["undescribedDetail"],
+            wording.get("failuresSignedIn", {}),
         )
 
     def failure(
@@ -147,8 +149,10 @@ class Wording:
         wait: str = "",
         status: int | None = None,
         code: str | None = None,
+        signed_in: bool = False,
     ) -> str:
-        sentence = self.failures[cause].format(
+        template = self.failures_signed_in.get(cause) if signed_in else None
+        sentence = (template or self.failures[cause]).format(
             what=what, detail=detail, scope=scope, wait=wait, http=self._http(status, code)
         )
         return f"{sentence} {self.unknown}"
@@ -159,10 +163,11 @@ class Wording:
         with_code = code is not None and self.error_code.fullmatch(code)
         return self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
 
-    def say(self, failure: Failure, what: str) -> str:
+    def say(self, failure: Failure, what: str, *, signed_in: bool = False) -> str:
         """The contract's sentence for `failure`.
 
-        A failure's sentence, with the UNKNOWN sentence after it.
+        A failure's sentence, with the UNKNOWN sentence after it; `signed_in` (an OAuth access
+        token) takes the contract's sentence for a member who signed in, where it has one.
 
         An undescribed answer was read, so it gets its own sentence and not the UNKNOWN one (which
         says "say that it could not be read"): the gateway's text follows it in the result.
@@ -172,7 +177,9 @@ class Wording:
             where = f"`{f.field}`" if f.field else "the answer"
             detail = self.undescribed_detail.format(field=where, expected=f.expected)
             return self.undescribed.format(what=what, http=self._http(f.status, f.code), detail=detail)
-        return self.failure(f.kind, what, detail=f.detail, scope=f.scope, wait=f.wait, status=f.status, code=f.code)
+        return self.failure(
+            f.kind, what, detail=f.detail, scope=f.scope, wait=f.wait, status=f.status, code=f.code, signed_in=signed_in
+        )
 
 
 def text_block(text: str) -> JSONObject:

@@ -274,7 +274,8 @@ class GatewayTool:
         failure = self._classify(outcome)
         if failure.status == 401 and request.bearer is None:
             failure = Failure("no_token", failure.status, failure.code)
-        return self._error(self.wording.say(failure, self.what), failure, ctx)
+        signed_in = ctx is not None and ctx.bearer_source == "signed_in"
+        return self._error(self.wording.say(failure, self.what, signed_in=signed_in), failure, ctx)
 
     def _answer(
         self,

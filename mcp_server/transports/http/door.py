@@ -85,6 +85,10 @@ class Door:
             separators=(",", ":"),
         ).encode()
 
+    def signed_in(self, token: str) -> bool:
+        """Whether `token` is judged as an access token: every token, but a member's fw1 one at both doors."""
+        return not (self.member_tokens and token.startswith(MEMBER_TOKEN_PREFIX))
+
     async def admit(self, token: str | None, needed: Sequence[str], request_id: Id | None) -> Challenge | None:
         """The challenge to answer, or None when the request may go on.
 
@@ -94,7 +98,7 @@ class Door:
             if not needed:
                 return None
             return self._challenge(401, None, needed, request_id, _SIGN_IN)
-        if self.member_tokens and token.startswith(MEMBER_TOKEN_PREFIX):
+        if not self.signed_in(token):
             return None
         verdict = await self._verdict(token)
         if isinstance(verdict, str):

@@ -236,6 +236,8 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
                 extra = {**extra, "WWW-Authenticate": challenge.authenticate}
             await conn.respond(challenge.status, challenge.body, extra=extra)
             return
+        if credential[0] is not None and server.door.signed_in(credential[0]):
+            credential = (credential[0], "signed_in")  # its failures say to sign in again, not to make a token
     cancellation = Cancellation()
     unwatch = _nothing
     if server.dispatcher.is_blocking(parsed):

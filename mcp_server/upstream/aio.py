@@ -1,11 +1,12 @@
-"""The gateway client: HTTP/1.1 exchanges on an event loop, over pooled connections.
+"""The gateway client: HTTP/1.1 on an event loop, over pooled connections.
 
 The one client of the outbound seam. Bytes arrive through a protocol object, a deadline is a
 timer of the loop, and a cancel aborts the connection from whichever thread throws it. What is
 sent, which connection may carry it and what each failure is called are upstream/exchange.py's
 rules; the answer is read by http1.Parser; TLS is verified by the one context of upstream/tls.py
 (driven through memory). Gateway.acall drives the retry policy over it; a caller that blocks
-(stdio's call threads, `fairwins-mcp check`) runs that on its thread's own loop (`wait`).
+(`fairwins-mcp check`, core.steps.run in the unit tests) runs that on its thread's own loop
+(`wait`).
 
 Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); a
 connection goes back only after a whole answer that allows it with nothing past it, and is
@@ -46,11 +47,14 @@ RECV: Final = 64 * 1024
 
 
 class Aborted(Exception):
-    """The call's deadline passed or it was cancelled while a connection was being opened."""
+    """A connect cut short by the call's deadline or a cancel.
+
+    The call's deadline passed or it was cancelled while a connection was being opened.
+    """
 
 
 class _Wire(asyncio.BufferedProtocol):
-    """The bytes of one gateway connection as they arrive, and whether it has ended."""
+    """The bytes of one gateway connection as they arrive, and its end."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -111,7 +115,10 @@ class _Wire(asyncio.BufferedProtocol):
         return -1 if self._sock is None else self._sock.fileno()
 
     async def recv(self) -> bytes:
-        """The bytes that came since the last call (waiting for some), or b"" at the end."""
+        """The bytes that came since the last call, or b"" at the end.
+
+        Waits for some when none came.
+        """
         while not self._chunks:
             if self.ended:
                 return b""
@@ -145,7 +152,10 @@ class _Wire(asyncio.BufferedProtocol):
             raise BrokenPipeError("the connection closed while the request was written")
 
     def send_held(self) -> None:
-        """Hand the transport what is held (the outbox calls it at the end of the turn)."""
+        """Hand the transport what is held.
+
+        The outbox calls it at the end of the turn.
+        """
         if not self._held:
             return
         data = sending.taken(self._held)
@@ -241,7 +251,10 @@ class _Tls:
 
 
 class _Connection:
-    """One gateway connection on the loop: its wire (plain or TLS) and its http1 parser."""
+    """One gateway connection on the loop: its wire and its http1 parser.
+
+    The wire is plain or TLS.
+    """
 
     __slots__ = ("parser", "reused", "stream")
 
@@ -260,7 +273,10 @@ class _Connection:
         return await self.read(max_body)
 
     async def read(self, max_body: int, max_head: int = MAX_HEADER_BYTES) -> http1.Response:
-        """The next final answer; kept alive only if nothing came past it (http1.quiet)."""
+        """The next final answer; kept alive only if nothing came past it.
+
+        http1.quiet says whether anything came past it.
+        """
         resp = await _read(self.stream, self.parser.response(max_head, max_body))
         if not self.quiet():
             resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
@@ -282,13 +298,14 @@ async def _read(stream: _Wire | _Tls, reading: http1.Reading[T]) -> T:
 
 
 # Idle connections (all calls and credentials together) kept per gateway and loop at most: every
-# call waiting at once may leave one behind, and the next burst finds them (the blocking
-# transport keeps a few per thread).
+# call waiting at once may leave one behind, and the next burst finds them.
 MAX_IDLE: Final = 1024
 
 
 class Pool(dict[PoolKey, list[_Connection]]):
-    """One loop's idle connections to a gateway, by partition (gateway.pool_key).
+    """One loop's idle connections to a gateway, by partition.
+
+    Partitioned by exchange.pool_key.
 
     Each partition's list is oldest first, and the partitions are in the order a connection was
     last left in them. A partition goes with its last idle connection, so the pool does not grow
@@ -312,11 +329,16 @@ class Pool(dict[PoolKey, list[_Connection]]):
         self.peak = max(self.peak, self.calls)
 
     def end(self) -> None:
-        """A call that began here has ended (its connection already left here or closed)."""
+        """A call that began here has ended.
+
+        Its connection was already left here or closed.
+        """
         self.calls -= 1
 
     def take(self, key: PoolKey, newest: bool = True) -> _Connection | None:
-        """A connection of `key`'s partition, the one left in last unless not `newest`.
+        """A connection of `key`'s partition, the newest unless not `newest`.
+
+        The newest is the one left in last.
 
         The newest is the least likely to have been closed meanwhile.
         """
@@ -330,7 +352,9 @@ class Pool(dict[PoolKey, list[_Connection]]):
         return conn
 
     def leave(self, key: PoolKey, conn: _Connection) -> None:
-        """Keep `conn` for the next call of `key`, within the bound (`peak`, MAX_IDLE at most).
+        """Keep `conn` for the next call of `key`, within the bound.
+
+        The bound is `peak`, and MAX_IDLE at most.
 
         Past it, the one left in longest ago, of the partition left in longest ago, is closed.
         """
@@ -478,7 +502,10 @@ _TRANSPORTS: weakref.WeakSet[AsyncHttpTransport] = weakref.WeakSet()
 
 
 def close_pools(loop: asyncio.AbstractEventLoop) -> None:
-    """Close every gateway connection pooled for `loop` (on its thread, as it ends): none outlives its loop."""
+    """Close every gateway connection pooled for `loop`, as it ends.
+
+    Run on the loop's thread: no connection outlives its loop.
+    """
     for transport in list(_TRANSPORTS):
         pool = transport._pools.pop(loop, None)
         if pool:
@@ -506,7 +533,10 @@ def _close_all(held: list[_Connection]) -> None:
 
 
 async def _unless(work: Awaitable[T], stop: asyncio.Future[None]) -> T:
-    """`work`'s result, or Aborted as soon as `stop` is done (a connect or handshake cut short)."""
+    """`work`'s result, or Aborted as soon as `stop` is done.
+
+    A connect or handshake cut short.
+    """
     task: asyncio.Future[T] = asyncio.ensure_future(work)
     both: list[asyncio.Future[Any]] = [task, stop]
     try:
@@ -545,7 +575,10 @@ async def pause(seconds: float, cancellation: Cancellation) -> bool:
 
 
 class _ThreadLoop(threading.local):
-    """The event loop of a thread that blocks on gateway calls, made on its first call."""
+    """The event loop of a thread that blocks on gateway calls.
+
+    Made on the thread's first call.
+    """
 
     loop: asyncio.AbstractEventLoop | None = None
 
@@ -554,7 +587,9 @@ _THREAD: Final = _ThreadLoop()
 
 
 def wait(work: Coroutine[Any, Any, T]) -> T:
-    """`work` run to its end on this thread's own event loop: a gateway call for a caller that blocks.
+    """`work` run to its end on this thread's own event loop.
+
+    A gateway call for a caller that blocks.
 
     The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
     connections. A cancel thrown on another thread reaches the call as on any loop, and its

@@ -1,4 +1,6 @@
-"""One exchange with the gateway, sans-I/O: what is sent, which connection may carry it, what a failure is called.
+"""One exchange with the gateway, sans-I/O.
+
+What is sent, which connection may carry it, what a failure is called.
 
 The rules the client (upstream/aio.py) follows for every request, each said once: the exchange
 itself (`Exchange`: what each event means, what was sent, whether a connection is kept), the
@@ -45,7 +47,10 @@ class Target:
 
 
 def is_loopback_host(host: str) -> bool:
-    """Whether `host` (a URL's host name, lower case) is this machine, by name or loopback address."""
+    """Whether `host` is this machine, by name or loopback address.
+
+    `host` is a URL's host name, in lower case.
+    """
     if host in ("localhost", "127.0.0.1", "::1"):
         return True
     import ipaddress  # the usual names are answered above, so a start rarely pays for this
@@ -93,7 +98,9 @@ Headers = tuple[tuple[str, str], ...]
 
 
 class Transport(Protocol):
-    """What sends one request and reads one whole answer: the gateway client (aio.AsyncHttpTransport), or a test's fake.
+    """What sends one request and reads one whole answer.
+
+    The gateway client (aio.AsyncHttpTransport), or a test's fake.
 
     Awaited on an event loop; raises TransportError for network failures. `trace` holds this
     attempt's W3C Trace Context header fields (a new span id each attempt).
@@ -175,13 +182,18 @@ def encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> byte
 
 
 def tunnel_request(target: Target) -> bytes:
-    """The CONNECT request asking a proxy for a tunnel to the gateway; the proxy then carries TLS bytes only."""
+    """The CONNECT request asking a proxy for a tunnel to the gateway.
+
+    The proxy then carries TLS bytes only.
+    """
     authority = http1.host_header(target.host, target.port, -1)
     return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii")
 
 
 class Exchange:
-    """One request's exchange with the gateway, sans-I/O: what each event means, and what comes next.
+    """One request's exchange with the gateway, sans-I/O.
+
+    What each event means, and what comes next.
 
     The client (upstream/aio.py) carries the bytes and says what happened: the deadline passed or
     the call was cancelled (`abort`), a connection is about to carry the request (`writing`), an
@@ -222,16 +234,21 @@ class Exchange:
             raise self.failed(ConnectionResetError())
 
     def writing(self) -> bytes:
-        """The request, about to be written: from here on the gateway may have seen it."""
+        """The request, about to be written.
+
+        From here on the gateway may have seen it.
+        """
         self.go_on()
         self.sent = True
         return self.data
 
     def again(self, exc: Exception, reused: bool) -> bool:
-        """Whether the request goes once more, on a new connection, after `exc` on the one it was written to.
+        """Whether the request goes once more, on a new connection.
 
-        Only a connection kept alive from an earlier answer (`reused`) that the gateway closed while
-        it sat idle: no byte of an answer came, so the request was never read, and one more
+        After `exc` on the connection it was written to.
+
+        Only a connection kept alive from an earlier answer (`reused`) that the gateway closed
+        while it sat idle: no byte of an answer came, so the request was never read, and one more
         connection is not a retry of the call.
         """
         closed = isinstance(exc, (ConnectionResetError, BrokenPipeError))  # http1.Closed included
@@ -247,7 +264,10 @@ class Exchange:
         return GatewayResponse(resp.status, resp.headers, resp.body), resp.keep_alive and self.key is not None
 
     def failed(self, exc: Exception) -> TransportError:
-        """The exchange ended by `exc`, as a TransportError: what it is called, and whether it was sent."""
+        """The exchange ended by `exc`, as a TransportError.
+
+        What it is called, and whether it was sent.
+        """
         if isinstance(exc, TransportError):
             return exc
         if isinstance(exc, http1.BodyTooLarge):
@@ -256,7 +276,10 @@ class Exchange:
 
 
 def classify(exc: Exception, aborted: str | None, sent: bool, deadline: float) -> TransportError:
-    """What a failed exchange is called, in words; `aborted` is why it was stopped, if it was."""
+    """What a failed exchange is called, in words.
+
+    `aborted` is why it was stopped, if it was.
+    """
     if aborted == "cancelled":
         return TransportError("cancelled", "the call was cancelled", sent)
     if aborted == "timeout" or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:

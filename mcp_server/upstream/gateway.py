@@ -1,4 +1,6 @@
-"""The ONE outbound HTTP seam: every byte this server sends to the FairWins gateway leaves here.
+"""The one outbound HTTP seam, to the FairWins gateway.
+
+Every byte this server sends to the gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
 nothing here raises for what the gateway did. Each call has a deadline, redirects are never
@@ -60,7 +62,9 @@ _LOCK: Final = threading.Lock()  # a gateway's transport is made once, whichever
 
 
 def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
-    """FAIRWINS_API_URL → Target; ValueError with a sentence when it is not a usable base URL.
+    """FAIRWINS_API_URL as a Target.
+
+    ValueError with a sentence when it is not a usable base URL.
 
     http:// is for a gateway on this machine (the sandbox, a local test); anywhere else it would
     carry the member's token and payments across the network in clear text, so it needs the
@@ -103,7 +107,10 @@ Outcome = GatewayResponse | GatewayFailure
 
 
 class Gateway:
-    """The FairWins gateway as this server sees it: call(request) → Outcome, never an exception."""
+    """The FairWins gateway as this server sees it.
+
+    call(request) → Outcome, never an exception.
+    """
 
     def __init__(
         self,
@@ -131,7 +138,10 @@ class Gateway:
                 self.config_problem = str(exc)
 
     def backoff(self, attempt: int) -> float:
-        """Capped exponential backoff with jitter, so retrying clients do not arrive in lockstep."""
+        """Capped exponential backoff with jitter.
+
+        Retrying clients do not arrive in lockstep.
+        """
         ceiling = min(0.25 * 2 ** (attempt - 1), 2.0)
         if self._rng is None:
             import random  # a first retry is rare: not worth loading at start
@@ -148,11 +158,13 @@ class Gateway:
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
-        """`trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
+        """`acall` run on this thread's own event loop, for a caller that blocks.
+
+        `trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
         with a span id of its own, and `observe` hears of each attempt once it has ended.
 
-        For a caller that blocks (stdio's call threads, `fairwins-mcp check`): `acall` run on this
-        thread's own event loop (aio.wait)."""
+        The loop is aio.wait's; the callers that block are `fairwins-mcp check` and core.steps.run
+        (the unit tests)."""
         from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
 
         return aio.wait(self.acall(request, cancellation, on_retry, trace=trace, observe=observe))
@@ -166,7 +178,10 @@ class Gateway:
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
-        """`call` on the running event loop: the policy driven, each attempt and pause waited for there."""
+        """`call` on the running event loop.
+
+        The policy driven, each attempt and pause waited for there.
+        """
         from mcp_server.upstream import aio
 
         cancellation = cancellation or Cancellation()
@@ -208,7 +223,10 @@ class Gateway:
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> GatewayCall:
-        """This call as a step (core/steps.py), for a handler that yields what it waits for."""
+        """This call as a step (core/steps.py).
+
+        For a handler that yields what it waits for.
+        """
         return GatewayCall(self, request, cancellation, on_retry, trace, observe)
 
     def policy(
@@ -219,9 +237,12 @@ class Gateway:
         trace: Trace | None,
         observe: Callable[[Attempt], None] | None,
     ) -> Generator[Send | Pause, GatewayResponse | TransportError | bool, Outcome]:
-        """The retry policy, sans-I/O: yields an attempt to send (sent back its answer or its
-        TransportError) or a pause between attempts (sent back True if cancelled meanwhile), and
-        returns the call's Outcome. Its driver, `acall`, waits for what it yields."""
+        """The retry policy, sans-I/O.
+
+        It yields an attempt to send (sent back its answer or its TransportError) or a pause
+        between attempts (sent back True if cancelled meanwhile), and returns the call's Outcome.
+        Its driver, `acall`, waits for what it yields.
+        """
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
             return GatewayFailure("not_configured", detail, False, 0)
@@ -277,7 +298,10 @@ class Gateway:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """The policy's next attempt: sent by the transport within `deadline`, on a fresh connection if `fresh`."""
+    """The policy's next attempt.
+
+    Sent by the transport within `deadline`, on a fresh connection if `fresh`.
+    """
 
     deadline: float
     fresh: bool
@@ -293,8 +317,10 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class GatewayCall:
-    """One gateway call as a step (core/steps.py): `run` waits for it on this thread's own loop,
-    `arun` on the running one."""
+    """One gateway call as a step (core/steps.py).
+
+    `run` waits for it on this thread's own loop, `arun` on the running one.
+    """
 
     gateway: Gateway
     request: GatewayRequest

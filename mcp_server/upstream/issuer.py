@@ -1,4 +1,6 @@
-"""The authorization server's signing keys, fetched through the outbound seam on the event loop.
+"""The authorization server's signing keys, fetched on the event loop.
+
+Through the outbound seam.
 
 In OAuth mode (docs/authorization.md) every access token is checked against the keys its issuer
 publishes: the issuer's metadata (RFC 8414, or OpenID Connect discovery) names `jwks_uri`, and
@@ -23,7 +25,10 @@ MAX_METADATA_BYTES: Final = 64 * 1024  # an authorization server's metadata is a
 
 
 def metadata_urls(issuer: str) -> tuple[str, str]:
-    """Where an issuer's metadata may be: RFC 8414's well-known name first, then OpenID Connect's."""
+    """Where an issuer's metadata may be.
+
+    RFC 8414's well-known name first, then OpenID Connect's.
+    """
     parts = urllib.parse.urlsplit(issuer)
     path = parts.path.rstrip("/")
     origin = f"{parts.scheme}://{parts.netloc}"
@@ -35,7 +40,10 @@ def metadata_urls(issuer: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Metadata:
-    """An issuer's metadata as read: the well-known URL that gave it, the document, its `jwks_uri`."""
+    """An issuer's metadata as read.
+
+    The well-known URL that gave it, the document, its `jwks_uri`.
+    """
 
     url: str
     document: Mapping[str, object]
@@ -43,7 +51,10 @@ class Metadata:
 
 
 class Issuer:
-    """One authorization server: its metadata (naming `jwks_uri`), and its keys loaded into `keys`."""
+    """One authorization server: its metadata and its keys.
+
+    The metadata names `jwks_uri`; the keys are loaded into `keys`.
+    """
 
     def __init__(self, issuer: str, keys: KeySet, *, timeout: float = 10.0) -> None:
         self.issuer = issuer
@@ -57,7 +68,10 @@ class Issuer:
         return None if self.metadata is None else self.metadata.jwks_uri
 
     async def load_keys(self) -> str | None:
-        """Fetch the key set (and, the first time, the metadata naming it); None, or why it failed."""
+        """Fetch the key set, and the first time the metadata naming it.
+
+        None, or why it failed.
+        """
         if self.metadata is None:
             problems = []
             for url in metadata_urls(self.issuer):
@@ -104,7 +118,10 @@ class Issuer:
 
 
 async def _get(url: str, max_body: int, timeout: float) -> bytes | str:
-    """The body of a 200 answer to GET `url` through the outbound seam, or a sentence saying why not."""
+    """The body of a 200 answer to GET `url` through the outbound seam.
+
+    Or a sentence saying why not.
+    """
     parts = urllib.parse.urlsplit(url)
     gateway = Gateway(f"{parts.scheme}://{parts.netloc}", timeout=timeout, max_body=max_body, attempts=2)
     if gateway.config_problem is not None:

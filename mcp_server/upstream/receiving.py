@@ -1,4 +1,6 @@
-"""The buffer a loop's thread reads every socket into, for the loop's protocol objects.
+"""The buffer a loop's thread reads every socket into.
+
+For the loop's protocol objects.
 
 A plain asyncio.Protocol is handed a new bytes object for every read, made at the transport's
 256 KiB maximum and then shrunk to what arrived. That size is past glibc's mmap threshold, so
@@ -19,7 +21,10 @@ _local = threading.local()
 
 
 def receive_buffer() -> memoryview:
-    """This thread's buffer: valid until the loop reads again, so copy out of it before returning."""
+    """This thread's buffer, valid until the loop reads again.
+
+    Copy out of it before returning.
+    """
     view: memoryview | None = getattr(_local, "view", None)
     if view is None:
         view = _local.view = memoryview(bytearray(SIZE))

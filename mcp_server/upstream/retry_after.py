@@ -1,4 +1,6 @@
-"""Retry-After (RFC 9110 §10.2.3) read totally: any header value in, a wait in seconds or None out.
+"""Retry-After (RFC 9110 §10.2.3) read totally.
+
+Any header value in, a wait in seconds or None out.
 
 `Retry-After = HTTP-date / delay-seconds`. delay-seconds are ASCII digits only (str.isdigit
 also admits "²" and "١", which int() refuses); an HTTP-date is one of the three forms of
@@ -35,7 +37,10 @@ def _forms() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """The wait a Retry-After value asks for (0 for a date already past); None when absent or unreadable."""
+    """The wait a Retry-After value asks for.
+
+    0 for a date already past; None when absent or unreadable.
+    """
     if value is None:
         return None
     value = value.strip(" \t")
@@ -48,7 +53,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 
 def http_date(value: str, now: float) -> float | None:
-    """An HTTP-date (any of its three forms) as a POSIX timestamp; None if it is not one, or no real time.
+    """An HTTP-date (any of its three forms) as a POSIX timestamp.
+
+    None if it is not one, or no real time.
 
     `now` places an rfc850-date's two-digit year.
     """

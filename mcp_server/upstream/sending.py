@@ -1,13 +1,9 @@
-"""The small writes one turn of a loop makes, sent together once the turn's work is done.
+"""The small writes of a loop's turn, sent together once its work is done.
 
-A call's answer, and the gateway request it makes, went to the kernel the moment each was
-written: one send() in the middle of the turn's other work, then a hundred microseconds of
-Python before the next. Each send wakes the process reading the other end (the client, a proxy,
-the gateway) and, on loopback, its other core; by the next send that process is asleep again.
-At 1,000 connections perf found 8 % of the server's CPU inside its `send()`s, waking readers
-(`sock_def_readable`). Held until the turn's work is done and then sent back to back, they reach
-readers still awake from the first: the same bytes, the same number of sends, and 0.4 % of the
-CPU there; a call's kernel time fell from 61 to 25 µs, and its whole CPU by a fifth
+Each send wakes the process reading the other end (the client, a proxy, the gateway) and, on
+loopback, its other core; a send in the middle of the turn's other work finds that reader asleep
+again by the next one. Held until the turn's work is done and then sent back to back, they reach
+readers still awake from the first: the same bytes and the same number of sends, for less CPU
 (BENCHMARKS.md, "Issue 50, fifth look").
 
 An answer waits at most what is left of its turn (the callback runs first in the next one,
@@ -36,17 +32,26 @@ HOLD_CONNECTIONS: Final = 64
 
 
 class Held(Protocol):
-    """A connection with bytes held: each write of it is held, or sent after what it holds, never before."""
+    """A connection with bytes held.
+
+    Each write of it is held, or sent after what it holds, never before.
+    """
 
     def send_held(self) -> None:
-        """Hand what is held to the transport (nothing when the connection is gone)."""
+        """Hand what is held to the transport.
+
+        Nothing when the connection is gone.
+        """
         ...
 
     def abort(self) -> None: ...
 
 
 class Outbox:
-    """A loop's connections holding bytes this turn, each sent once the turn's work is done."""
+    """A loop's connections holding bytes this turn.
+
+    Each is sent once the turn's work is done.
+    """
 
     __slots__ = ("_holding", "_loop", "_scheduled")
 
@@ -58,8 +63,11 @@ class Outbox:
         self._scheduled = False
 
     def hold(self, held: Held) -> None:
-        """`held` has begun to hold bytes (already in it): its `send_held` is called once this turn's
-        work is done, or at once with the others when it is the HOLD_CONNECTIONS-th."""
+        """`held` has begun to hold bytes (already in it).
+
+        Its `send_held` is called once this turn's work is done, or at once with the others when it
+        is the HOLD_CONNECTIONS-th.
+        """
         self._holding.append(held)
         if len(self._holding) >= HOLD_CONNECTIONS:
             self._send_all()
@@ -91,7 +99,10 @@ class Outbox:
 
 
 def taken(held: list[bytes]) -> bytes:
-    """What a connection holds, as one piece for one write; `held` is left empty."""
+    """What a connection holds, as one piece for one write.
+
+    `held` is left empty.
+    """
     data = held[0] if len(held) == 1 else b"".join(held)
     held.clear()
     return data
@@ -101,7 +112,10 @@ _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = weakre
 
 
 def outbox(loop: asyncio.AbstractEventLoop) -> Outbox:
-    """`loop`'s outbox, shared by the client connections and the gateway connections on it."""
+    """`loop`'s outbox.
+
+    Shared by the client connections and the gateway connections on it.
+    """
     found = _outboxes.get(loop)
     if found is None:
         found = _outboxes[loop] = Outbox(loop)

@@ -1,4 +1,6 @@
-"""TLS to the gateway: the one verifying context, and a name for each way it fails.
+"""TLS to the gateway: the one verifying context, and its failures.
+
+A name for each way it fails.
 
 Imported on the first call to an https:// gateway, never at start. Verification is never
 relaxed: the context is the standard library's default (the system's CA certificates, or the
@@ -57,7 +59,10 @@ PLAIN_HTTP: Final = (
 
 
 class HandshakeError(ssl.SSLError):
-    """The TLS handshake failed; `detail` says why in words a member can act on."""
+    """The TLS handshake failed.
+
+    `detail` says why in words a member can act on.
+    """
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -65,7 +70,10 @@ class HandshakeError(ssl.SSLError):
 
 
 def context() -> ssl.SSLContext:
-    """The client context for every https:// gateway: the standard library's verifying default."""
+    """The client context for every https:// gateway.
+
+    The standard library's verifying default.
+    """
     ctx = ssl.create_default_context()
     ctx.minimum_version = max(ctx.minimum_version, ssl.TLSVersion.TLSv1_2)
     ctx.set_alpn_protocols(["http/1.1"])
@@ -73,7 +81,10 @@ def context() -> ssl.SSLContext:
 
 
 def look_at_first(first: bytes) -> None:
-    """A handshake's first bytes from the server: HandshakeError when there are none, or they are plain HTTP."""
+    """A handshake's first bytes from the server, looked at.
+
+    HandshakeError when there are none, or they are plain HTTP.
+    """
     if not first:
         raise HandshakeError("the TLS handshake failed: it closed the connection without answering")
     if first[0] not in _TLS_RECORD_TYPES and _plain_http(first):
@@ -114,7 +125,10 @@ def describe_handshake(exc: ssl.SSLError, host: str) -> str:
 
 
 def describe(exc: ssl.SSLError) -> str:
-    """Any TLS failure, in words: the handshake's own sentence, or a connection that failed later."""
+    """Any TLS failure, in words.
+
+    The handshake's own sentence, or a connection that failed later.
+    """
     if isinstance(exc, HandshakeError):
         return exc.detail
     return f"the TLS connection failed ({_reason(exc)})"

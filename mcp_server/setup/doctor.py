@@ -156,24 +156,22 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
         return _Token("unchecked"), [*lines, Line(SKIP, "token", f"{named} not checked: no gateway to ask")]
     # The token introspection route, from the snapshot's route table (the contract's one source).
     outcome = gateway.call(GatewayRequest("GET", load().route_paths["member.me"], bearer=token))
-    if isinstance(outcome, GatewayResponse) and outcome.status == 401:
-        return _Token("refused"), [
-            *lines,
-            Line(
-                FAIL,
-                "token",
-                f"{named} was refused by the gateway (missing, expired or revoked); {WHERE_TOKENS_COME_FROM}",
-            ),
-        ]
-    if isinstance(outcome, GatewayResponse) and outcome.status == 403:
-        return _Token("no_profile_scope"), [
-            *lines,
-            Line(
-                WARN,
-                "token",
-                f"{named} is accepted but lacks {PROFILE_SCOPE}, so its other scopes cannot be listed",
-            ),
-        ]
+    refusals = {
+        401: (
+            "refused",
+            FAIL,
+            f"{named} was refused by the gateway (missing, expired or revoked); {WHERE_TOKENS_COME_FROM}",
+        ),
+        403: (
+            "no_profile_scope",
+            WARN,
+            f"{named} is accepted but lacks {PROFILE_SCOPE}, so its other scopes cannot be listed",
+        ),
+    }
+    refused = refusals.get(outcome.status) if isinstance(outcome, GatewayResponse) else None
+    if refused is not None:
+        state, level, words = refused
+        return _Token(state), [*lines, Line(level, "token", words)]
     body: Any = None
     if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
         body, _ = read_json(outcome)

@@ -407,7 +407,7 @@ class Redactor:
         return _Grams(whole, [needle for needle, min_run in needles if min_run != len(needle)])
 
     def _sampled_in(self, view: bytes, grams: _Grams) -> bool:
-        """`_spelled_in` in a few passes whatever the number and length of the needles.
+        """`_spelled_in` by 4-byte windows: a few passes, however many and long the needles.
 
         A needle secret only whole is one search. A run of MIN_RUN bytes of another holds a whole
         4-byte window of it starting every _STEP bytes of one side, and some window of the other:
@@ -727,12 +727,18 @@ _SAMPLED_CHUNK: Final = struct.Struct("<" + ("I" + "x" * (_STEP - _PROBE)) * _CH
 
 @functools.lru_cache(maxsize=_CHUNK)
 def _sampled_tail(count: int) -> struct.Struct:
-    """The last `count` sampled windows of a text, as one struct (one for each count up to _CHUNK)."""
+    """A struct reading `count` windows, each _STEP bytes after the one before.
+
+    One for each count up to _CHUNK: the last windows of a text.
+    """
     return struct.Struct("<" + ("I" + "x" * (_STEP - _PROBE)) * (count - 1) + "I")
 
 
 def _sampled_windows(view: bytes) -> set[int]:
-    """The 4-byte windows of `view` starting every _STEP bytes, as integers: a struct call for each _CHUNK."""
+    """The 4-byte windows of `view` starting every _STEP bytes, as integers.
+
+    A struct call for each _CHUNK of them, not a tuple each.
+    """
     if len(view) < _PROBE:
         return set()
     count = (len(view) - _PROBE) // _STEP + 1
@@ -770,11 +776,12 @@ _STRETCHED: Final = 16  # a text up to this many times the needles' length is se
 
 
 class _Grams:
-    """A redactor's needles as 4-byte windows (integers) for `Redactor._sampled_in`, made for one request.
+    """A redactor's needles as 4-byte windows, made for one request.
 
-    `whole`: the needles secret only whole; `runs`: the others, `size` bytes together, made of
-    the bytes `stretch` finds (None when no class holds them). Their windows are worked out the
-    first time a text needs them, every window (`every`) or every _STEP bytes (`sampled`).
+    For `Redactor._sampled_in`. `whole`: the needles secret only whole; `runs`: the others,
+    `size` bytes together, made of the bytes `stretch` finds (None when no class holds them).
+    Their windows are worked out the first time a text needs them, every window (`every`) or
+    every _STEP bytes (`sampled`).
     """
 
     __slots__ = ("_every", "_sampled", "runs", "size", "stretch", "whole")

@@ -1,1 +1,4 @@
-"""Transports: stdio lines and Streamable HTTP, the only code that touches a client's bytes."""
+"""Transports: stdio lines and Streamable HTTP.
+
+The only code that touches a client's bytes.
+"""

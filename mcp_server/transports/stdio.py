@@ -1,4 +1,6 @@
-"""stdio transport: one JSON-RPC message per line, served on the HTTP transport's event loop, stdout kept for the wire.
+"""stdio transport: one JSON-RPC message per line on the event loop.
+
+Served on the HTTP transport's event loop, with stdout kept for the wire.
 
 "The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
 stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
@@ -81,7 +83,10 @@ EXIT_WIRE_BROKEN: Final = 1
 
 
 def claim_stdout() -> BinaryIO:
-    """Keep a private handle on the real stdout; from now on fd 1 and sys.stdout are stderr."""
+    """Keep a private handle on the real stdout.
+
+    From now on fd 1 and sys.stdout are stderr.
+    """
     sys.stdout.flush()
     fd = os.dup(1)
     _widen_pipe(fd)
@@ -97,11 +102,14 @@ def claim_stdout() -> BinaryIO:
 
 
 def _widen_pipe(fd: int) -> None:
-    """Let the wire's pipe hold 1 MiB where the system allows it (Linux), so a large answer is written in few waits.
+    """Let the wire's pipe hold 1 MiB where the system allows it (Linux).
+
+    So a large answer is written in few waits.
 
     A pipe holds 64 KiB by default: an answer of megabytes would be written in as many waits for
     the client to read. 1 MiB is Linux's default limit for an unprivileged process. macOS and
-    Windows have no such setting (their pipes grow or are sized by the reader): nothing to do there.
+    Windows have no such setting (their pipes grow or are sized by the reader): nothing to do
+    there.
     """
     if sys.platform == "linux":
         import fcntl
@@ -115,14 +123,20 @@ def _widen_pipe(fd: int) -> None:
 
 
 def _internal_error(message: JSONObject) -> JSONObject | None:
-    """The -32603 answer standing in for a response that could not be encoded (None: not a response)."""
+    """The -32603 answer for a response that could not be encoded.
+
+    None: not a response.
+    """
     if "method" in message or "id" not in message:
         return None
     return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
 
 
 def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
-    """A message's line as pieces (jsonrpc.encode); a response JSON cannot carry becomes -32603, anything else None."""
+    """A message's line as pieces (jsonrpc.encode).
+
+    A response JSON cannot carry becomes -32603, anything else None.
+    """
     try:
         return encode(message)
     except (ValueError, TypeError):
@@ -138,7 +152,9 @@ def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
 
 
 class _SyncWire:
-    """A wire the loop cannot watch (a terminal, a regular file, Windows, an in-memory object): written as it comes.
+    """A wire the loop cannot watch, written as it comes.
+
+    A terminal, a regular file, Windows, an in-memory object.
 
     Each line is written whole before the next, so lines never interleave; a wire that fails (the
     client closed its end) is dropped quietly and serving goes on to the end of input.
@@ -186,7 +202,9 @@ class _Line:
 
 
 class _LoopWire:
-    """stdout as a pipe or a socket on the loop: written when it is writable, never waited on.
+    """stdout as a pipe or a socket on the loop.
+
+    Written when it is writable, never waited on.
 
     As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before a request
     that has an answer waits for room (`room`), a large answer is written WRITE_SLICE at a time as
@@ -223,7 +241,10 @@ class _LoopWire:
         self._held = False  # the reading side holds back for room
 
     def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
-        """Queue one line; with `limit`, dropped once that many bytes already wait (a notification's bound)."""
+        """Queue one line.
+
+        With `limit`, dropped once that many bytes already wait (a notification's bound).
+        """
         if self._gone or self.late:
             return
         if limit is not None and self.waiting >= limit:
@@ -236,19 +257,28 @@ class _LoopWire:
             self._pump()
 
     def full(self) -> bool:
-        """Whether WRITE_HIGH bytes or more wait: the reading side holds back until they drain (`on_room`)."""
+        """Whether WRITE_HIGH bytes or more wait.
+
+        The reading side holds back until they drain (`on_room`).
+        """
         if self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             self._held = True
             return True
         return False
 
     async def room(self) -> None:
-        """Wait until fewer than WRITE_HIGH bytes wait (or the wire is given up): flow control."""
+        """Wait until fewer than WRITE_HIGH bytes wait: flow control.
+
+        Or until the wire is given up.
+        """
         while self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             await self._wait()
 
     async def drained(self) -> None:
-        """Wait until every byte queued is written, or the wire is given up (the deadline bounds this)."""
+        """Wait until every byte queued is written, or the wire is given up.
+
+        The deadline bounds this.
+        """
         while self.waiting and not (self._gone or self.late):
             await self._wait()
 
@@ -270,7 +300,10 @@ class _LoopWire:
                 waiter.set_result(None)
 
     def _pump(self) -> None:
-        """Write what waits, until the wire takes no more (then watch it) or TURN_BYTES went this turn."""
+        """Write what waits, for this turn.
+
+        Until the wire takes no more (then watch it) or TURN_BYTES went this turn.
+        """
         written = 0
         while not (self._gone or self.late):
             chunk = self._chunk if self._chunk is not None else self._next_chunk()
@@ -314,7 +347,10 @@ class _LoopWire:
         return None
 
     def _arm(self) -> None:
-        """The deadline of the line being written, from its first byte: one timer a line, not one a write."""
+        """The deadline of the line being written, from its first byte.
+
+        One timer a line, not one a write.
+        """
         head = self._lines[0] if self._lines else None
         if head is self._timer_line:
             return
@@ -360,7 +396,10 @@ class _LoopWire:
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
-    """A line's bytes, WRITE_SLICE at a time, its end last: a large piece is never copied whole."""
+    """A line's bytes, WRITE_SLICE at a time, its end last.
+
+    A large piece is never copied whole.
+    """
     for piece in pieces(parts):
         if len(piece) <= WRITE_SLICE:
             yield piece
@@ -378,7 +417,9 @@ def _wire_on_loop(
     on_late: Callable[[], None],
     on_room: Callable[[], None],
 ) -> _LoopWire | _SyncWire:
-    """The claimed stdout as the loop can write it: a pipe or a socket without blocking, anything else as it comes.
+    """The claimed stdout as the loop can write it.
+
+    A pipe or a socket without blocking, anything else as it comes.
 
     Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
     and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
@@ -421,7 +462,10 @@ def _wire_on_loop(
 
 
 def _reopened(fd: int) -> int | None:
-    """The pipe `fd` writes to, opened anew and non-blocking (Linux: /proc); None where that cannot be done."""
+    """The pipe `fd` writes to, opened anew and non-blocking.
+
+    Linux, through /proc; None where that cannot be done.
+    """
     if sys.platform != "linux":
         return None
     try:
@@ -435,7 +479,9 @@ def _reopened(fd: int) -> int | None:
 
 
 class _WatchedInput:
-    """POSIX stdin the loop can watch (a pipe, a socket, a terminal): read on readiness, so no read ever waits.
+    """POSIX stdin the loop can watch, read on readiness.
+
+    A pipe, a socket, a terminal: so no read ever waits.
 
     The descriptor is left blocking (its description is shared with the parent, or with a whole
     terminal session): it is read only when the loop says there are bytes, and so never waits.
@@ -471,7 +517,10 @@ class _WatchedInput:
         self.pause()
 
     def rest(self, budget: int) -> Iterator[bytes]:
-        """After a stop signal: what the client had already written, up to `budget` bytes, never waited for."""
+        """After a stop signal: what the client had already written.
+
+        Up to `budget` bytes, never waited for.
+        """
         if sys.platform == "win32":
             return
         import select
@@ -491,7 +540,9 @@ class _WatchedInput:
 
 
 class _ThreadInput:
-    """stdin the loop cannot watch (Windows, a regular file, an in-memory reader): one thread reads and hands bytes in.
+    """stdin the loop cannot watch, read by one thread.
+
+    Windows, a regular file, an in-memory reader: one thread reads and hands bytes in.
 
     One chunk at a time: the thread reads the next only once the loop has taken the last and
     wants more (backpressure). On Windows no signal interrupts a pipe read: end of input is how
@@ -588,7 +639,10 @@ class StdioServer:
     # ---- output -------------------------------------------------------------------------
 
     def write(self, message: JSONObject | Encoded) -> None:
-        """Queue one message's line (a notification, an answer); safe from any thread."""
+        """Queue one message's line; safe from any thread.
+
+        A notification's or an answer's.
+        """
         loop = self._loop
         if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
             loop.call_soon_threadsafe(self._put, message, None)
@@ -596,7 +650,10 @@ class StdioServer:
         self._put(message, None)
 
     def _notify(self, message: JSONObject) -> None:
-        """A call's notification (progress, a log line): queued, or dropped once STREAM_BACKLOG waits unread."""
+        """A call's notification (progress, a log line), queued.
+
+        Or dropped once STREAM_BACKLOG waits unread.
+        """
         loop = self._loop
         if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
             loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
@@ -609,7 +666,10 @@ class StdioServer:
             self._out.put(parts, limit)
 
     async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
-        """A task's answer, encoded off the loop when it was built from a large gateway answer (as over HTTP)."""
+        """A task's answer, queued once stdout has room.
+
+        Encoded off the loop when it was built from a large gateway answer (as over HTTP).
+        """
         await self._out.room()
         parts = await off_loop(lambda: _encoded(message), self.pacing) if heavy else _encoded(message)
         if parts is not None:
@@ -626,7 +686,10 @@ class StdioServer:
         )
 
     def finish(self, record: records.Record) -> None:
-        """Log a message's record (stderr; stdout is the wire). The client is named once per session."""
+        """Log a message's record (stderr; stdout is the wire).
+
+        The client is named once per session.
+        """
         if record.client is not None:
             if self._client_logged and record.method != "initialize":
                 record.client = None
@@ -751,7 +814,10 @@ class StdioServer:
     # ---- the loop -----------------------------------------------------------------------
 
     def _take(self, data: bytes) -> None:
-        """Bytes read from stdin (b"": its end) framed into lines, and as many answered as the bounds allow."""
+        """Bytes read from stdin (b"": its end) framed into lines.
+
+        As many answered as the bounds allow.
+        """
         if self._ended:
             return
         if not data:
@@ -762,7 +828,10 @@ class StdioServer:
         self._work()
 
     def _work(self) -> None:
-        """Answer the lines read, in order, while stdout and the calls under way leave room; read on when all are."""
+        """Answer the lines read, in order, while the bounds leave room.
+
+        The bounds are stdout's and the calls under way's; read on when all are answered.
+        """
         while self._framed and not self._held_back():
             self._answer_line(self._framed.popleft())
         if self._input is not None and not self._ended:
@@ -793,7 +862,9 @@ class StdioServer:
             self._drain_input()
 
     def _drain_input(self) -> None:
-        """After SIGTERM or SIGINT, the whole lines the client already wrote are requests too: answer them.
+        """After SIGTERM or SIGINT, answer the whole lines already written.
+
+        The whole lines the client already wrote are requests too.
 
         The signal can land with lines waiting in the pipe; dropping them would leave requests
         the client saw leave unanswered. Nothing is waited for, a line not yet ended is not a
@@ -808,7 +879,10 @@ class StdioServer:
         self._work()
 
     def _on_late(self) -> None:
-        """The client stopped reading past the answer deadline: nothing more is read, calls under way are cancelled."""
+        """The client stopped reading past the answer deadline.
+
+        Nothing more is read, and calls under way are cancelled.
+        """
         self._end_input()
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):
@@ -818,7 +892,9 @@ class StdioServer:
         self._work()
 
     def run(self, reader: BinaryIO) -> int:
-        """Serve `reader` until end of input or a stop signal; 0 once every request read is answered.
+        """Serve `reader` until end of input or a stop signal.
+
+        0 once every request read is answered.
 
         EXIT_WIRE_BROKEN when the client stopped reading its answers for longer than the answer
         deadline (the wire was given up, and serving stopped).

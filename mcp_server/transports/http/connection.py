@@ -1,4 +1,6 @@
-"""One client connection on the event loop: its bytes fed to the sans-I/O reader, each request answered in turn.
+"""One client connection on the event loop, its requests answered in turn.
+
+Its bytes are fed to the sans-I/O reader, and each request is answered in turn.
 
 The socket work is here and only here: the protocol object the loop calls with bytes, an end or
 a loss, and the connection's one coroutine that waits for them within the idle and read
@@ -72,11 +74,16 @@ TIMED_OUT: Final = Refusal(408, "request_timeout", "The request did not arrive i
 
 
 class Gone(Exception):
-    """The client closed or reset the connection: nothing more can be answered on it."""
+    """The client closed or reset the connection.
+
+    Nothing more can be answered on it.
+    """
 
 
 class Host(Protocol):
-    """What a connection, and the routes it runs, use of the server that accepted it (server.McpHTTPServer).
+    """What a connection and its routes use of the server that accepted it.
+
+    The server is a server.McpHTTPServer.
 
     A Protocol: the server imports this module and hands itself over; nothing here imports it back.
     """
@@ -98,7 +105,10 @@ class Host(Protocol):
     def begin(self) -> None: ...
 
     async def acquire_slot(self, wait: float) -> bool:
-        """One of the in-flight bound's slots, waiting at most `wait` seconds for one; False if none came."""
+        """One of the in-flight bound's slots.
+
+        Waits at most `wait` seconds for one; False if none came.
+        """
         ...
 
     def release_slot(self) -> None: ...
@@ -113,7 +123,10 @@ class Host(Protocol):
 
 
 class Connection(asyncio.BufferedProtocol):
-    """The loop's protocol object for one accepted socket, and the coroutine that serves its requests."""
+    """The loop's protocol object for one accepted socket.
+
+    With the coroutine that serves its requests.
+    """
 
     # Slots: an idle keep-alive connection is this object, its transport and its waiting coroutine,
     # and thousands of them may be open at once.
@@ -194,7 +207,10 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def linger(self) -> bool:
-        """After its last answer, the connection closes in stages (`_linger_close`)."""
+        """Whether the connection closes in stages after its last answer.
+
+        The stages are `_linger_close`'s.
+        """
         return self.life.linger
 
     @property
@@ -228,7 +244,10 @@ class Connection(asyncio.BufferedProtocol):
         return True  # half-closed: the requests it sent before its end are still answered
 
     def _unread(self) -> bool:
-        """Bytes of the client's not yet served: in this buffer, or already in the reader's (a pipelined request)."""
+        """Bytes of the client's not yet served.
+
+        In this buffer, or already in the reader's (a pipelined request).
+        """
         return bool(self._buf) or self.reader.pending > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -251,8 +270,11 @@ class Connection(asyncio.BufferedProtocol):
             waiter.set_result(True)
 
     async def _wait(self, until: float) -> bool:
-        """Wait for something to happen on the connection (bytes, an end, room to write, a drain), until
-        `until` (time.monotonic()); False when the time ran out first."""
+        """Wait for something to happen on the connection.
+
+        Bytes, an end, room to write, a drain: until `until` (time.monotonic()); False when the
+        time ran out first.
+        """
         left = until - time.monotonic()
         if left <= 0:
             return False
@@ -272,7 +294,10 @@ class Connection(asyncio.BufferedProtocol):
             self._waiter = None
 
     def _alarm(self) -> None:
-        """The timer: the wait under way ends now, unless it ends later than the timer was set for."""
+        """The timer: the wait under way ends now.
+
+        Unless it ends later than the timer was set for.
+        """
         self._timer = None
         waiter = self._waiter
         if waiter is None or waiter.done():
@@ -285,12 +310,17 @@ class Connection(asyncio.BufferedProtocol):
         waiter.set_result(False)
 
     def wake(self) -> None:
-        """Called by the server when a drain begins: a connection waiting idle looks at its limit again."""
+        """Called by the server when a drain begins.
+
+        A connection waiting idle looks at its limit again.
+        """
         if self.life.drain_begins():
             self._wake()
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_gone` if the client leaves before the returned function is called.
+        """Call `on_gone` if the client leaves before the call is unwatched.
+
+        Unwatched: before the returned function is called.
 
         Called when a request is whole, before it waits for a call slot. A connection already
         reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
@@ -309,7 +339,10 @@ class Connection(asyncio.BufferedProtocol):
         return unwatch
 
     def _ended_in_kernel(self) -> bool:
-        """The client's end is the next thing on the socket (a peek: nothing is taken from the transport)."""
+        """Whether the client's end is the next thing on the socket.
+
+        A peek: nothing is taken from the transport.
+        """
         sock = self._sock
         if sock is None or self._buf:
             return False
@@ -457,7 +490,9 @@ class Connection(asyncio.BufferedProtocol):
     # ---- reading ------------------------------------------------------------------------------
 
     async def _recv(self, until: float) -> bytes:
-        """The bytes read so far (at least one), waiting until `until`; TimeoutError, or Gone.
+        """The bytes read so far (at least one), waiting until `until`.
+
+        TimeoutError, or Gone.
 
         TimeoutError once `until` has passed, even with bytes here: a client that trickles its
         request in, a byte at a time, is held to the deadline all the same.
@@ -477,7 +512,9 @@ class Connection(asyncio.BufferedProtocol):
         return data
 
     async def _await_request(self) -> bool:
-        """Wait, idle, for the next request's first bytes: False when the connection should close instead.
+        """Wait, idle, for the next request's first bytes.
+
+        False when the connection should close instead.
 
         The idle limit counts from the end of the last answer and shortens to the drain's grace
         when a drain begins, even for a connection already waiting (the drain wakes it).
@@ -493,7 +530,10 @@ class Connection(asyncio.BufferedProtocol):
         return bool(self._buf)
 
     async def _read_head(self) -> Head | Refusal | None:
-        """The next request's head (or why it is refused); None when the connection ends between requests."""
+        """The next request's head, or why it is refused.
+
+        None when the connection ends between requests.
+        """
         reader = self.reader
         self.deadline = 0.0
         while True:
@@ -521,16 +561,21 @@ class Connection(asyncio.BufferedProtocol):
                 return None  # a head cut short is not answered: its client has gone
 
     def _request_begins(self) -> None:
-        """A request's first byte: the whole of it (line, headers, body) must arrive within
-        read_timeout from now, so a client trickling one byte a second cannot hold a connection."""
+        """A request's first byte: its read deadline starts.
+
+        The whole of it (line, headers, body) must arrive within read_timeout from now, so a client
+        trickling one byte a second cannot hold a connection.
+        """
         whole = RESERVE_SECONDS if self.slot == "reserve" else self.server.read_timeout
         self.record = Exchange(self.peer, time.monotonic())
         self.deadline = self.record.started + whole
         self.life.reading()
 
     async def _count_head(self) -> bool:
-        """A head under way, counted against its peer's (Admission.head_started); False when refused
-        for it (answered, and closed)."""
+        """A head under way, counted against its peer's.
+
+        Admission.head_started; False when refused for it (answered, and closed).
+        """
         if self._counted_head or not self.reader.in_head:
             return True
         if self.server.admission.head_started(self.peer):
@@ -546,7 +591,10 @@ class Connection(asyncio.BufferedProtocol):
             self.server.admission.head_done(self.peer)
 
     async def read_body(self, limit: int, *, keep: bool = True) -> bytes | Refusal | None:
-        """The request's body, up to `limit` bytes (dropped when not `keep`); a Refusal, or None if the client left."""
+        """The request's body, up to `limit` bytes.
+
+        Dropped when not `keep`; a Refusal, or None if the client left.
+        """
         reader = self.reader
         reader.body_limit = limit
         self.life.reading()  # again, after an interim answer ("100 Continue")
@@ -569,7 +617,9 @@ class Connection(asyncio.BufferedProtocol):
                 return None
 
     async def drop_body(self, request: Head) -> bool:
-        """Read and drop a body no route wants; False when the request is over (answered or its client gone).
+        """Read and drop a body no route wants.
+
+        False when the request is over (answered or its client gone).
 
         Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
         answer closes the connection: a body over that size, and the body of a client that waits
@@ -594,12 +644,17 @@ class Connection(asyncio.BufferedProtocol):
     # ---- writing ------------------------------------------------------------------------------
 
     def start_answer(self) -> None:
-        """An answer begins: it must be out, whole, within write_timeout from now (one deadline, not one per slice)."""
+        """An answer begins: its write deadline starts.
+
+        It must be out, whole, within write_timeout from now (one deadline, not one per slice).
+        """
         self._answer_until = self.loop.time() + self.server.write_timeout
         self.life.answer_begins()
 
     def write(self, data: bytes | memoryview) -> bool:
-        """Queue `data` for the client; False (and the connection closes) once it is gone.
+        """Queue `data` for the client.
+
+        False (and the connection closes) once it is gone.
 
         A small write is held to the end of the loop's turn (upstream/sending.py); a large one is
         sent at once, after what is held. Safe from any thread: bytes written from elsewhere are
@@ -635,7 +690,10 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(data)
 
     def send_held(self) -> None:
-        """Hand the transport what this connection holds (the outbox calls it at the end of the turn)."""
+        """Hand the transport what this connection holds.
+
+        The outbox calls it at the end of the turn.
+        """
         if not self._held:
             return
         data = sending.taken(self._held)
@@ -651,8 +709,10 @@ class Connection(asyncio.BufferedProtocol):
         return self.transport.get_write_buffer_size() + self._held_size
 
     async def flush(self) -> bool:
-        """Wait, within the answer's deadline, until the client has taken enough to queue more; False
-        (and the connection is cut off) when it has not read its answer by then, or is gone.
+        """Wait until the client has taken enough to queue more.
+
+        Within the answer's deadline; False (and the connection is cut off) when it has not read
+        its answer by then, or is gone.
 
         A client that reads just fast enough gets no more time than one that reads nothing: the
         deadline counts from the answer's first byte.
@@ -672,8 +732,11 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def abort(self) -> None:
-        """Cut the connection off now: a reset, so that what the kernel still holds for the client is
-        dropped too (a plain close would go on sending it, at the client's pace)."""
+        """Cut the connection off now, with a reset.
+
+        So what the kernel still holds for the client is dropped too (a plain close would go on
+        sending it, at the client's pace).
+        """
         self.life.aborted()
         self._held.clear()  # dropped, with what the kernel holds
         self._held_size = 0
@@ -697,7 +760,9 @@ class Connection(asyncio.BufferedProtocol):
         close: bool = False,
         linger: bool | None = None,
     ) -> None:
-        """Status line, headers and body (in one write when small), and the access line.
+        """Status line, headers and body, and the access line.
+
+        In one write when small.
 
         The connection closes after this answer when asked, when the request said so, while the
         server drains, or when the request's body was not read to its end: whatever is left of
@@ -757,7 +822,9 @@ class Connection(asyncio.BufferedProtocol):
         self.life.answer_ends()
 
     async def _linger_close(self) -> None:
-        """Close in stages after refusing a request whose body may still be arriving (RFC 9112 §9.6).
+        """Close in stages after refusing a request.
+
+        Its body may still be arriving (RFC 9112 §9.6).
 
         Closing with unread bytes makes the kernel send a reset, which can destroy the refusal
         before the client reads it; so the sending half is closed first (once the refusal is out)
@@ -777,7 +844,7 @@ class Connection(asyncio.BufferedProtocol):
                 transport.write_eof()
             except OSError as exc:
                 # The client is gone already (ENOTCONN: a port probe's newline, then its reset): there is
-                # nothing to linger for. Issue 47: this raised out of run()'s finally, unretrieved.
+                # nothing to linger for, and raised here it would leave run()'s finally unretrieved.
                 log.debug("a client from %s left before its refusal's end was sent: %s", self.peer, str(exc))
                 return
         until = time.monotonic() + LINGER_SECONDS
@@ -786,7 +853,10 @@ class Connection(asyncio.BufferedProtocol):
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, bytes | memoryview]]:
-    """Each piece of `parts`, WRITE_SLICE bytes at a time: (where the slice starts in its piece, the slice)."""
+    """Each piece of `parts`, WRITE_SLICE bytes at a time.
+
+    As (where the slice starts in its piece, the slice).
+    """
     for piece in pieces(parts):
         if len(piece) <= WRITE_SLICE:
             yield 0, piece  # whole: a held write keeps it as it is, not copied out of a view

@@ -1,10 +1,12 @@
-"""The dispatcher's steps (core/steps.py) on the event loop: gateway calls awaited there, CPU work in a small executor.
+"""The dispatcher's steps (core/steps.py) on the event loop.
 
-`Dispatcher.handle` drives the same generator on its caller's thread; here each step is waited
-for without holding the loop: a gateway call by the async client on this loop (upstream/aio.py),
-a Compute (reading, checking and scrubbing a large answer) by one of a few threads, so the 2 KB
-calls beside a 4 MB answer are served meanwhile. A call waiting on the gateway is a suspended
-generator, not a thread.
+Gateway calls are awaited there, CPU work is done in a small executor.
+
+Both transports drive them here (core.steps.run drives the same generator on its caller's thread,
+for the unit tests and `fairwins-mcp check`); each step is waited for without holding the loop: a
+gateway call by the async client on this loop (upstream/aio.py), a Compute (reading, checking and
+scrubbing a large answer) by one of a few threads, so the 2 KB calls beside a 4 MB answer are
+served meanwhile. A call waiting on the gateway is a suspended generator, not a thread.
 
 How large answers share the core with small calls is a `Pacing`, made by the server that serves
 them and handed to every `drive`: its executor, its share of the CPU (share.py), the pacer each
@@ -52,7 +54,9 @@ BEAT: Final = 0.002
 
 
 class _SwitchInterval:
-    """The interpreter's switch interval, shortened while any pacing that asked has work under way.
+    """The interpreter's switch interval, shortened while paced work runs.
+
+    Shortened while any pacing that asked has work under way.
 
     The one thing here that is the process's: every thread switches at it. Counted across the
     pacings of one process (the tests run several servers, each with its own loop), so the last
@@ -119,7 +123,10 @@ class Pacing:
             return self._executor
 
     def close(self) -> None:
-        """Its threads end once the work queued is done; a later large answer makes a new executor."""
+        """Let the executor go.
+
+        Its threads end once the work queued is done; a later large answer makes a new executor.
+        """
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
@@ -135,7 +142,10 @@ class Pacing:
 
 
 class Run:
-    """What a drive saw: `heavy` once a Compute step ran (its answer is large: encode it off the loop too)."""
+    """What a drive saw.
+
+    `heavy` once a Compute step ran (its answer is large: encode it off the loop too).
+    """
 
     __slots__ = ("heavy",)
 
@@ -144,13 +154,15 @@ class Run:
 
 
 class Pacer:
-    """A large answer's thread at each `wire.pause.pause()`: once `every` seconds of its CPU went by,
-    that CPU is counted against the share, and the thread sleeps while the share is spent.
+    """A large answer's thread at each `wire.pause.pause()`.
+
+    Once `every` seconds of its CPU went by, that CPU is counted against the share, and the thread
+    sleeps while the share is spent.
 
     The share's wait before a Compute starts is not enough on its own: a thread that holds the
     interpreter lock takes about half the core from the loop for as long as it runs, so one large
-    answer once started held the small calls beside it to half speed for its whole length
-    (bench.fairness: their p99 3× alone). Paced, it runs `every` (PACE_SLICE) at a time.
+    answer once started would hold the small calls beside it to half speed for its whole length
+    (bench.fairness measures it). Paced, it runs `every` (PACE_SLICE) at a time.
 
     `sleep(seconds)` may end early: a true return ends the wait (`Cancellation.wait`, its call
     cancelled: the work is about to stop, and sleeps off no debt first).
@@ -186,7 +198,10 @@ class Pacer:
 
 
 class Beat:
-    """The loop's beat while a large answer is worked on: every `interval`, it tells the share it ran."""
+    """The loop's beat while a large answer is worked on.
+
+    Every `interval`, it tells the share it ran.
+    """
 
     __slots__ = ("handle", "interval", "loop", "share")
 
@@ -204,7 +219,9 @@ class Beat:
 
 
 async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancellation | None = None) -> R:
-    """`work()` in the pacing's executor, with the caller's context (the log filter finds its credentials there).
+    """`work()` in the pacing's executor, with the caller's context.
+
+    The log filter finds its credentials there.
 
     Its CPU is counted against the large answers' share of the core (share.py), a slice at a time
     as it goes (Pacer), whose sleeps end early once `cancellation` is thrown. Meanwhile the loop
@@ -236,7 +253,9 @@ async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancella
 
 
 async def compute(step: Compute[R], pacing: Pacing) -> R:
-    """A Compute step's result: its work in the executor once the share lets it start.
+    """A Compute step's result, its work in the executor.
+
+    The work starts once the share lets it.
 
     Its call's cancellation ends the wait for the share (the work never starts) and the work at
     its next slice, queued or running (`Compute.run`): either way the step gives its stand-in.
@@ -256,8 +275,9 @@ async def compute(step: Compute[R], pacing: Pacing) -> R:
 
 
 async def drive(steps: Steps[T], pacing: Pacing, run: Run | None = None) -> T:
-    """Run `steps` to their end on the running loop, their large answers paced by `pacing`; the
-    generator's return value.
+    """Run `steps` to their end on the running loop.
+
+    Their large answers are paced by `pacing`; returns the generator's return value.
 
     A step that raises raises inside the generator, as with `core.steps.run`; a cancelled drive
     (the client left) is not an error the handler words: it ends the drive where it waits.

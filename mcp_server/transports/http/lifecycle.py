@@ -1,9 +1,9 @@
 """One connection's lifecycle as a table: events in, what they mean out.
 
-Sans-I/O, in the manner of h11's state table and of reader.py beside it: nothing here touches
-a socket or a clock. The connection (connection.py) feeds each event the loop reports (bytes, the client's end,
-a reset), each step of its own (a request begins, a call begins and ends, an answer begins and
-ends, a refusal that closes, a drain, a deadline passed), and does what the answer says.
+Sans-I/O, in the manner of h11's state table and of reader.py beside it: nothing here touches a
+socket or a clock. The connection (connection.py) feeds each event the loop reports (bytes, the
+client's end, a reset), each step of its own (a request begins, a call begins and ends, an answer
+begins and ends, a refusal that closes, a drain, a deadline passed), and does what the answer says.
 
 Two sides, as h11 keeps them. The client's (`Side`): OPEN, ENDED once its end was read, LOST once
 the connection is gone (a reset, a close). Ours (`Phase`): IDLE between requests, READING once one
@@ -73,7 +73,10 @@ class Lifecycle:
 
     @property
     def ended(self) -> bool:
-        """The client sends nothing more (once what was read is served, it is over)."""
+        """Whether the client sends nothing more.
+
+        Once what was read is served, it is over.
+        """
         return self.side is not Side.OPEN
 
     @property
@@ -91,7 +94,9 @@ class Lifecycle:
         return True
 
     def end(self, unread: bool) -> bool:
-        """The client's end was read; CANCEL when it is the watched call's client leaving.
+        """The client's end was read.
+
+        CANCEL when it is the watched call's client leaving.
 
         `unread`: bytes of the client's not yet served came before it (it is a half-close).
         """
@@ -101,7 +106,10 @@ class Lifecycle:
         return first and not self.pipelined and not unread and self._leave()
 
     def reset(self) -> bool:
-        """The connection is gone (reset, or closed); CANCEL when a call was watched."""
+        """The connection is gone (reset, or closed).
+
+        CANCEL when a call was watched.
+        """
         self.side = Side.LOST
         return self._leave()
 
@@ -119,7 +127,9 @@ class Lifecycle:
         self.phase = Phase.READING
 
     def call_begins(self, unread: bool, end_next: Callable[[], bool]) -> bool:
-        """A request is whole and its call waits, its client watched; False if it is gone.
+        """A request is whole and its call waits, its client watched.
+
+        False if the client is gone.
 
         A client already gone has its call cancelled at once, and is not watched. `unread`:
         bytes of the client's are here after the request (it pipelines). `end_next` says
@@ -156,7 +166,10 @@ class Lifecycle:
             self.phase = Phase.IDLE
 
     def lingers(self) -> None:
-        """The refusal is out and our half closed: what arrives is read and dropped."""
+        """The refusal is out and our half closed.
+
+        What arrives is read and dropped.
+        """
         self.phase = Phase.LINGERING
         self.dropping = True
 
@@ -171,7 +184,10 @@ class Lifecycle:
         self.phase = Phase.CLOSED
 
     def drain_begins(self) -> bool:
-        """The server drains: True when the connection waits idle (it re-reads its limit)."""
+        """The server drains: True when the connection waits idle.
+
+        It then re-reads its limit.
+        """
         return self.phase is Phase.IDLE
 
     def deadline(self) -> Deadline:

@@ -1,12 +1,14 @@
-"""The HTTP transport's one event loop: how it is made, who owns its failures, how a stop signal ends it.
+"""The one event loop both transports serve on.
 
-One loop per process serves the MCP listener and the metrics listener. Every failure on it has
-an owner (docs/architecture.md, "Who owns a failure"): a connection's coroutine owns what
-serving that connection raises, the server that started the coroutine owns its outcome, a
-gateway call owns its connection's failures and returns them as a value. What reaches the
-loop's exception handler (`Guard`) nobody owned: a connection's callback (its transport or
-protocol named) costs that connection; anything else is a bug, logged with its traceback and
-counted, and the loop goes on serving.
+How it is made, who owns its failures, how a stop signal ends it.
+
+One loop per process serves stdio, or the MCP listener and the metrics listener. Every failure on
+it has an owner (docs/architecture.md, "Who owns a failure"): a connection's coroutine owns what
+serving that connection raises, the server that started the coroutine owns its outcome, a gateway
+call owns its connection's failures and returns them as a value. What reaches the loop's exception
+handler (`Guard`) nobody owned: a connection's callback (its transport or protocol named) costs
+that connection; anything else is a bug, logged with its traceback and counted, and the loop goes
+on serving.
 
 Only the loop's vital parts end the process, each by calling `Guard.fail` itself: the accept
 path (a listening socket that can no longer accept, or a bug in accepting), the serving
@@ -35,7 +37,10 @@ T = TypeVar("T")
 
 
 class Closable(Protocol):
-    """What the end of the loop needs of a connection: its transport and its coroutine."""
+    """What the end of the loop needs of a connection.
+
+    Its transport and its coroutine.
+    """
 
     @property
     def transport(self) -> asyncio.Transport | None: ...
@@ -45,7 +50,9 @@ class Closable(Protocol):
 
 
 def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.AbstractEventLoop:
-    """A selector loop on every platform (epoll on Linux, kqueue on macOS, select on Windows).
+    """A selector loop on every platform.
+
+    epoll on Linux, kqueue on macOS, select on Windows.
 
     The accept is ours: the loop tells us the listening socket is readable (add_reader), which
     Windows' default proactor loop does not offer (the price: select() stops at 512 sockets there,
@@ -55,7 +62,10 @@ def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.Abstract
 
 
 class Guard:
-    """The loop's exception handler: a failure nobody owned costs its connection, or is a logged bug; `fail` ends it."""
+    """The loop's exception handler.
+
+    A failure nobody owned costs its connection, or is a logged bug; `fail` ends it.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -78,14 +88,17 @@ class Guard:
                 except Exception:
                     log.debug("the failed connection could not be aborted", exc_info=True)
             return
-        # Issue 47: a task's exception nobody retrieved, reported when the collector freed the task,
-        # ended the process with every call in flight. Whatever it was, it has already cost what it
+        # A task's exception nobody retrieved, reported when the collector frees the task, must not
+        # end the process with every call in flight. Whatever it was, it has already cost what it
         # could (its own work); the loop serves on, and the log says where the owner was missing.
         self.strays += 1
         log.error("a failure on the event loop had no owner (a bug; the server goes on): %s", message, exc_info=exc)
 
     def fail(self, exc: BaseException, why: str = "the event loop cannot go on") -> None:
-        """The loop cannot go on: everything waiting on `until` returns, and the process exits non-zero."""
+        """The loop cannot go on.
+
+        Everything waiting on `until` returns, and the process exits non-zero.
+        """
         if self.fatal is None:
             log.critical("%s: %s", why, exc, exc_info=exc)
             self.fatal = exc
@@ -105,7 +118,9 @@ class Guard:
 
 
 def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
-    """The transport in whose own step the failure was raised, if it was: its failure is that connection's.
+    """The transport in whose own step the failure was raised, if it was.
+
+    Its failure is that connection's.
 
     asyncio reports a transport's scheduled steps (its socket's close() raising as it ends, say)
     with the handle alone, whose callback it may already have cleared; the callback's owner, or
@@ -128,7 +143,9 @@ def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
 def on_stop_signals(
     loop: asyncio.AbstractEventLoop, handler: Callable[[int], None], signals: Iterable[int] = STOP_SIGNALS
 ) -> Callable[[], None]:
-    """Call `handler(signum)` on the loop for each of `signals`; returns what undoes it.
+    """Call `handler(signum)` on the loop for each of `signals`.
+
+    Returns what undoes it.
 
     The Python handler queues `handler` with `call_soon_threadsafe`, which always lands: the
     queue is a list, and the byte it also writes to the loop's self-pipe may be dropped when the
@@ -173,7 +190,10 @@ def on_stop_signals(
 
 
 def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> None:
-    """Cut off every connection still open, let their coroutines finish, and close the loop."""
+    """Cut off every connection still open, and close the loop.
+
+    Their coroutines finish first.
+    """
     if loop.is_closed():
         return
     from mcp_server.upstream import aio
@@ -194,7 +214,10 @@ def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> N
 
 
 def _finish(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
-    """Run `work` to its end on `loop`; on a loop that cannot run any more (its selector broke), drop it."""
+    """Run `work` to its end on `loop`.
+
+    On a loop that cannot run any more (its selector broke), drop it.
+    """
     try:
         loop.run_until_complete(work)
     except BaseException:

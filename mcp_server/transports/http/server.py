@@ -1,4 +1,6 @@
-"""The socket server: one event loop, the listening socket accepted on it, a protocol per connection, and the drain.
+"""The socket server: one event loop, accept, a protocol per connection.
+
+The listening socket accepted on the loop, a protocol per connection, and the drain.
 
 Thin on purpose: what a request is, is the reader's business (reader.py); who may connect, the
 admission's (admission.py); what a request gets, the routes' (routes.py); how long each step of a
@@ -85,7 +87,10 @@ FATAL_EXIT: Final = 70  # EX_SOFTWARE: the loop could not go on
 
 
 def connection_bound(max_concurrency: int) -> int:
-    """Open connections allowed, all peers together: room for idle keep-alive clients around the requests in flight."""
+    """Open connections allowed, all peers together.
+
+    Room for idle keep-alive clients around the requests in flight.
+    """
     return max_concurrency * 4 + 16
 
 
@@ -167,7 +172,10 @@ class McpHTTPServer:
     # ---- the loop -----------------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop, guard: loops.Guard) -> None:
-        """Serve on `loop` (running in this thread from now on): accepting starts with its next turn."""
+        """Serve on `loop`, running in this thread from now on.
+
+        Accepting starts with its next turn.
+        """
         self.loop = loop
         self._loop_thread = threading.get_ident()
         self.guard = guard
@@ -176,10 +184,13 @@ class McpHTTPServer:
         self._start_accepting()
 
     def serve_forever(self, poll_interval: float = 0.5, *, selector: selectors.BaseSelector | None = None) -> None:
-        """Run a loop of its own in this thread, accepting and serving until shutdown().
+        """Run a loop of its own in this thread, until shutdown().
 
-        `poll_interval` is unused (the loop wakes when told); kept for callers of the threaded server.
-        `selector`: the loop's (a test's seam); a selector that raises ends the loop, and `fatal` says why.
+        Accepting and serving.
+
+        `poll_interval` is unused (the loop wakes when told); it is taken as socketserver's
+        serve_forever takes it. `selector`: the loop's (a test's seam); a selector that raises ends
+        the loop, and `fatal` says why.
         """
         loop = loops.new_loop(selector)
         guard = loops.Guard(loop)
@@ -200,7 +211,10 @@ class McpHTTPServer:
             self._stopped.set()
 
     def _call(self, fn: Callable[[], None]) -> None:
-        """Run `fn` on the loop's thread (from any thread); nothing if no loop is serving."""
+        """Run `fn` on the loop's thread, from any thread.
+
+        Nothing if no loop is serving.
+        """
         loop = self.loop
         if loop is None or loop.is_closed():
             return
@@ -210,7 +224,10 @@ class McpHTTPServer:
             pass  # closed meanwhile
 
     def shutdown(self) -> None:
-        """End serve_forever (from another thread); returns once its loop has stopped (or was never started)."""
+        """End serve_forever, from another thread.
+
+        Returns once its loop has stopped (or was never started).
+        """
 
         def finish() -> None:
             self._stop_accepting()
@@ -245,7 +262,10 @@ class McpHTTPServer:
                 pass  # the socket was closed already
 
     def _pause_accepting(self) -> None:
-        """Out of descriptors or buffers: stop accepting for a moment (the queue waits), then go on."""
+        """Out of descriptors or buffers: stop accepting for a moment.
+
+        The queue waits; then accepting goes on.
+        """
         self._stop_accepting()
         if self.loop is not None and not self.stopping:
             self._resume = self.loop.call_later(ACCEPT_PAUSE, self._resumed)
@@ -256,7 +276,9 @@ class McpHTTPServer:
             self._start_accepting()
 
     def _accept(self) -> None:
-        """The listening socket is readable: accept a burst, each connection admitted (or answered at once).
+        """The listening socket is readable: accept a burst.
+
+        Each connection admitted (or answered at once).
 
         Vital: a failure here that no connection owns (admit() owns each connection's) is a bug in
         accepting itself, and a process that cannot be trusted to accept must be replaced.
@@ -300,7 +322,9 @@ class McpHTTPServer:
             self.guard.fail(exc)
 
     def admit(self, sock: socket.socket, address: Any) -> None:
-        """An accepted connection: served by a protocol object and its coroutine, or answered at once and closed.
+        """An accepted connection, served or answered at once.
+
+        Served by a protocol object and its coroutine, or answered at once and closed.
 
         Whatever this raises (a socket reset before it could be set up, an address that cannot be
         read) costs this connection only.
@@ -329,7 +353,9 @@ class McpHTTPServer:
         conn.task.add_done_callback(functools.partial(self._ended, conn))
 
     def _ended(self, conn: Connection, task: asyncio.Task[None]) -> None:
-        """A connection's coroutine ended: its outcome retrieved here, whatever it was, and its slot given back.
+        """A connection's coroutine ended.
+
+        Its outcome retrieved here, whatever it was, and its slot given back.
 
         run() catches what serving raises and ends in total steps, so this finds nothing; it is the
         owner that makes sure: an exception that got out anyway (a bug) is logged and costs this
@@ -384,7 +410,10 @@ class McpHTTPServer:
         return self.admission.connections
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until no connection is open and no request in flight; False if `timeout` passed first."""
+        """Wait until no connection is open and no request in flight.
+
+        False if `timeout` passed first.
+        """
         with self._cond:
             return self._cond.wait_for(lambda: self.admission.connections == 0 and self._inflight == 0, timeout)
 
@@ -395,8 +424,11 @@ class McpHTTPServer:
             await routes.ROUTES[decision.route](conn, request, decision)
 
     def begin(self) -> None:
-        """A request head was read: count it in flight. Never refused, draining or not: it came on a
-        connection the client already had, and a balancer cannot retry a POST it has sent."""
+        """A request head was read: count it in flight.
+
+        Never refused, draining or not: it came on a connection the client already had, and a
+        balancer cannot retry a POST it has sent.
+        """
         self._inflight += 1
 
     def end(self) -> None:
@@ -422,7 +454,9 @@ class McpHTTPServer:
     # ---- the drain ----------------------------------------------------------------------------
 
     def drain(self, grace: float | None = None, *, last: bool = True) -> bool:
-        """Stop accepting, answer what comes on open connections, close idle ones after the grace.
+        """Stop accepting and answer what comes on open connections.
+
+        Idle ones close after the grace.
 
         Runs on the serving loop (from any thread: this one waits for it), or on a loop of its own
         when nothing serves yet. See `drained` for the steps.
@@ -435,7 +469,7 @@ class McpHTTPServer:
             try:
                 return future.result()
             finally:
-                # As with the threaded server, a drain is the serving's end: serve_forever returns
+                # As with socketserver's servers, a drain is the serving's end: serve_forever returns
                 # (a thread left serving would keep its process alive after main() has returned).
                 self.shutdown()
         own = loops.new_loop(None)
@@ -488,7 +522,9 @@ class McpHTTPServer:
         return True
 
     async def _accept_queued(self, settle: float, limit: float) -> int:
-        """Accept every queued connection until none arrived for `settle` s (at most `limit` s); the count.
+        """Accept every queued connection until none arrive; the count.
+
+        Until none arrived for `settle` s (at most `limit` s).
 
         After `refuse_new`, only handshakes already under way can still complete: `settle` covers
         their last round trip. Other processes sharing the socket may win some connections: fine.
@@ -531,9 +567,12 @@ def metrics_server(
     timings: Timings | None = None,
     read_timeout: float = 30.0,
 ) -> McpHTTPServer:
-    """The metrics listener (--metrics): GET and HEAD /metrics, nothing else, through the same reader,
-    admission and gate as the MCP door (the Host rule too, when bound to loopback), under a bound of
-    its own. Nothing sent to it is counted: a scrape is not MCP traffic."""
+    """The metrics listener (--metrics): GET and HEAD /metrics alone.
+
+    Nothing else, through the same reader, admission and gate as the MCP door (the Host rule too,
+    when bound to loopback), under a bound of its own. Nothing sent to it is counted: a scrape is
+    not MCP traffic.
+    """
     host = str(listener.getsockname()[0]) if listener is not None else address[0]
     policy = gate.Policy(loopback_bind=is_loopback(host), max_body=METRICS_MAX_BODY, metrics=True, metrics_only=True)
     timings = timings or Timings()
@@ -556,7 +595,10 @@ def metrics_server(
 
 
 def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mcp_port: bool, *, summed: bool) -> None:
-    """Log where the metrics are served, with a warning wherever they can be read from beyond this machine."""
+    """Log where the metrics are served.
+
+    With a warning wherever they can be read from beyond this machine.
+    """
     each = " (every worker's, summed)" if summed else ""
     if listener is not None:
         address = listener.getsockname()
@@ -577,8 +619,11 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
 
 
 def raise_descriptor_limit(wanted: int) -> None:
-    """Lift the soft limit on open descriptors towards `wanted` (each request in flight holds two: its
-    client's and its gateway connection), as far as the hard limit allows; say so when it falls short."""
+    """Lift the soft limit on open descriptors towards `wanted`.
+
+    Each request in flight holds two: its client's and its gateway connection. As far as the hard
+    limit allows; say so when it falls short.
+    """
     if sys.platform == "win32":
         return  # no such limit to lift: Windows sockets are handles, not numbered descriptors
     import resource
@@ -618,7 +663,9 @@ def serve(
     selector: selectors.BaseSelector | None = None,
     door: Door | None = None,
 ) -> int:
-    """Run until told to stop, then drain; 0 when every request in flight was answered.
+    """Run until told to stop, then drain.
+
+    0 when every request in flight was answered.
 
     Alone, SIGTERM or SIGINT stops it. As one of several workers (`lifeline` given), the
     supervisor stopping is the instance stopping; SIGTERM to this worker alone means it leaves

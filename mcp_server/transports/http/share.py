@@ -1,9 +1,11 @@
-"""The core's share for large answers: while small calls are being answered, large ones take at most SHARE of it.
+"""The core's share for large answers while small calls are answered.
+
+While small calls are being answered, large ones take at most SHARE of the core.
 
 One process answers on one core at a time. Reading, checking and encoding a 4 MB answer takes
 some 50 ms of CPU in the executor (driver.off_loop); two clients asking for such answers one after
 another would take most of the core, and the small calls beside them would get what is left
-(bench.fairness: a third of their throughput alone, their p99 6× as long). So the CPU the
+(bench.fairness measures it). So the CPU the
 executor spends is counted against a budget that grows at SHARE of the wall clock (up to BURST
 saved), and while small calls contend for the core, a large answer waits for the budget before
 its work starts, and its thread sleeps between two slices of the work while the budget is spent
@@ -47,7 +49,10 @@ ROUNDING: Final = 1e-9  # seconds of CPU: a debt this small is the clocks' arith
 
 
 class Share:
-    """The executor's CPU budget: `wait(now)` before a large answer's work, `spent(cpu, now)` after it."""
+    """The executor's CPU budget.
+
+    `wait(now)` before a large answer's work, `spent(cpu, now)` after it.
+    """
 
     def __init__(self, share: float = SHARE, burst: float = BURST, recent: float = RECENT, late: float = LATE) -> None:
         self.share, self.burst, self.recent, self.late = share, burst, recent, late
@@ -63,7 +68,10 @@ class Share:
             self.updated = now
 
     def _contention(self, now: float) -> float:
-        """Seconds from `now` within which small calls may still contend for the core (0: they do not)."""
+        """How long small calls may still contend for the core.
+
+        Seconds from `now` (0: they do not).
+        """
         window = self.last_small + self.recent - now
         if window > 0:
             return window
@@ -79,10 +87,13 @@ class Share:
         self.loop_ran_at = now
 
     def wait(self, now: float) -> float:
-        """Seconds a large answer's work waits before it asks again (0: it goes on now).
+        """Seconds a large answer's work waits before it asks again.
+
+        0: it goes on now.
 
         Only while small calls contend and the budget is spent; and no longer than until they may
-        have stopped, so a large answer alone never waits out a debt no small call is there to claim.
+        have stopped, so a large answer alone never waits out a debt no small call is there to
+        claim.
         """
         with self._lock:
             self._refill(now)
@@ -92,8 +103,11 @@ class Share:
             return min(-self.budget / self.share, contention) if contention else 0.0
 
     def spent(self, cpu: float, now: float) -> None:
-        """`cpu` seconds spent on a large answer. While no small call contends, the debt is at most
-        this answer's: what large answers took of an idle core is owed to no one."""
+        """`cpu` seconds spent on a large answer.
+
+        While no small call contends, the debt is at most this answer's: what large answers took of
+        an idle core is owed to no one.
+        """
         with self._lock:
             self._refill(now)
             self.budget -= cpu

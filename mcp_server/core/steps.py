@@ -1,12 +1,14 @@
-"""What a request waits for, as values: a handler that may wait on the network yields a step and is sent its result.
+"""What a request waits for, as values: the steps a handler yields.
 
-Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read,
-prompts/get, completion/complete, and batches of them) is a generator: it yields a `Step` (a
-gateway call, or CPU work that may take milliseconds) and is sent what the step gave. One
-definition of every step, driven two ways: `run` here waits for each step in turn on the
-caller's thread (stdio, the unit tests, `Dispatcher.handle`); the HTTP transport drives the same
-generator on its event loop (transports/http/driver.py), so a call waiting on the gateway holds a
-suspended generator, not a thread.
+A handler that may wait on the network yields a step and is sent its result.
+
+Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read, prompts/get,
+completion/complete, and batches of them) is a generator: it yields a `Step` (a gateway call, or
+CPU work that may take milliseconds) and is sent what the step gave. One definition of every step,
+driven two ways: both transports drive the generator on their event loop
+(transports/http/driver.drive), so a call waiting on the gateway holds a suspended generator, not a
+thread; `run` here waits for each step in turn on the caller's thread, for Dispatcher.handle (the
+unit tests, and the messages stdio answers as it reads them, which wait on nothing).
 """
 
 from __future__ import annotations
@@ -23,15 +25,20 @@ R = TypeVar("R")
 
 
 class Step(Protocol):
-    """One thing a request waits for. `run` waits for it on this thread and returns its result."""
+    """One thing a request waits for.
+
+    `run` waits for it on this thread and returns its result.
+    """
 
     def run(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Compute(Generic[R]):
-    """CPU work that may take milliseconds (reading, checking and scrubbing a large answer): on an
-    event loop it runs in a small executor, so the loop goes on serving everything else meanwhile.
+    """CPU work that may take milliseconds, done off the event loop.
+
+    Reading, checking and scrubbing a large answer: on an event loop it runs in a small executor,
+    so the loop goes on serving everything else meanwhile.
 
     The work is for one call. Once that call's `cancellation` is thrown, the work does not start,
     or stops at its next pause (wire/pause.py), and the step gives `if_cancelled` instead: a
@@ -44,7 +51,10 @@ class Compute(Generic[R]):
     if_cancelled: R
 
     def run(self) -> R:
-        """The work, on this thread; `if_cancelled` once its call is cancelled, before or during it."""
+        """The work, on this thread.
+
+        `if_cancelled` once its call is cancelled, before or during it.
+        """
         if self.cancellation.is_set:
             return self.if_cancelled
         try:
@@ -58,7 +68,9 @@ Steps = Generator[Step, Any, T]
 
 
 def run(steps: Steps[T]) -> T:
-    """Drive `steps` on this thread: each step waited for in turn; the generator's return value.
+    """Drive `steps` on this thread, each step waited for in turn.
+
+    Returns the generator's return value.
 
     A step that raises raises inside the generator, at its `yield`, as a call made there would:
     the handler's own `except` (a paid call's words about its payment above all) sees it first.
@@ -78,6 +90,9 @@ def run(steps: Steps[T]) -> T:
 
 
 def done(value: T) -> Steps[T]:
-    """A value as steps that wait for nothing (what a handler that never waits is, seen as steps)."""
+    """A value as steps that wait for nothing.
+
+    What a handler that never waits is, seen as steps.
+    """
     return value
     yield  # a generator: unreachable, by design

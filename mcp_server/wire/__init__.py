@@ -1,1 +1,4 @@
-"""The wire: JSON-RPC values, MCP revisions and the value types every layer shares."""
+"""The wire: JSON-RPC values, MCP revisions, the shared value types.
+
+The value types every layer shares.
+"""

@@ -1,4 +1,7 @@
-"""A request's cancellation: thrown by `notifications/cancelled` or a client leaving, heard down to the socket."""
+"""A request's cancellation, heard down to the socket.
+
+Thrown by `notifications/cancelled` or a client leaving.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from collections.abc import Callable
 
 
 class Cancellation:
-    """A one-way switch, plus callbacks that stop blocking work (e.g. close a socket) when thrown.
+    """A one-way switch, plus callbacks that stop blocking work when thrown.
+
+    A callback may close a socket, say.
 
     Made for every request, and held by every call a crowd has waiting: so it holds one lock and
     nothing else until it is used. The callbacks' table comes with the first callback, and the
@@ -54,7 +59,10 @@ class Cancellation:
         return event.wait(timeout)
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` on cancel (at once if already cancelled); returns the unregister function."""
+        """Run `callback` on cancel (at once if already cancelled).
+
+        Returns the unregister function.
+        """
         with self._lock:
             if not self._cancelled:
                 key = self._next

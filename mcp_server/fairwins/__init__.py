@@ -1,1 +1,4 @@
-"""The FairWins offer: the snapshot's tools, build_intent, resources, prompts, payments, honest wording."""
+"""The FairWins offer: tools, build_intent, resources, prompts, payments.
+
+The snapshot's tools, and honest wording.
+"""

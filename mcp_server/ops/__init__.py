@@ -1,1 +1,5 @@
-"""Operations: records, logs, metrics, trace context, workers, CPUs, the listener, the watchdog."""
+"""Operations: what the process logs, counts and runs on.
+
+Records, logs, metrics, trace context, workers, CPUs, the listener, the watchdog, stop signals, the
+collector's settings and failures as values.
+"""

@@ -1,8 +1,10 @@
-"""One timer thread for every deadline in the process, so no call needs a thread of its own.
+"""One timer thread for every deadline in the process.
 
-Every batch's deadline (and the metrics' publishing) rests on this one thread: an action that raises
-costs that timer only (it is logged with its traceback, and the others still fire), and if the
-thread itself cannot go on, the process exits at once rather than live on with no deadline
+No call needs a thread of its own.
+
+Every batch's deadline (and the metrics' publishing) rests on this one thread: an action that
+raises costs that timer only (it is logged with its traceback, and the others still fire), and if
+the thread itself cannot go on, the process exits at once rather than live on with no deadline
 holding: whatever supervises it (Desktop, the worker supervisor, Kubernetes) starts another.
 """
 

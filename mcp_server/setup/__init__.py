@@ -1,1 +1,4 @@
-"""Set-up: the command line, one frozen Config, `check`, `install` and the client configs."""
+"""Set-up: the command line, the Config, `check`, `install`.
+
+One frozen Config; the client configs.
+"""

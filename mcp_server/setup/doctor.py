@@ -1,4 +1,6 @@
-"""`fairwins-mcp check`: does the gateway answer, is the token good, and which tools will work, in plain lines.
+"""`fairwins-mcp check`: the gateway, the token and the tools.
+
+Does the gateway answer, is the token good, and which tools will work, in plain lines.
 
 It reads the same Config as the server and asks the gateway through the same seam, two GETs
 only (`/status`, and `/v1/member/me` when a token is set): nothing priced, nothing that acts.
@@ -71,7 +73,7 @@ class _Token:
 
 
 def _why(outcome: Outcome, timeout: float) -> str:
-    """Why an answer is not the one we wanted, in a few words a person can act on."""
+    """Why an answer is not the one we wanted, in words a person can act on."""
     if isinstance(outcome, GatewayFailure):
         if outcome.cause == "refused":
             return "nothing answered there (connection refused)"
@@ -192,7 +194,10 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
 
 
 def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
-    """The resource, and the authorization server as the server will read it: metadata, then keys."""
+    """The resource, and the authorization server as the server reads it.
+
+    Its metadata, then its keys.
+    """
     covers = f" (covering {oauth.public_url})" if oauth.resource != oauth.public_url else ""
     lines = [
         Line(
@@ -218,7 +223,10 @@ def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
 
 
 async def _load_keys(issuer: Issuer) -> str | None:
-    """The server's own fetch of the metadata and keys, on a loop of the check's own, closed with it."""
+    """The server's own fetch of the metadata and keys.
+
+    On a loop of the check's own, closed with it.
+    """
     try:
         return await issuer.load_keys()
     finally:
@@ -226,7 +234,10 @@ async def _load_keys(issuer: Issuer) -> str | None:
 
 
 def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
-    """Which well-known URL answered, and what a member's client needs of the metadata to sign in."""
+    """Which well-known URL answered, and what sign-in needs of it.
+
+    What a member's client needs of the metadata to sign in.
+    """
     document = metadata.document
     kind = "RFC 8414" if metadata.url == metadata_urls(oauth.issuer)[0] else "OpenID Connect discovery"
     lines = [Line(OK, "issuer", f"{oauth.issuer}: metadata read from {metadata.url} ({kind}); its issuer matches")]
@@ -280,7 +291,10 @@ def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
 
 
 def _key_lines(loaded: Loaded, keys: KeySet, jwks_uri: str) -> list[Line]:
-    """How many keys were loaded, each by kid and algorithm; the ones left out and why."""
+    """How many keys were loaded, each by kid and algorithm.
+
+    The ones left out, and why.
+    """
     named = []
     for kid in dict.fromkeys(loaded.kids):
         algs = ", ".join(sorted({key.alg for key in keys.candidates(kid)})) or "never used: the set has other keys"
@@ -347,7 +361,7 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
 
 
 def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -> Report:
-    """Ask the gateway the two questions and judge every served tool from the answers."""
+    """Judge every served tool from the gateway's answers to two questions."""
     now = now or dt.datetime.now(dt.UTC)
     # Gateway text quoted in a line never carries the token back (redaction.py), whatever the gateway echoes.
     with logs.request_bound(RequestContext(bearer=config.api_token)):
@@ -366,7 +380,10 @@ def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -
 
 
 def run(config: Config, out: TextIO, *, gateway: Gateway | None = None, now: dt.datetime | None = None) -> int:
-    """Write the report to `out`; 0 when everything a member needs works, 1 otherwise."""
+    """Write the report to `out`.
+
+    0 when everything a member needs works, 1 otherwise.
+    """
     if gateway is None:
         from mcp_server.setup.server import build_gateway
 

@@ -1,4 +1,7 @@
-"""Composition: the shipped catalog (snapshot tools, build_intent, resources, prompts) over one gateway."""
+"""Composition: the shipped catalog over one gateway.
+
+Snapshot tools, build_intent, resources, prompts.
+"""
 
 from __future__ import annotations
 

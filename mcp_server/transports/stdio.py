@@ -1,17 +1,15 @@
 """stdio transport: one JSON-RPC message per line on the event loop.
 
-Served on the HTTP transport's event loop, with stdout kept for the wire.
-
 "The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
 stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
 code, lands on stderr instead of corrupting the wire.
 
 One event loop serves it all (transports/http/loop.py): stdin is read when the loop says it is
 readable (a pipe, a socket, a terminal), or by one reader thread where the loop cannot watch it
-(Windows, a regular file, an in-memory reader); each request is a task driven by the HTTP
-transport's driver (a call waiting on the gateway is a suspended generator, not a thread); the
-stop signals arrive through the loop; answers leave under the flow control and the answer
-deadline of an HTTP connection (`_LoopWire`).
+(Windows, a regular file, an in-memory reader); each request is a task driven by
+transports/http/driver.drive with the server's Pacing (a call waiting on the gateway is a suspended
+generator, not a thread); the stop signals arrive through the loop; answers leave under the flow
+control and the answer deadline of an HTTP connection (`_LoopWire`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Who gets a connection: the connection bound, per-peer caps, and a small reserve that answers health checks.
+"""Who gets a connection: the bound, per-peer caps and a reserve.
+
+The reserve is small, and answers health checks only.
 
 Pure bookkeeping behind one lock (no sockets): the server asks `connect(peer)` on accept and
 `head_started(peer)` when a request head begins to arrive, and gives both back when done. A peer
@@ -28,7 +30,10 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Turned:
-    """A connection refused on accept: the status, the short code and the sentence of its answer."""
+    """A connection refused on accept, and the answer it gets.
+
+    The answer's status, short code and sentence.
+    """
 
     status: int
     error: str
@@ -58,7 +63,10 @@ class Admission:
             return self._open + self._reserve
 
     def connect(self, peer: str) -> Slot | Turned:
-        """A new connection from `peer`: a main slot, a reserve slot (health checks only), or refused."""
+        """The slot a new connection from `peer` takes, or its refusal.
+
+        A main slot, or a reserve slot (health checks only).
+        """
         limits = self.limits
         with self._lock:
             counts = self._peers.get(peer)
@@ -90,7 +98,7 @@ class Admission:
                 del self._peers[peer]
 
     def head_started(self, peer: str) -> bool:
-        """Part of a request head arrived from `peer`; False when the peer already has its cap of them."""
+        """Count a request head begun by `peer`; False past its cap."""
         with self._lock:
             counts = self._peers[peer]
             if 0 < self.limits.max_peer_heads <= counts[1]:

@@ -86,7 +86,10 @@ class Door:
         ).encode()
 
     def signed_in(self, token: str) -> bool:
-        """Whether `token` is judged as an access token: every token, but a member's fw1 one at both doors."""
+        """Whether `token` is judged as an access token.
+
+        Every token is, but a member's fw1 one at both doors.
+        """
         return not (self.member_tokens and token.startswith(MEMBER_TOKEN_PREFIX))
 
     async def admit(self, token: str | None, needed: Sequence[str], request_id: Id | None) -> Challenge | None:

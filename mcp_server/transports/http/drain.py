@@ -1,4 +1,6 @@
-"""The drain's clock, pure: how long an idle connection stays open, and how long each step of a stop may take.
+"""The drain's clock: how long each step of a stop may take.
+
+Pure, as is how long an idle connection stays open.
 
 A stop that a load balancer survives (docs/hosting.md, "Hosted mode"):
 
@@ -33,16 +35,25 @@ class Timings:
     settle: float = SETTLE
 
     def idle_limit(self, draining: bool) -> float:
-        """Seconds an idle keep-alive connection stays open, counted from the end of its last answer."""
+        """Seconds an idle keep-alive connection stays open.
+
+        Counted from the end of its last answer.
+        """
         return min(self.idle_grace, self.idle_timeout) if draining else self.idle_timeout
 
     @property
     def limit(self) -> float:
-        """After the listener closed: a request may still arrive on a connection idle for up to the
-        grace, and then take its time."""
+        """How long connections may go on once the listener closed.
+
+        A request may still arrive on a connection idle for up to the grace, and then take
+        its time.
+        """
         return self.idle_limit(True) + self.requests
 
     @property
     def total(self) -> float:
-        """The longest a whole stop may take, pre-stop included: what a supervisor waits before SIGKILL."""
+        """The longest a whole stop may take, pre-stop included.
+
+        What a supervisor should wait before SIGKILL.
+        """
         return self.prestop + SETTLE_LIMIT + self.limit

@@ -1,4 +1,7 @@
-"""One request as the access log sees it: its HTTP facts around the MCP message's own record, logged once."""
+"""One HTTP request as the access log sees it.
+
+Its HTTP facts around the MCP message's own record, logged once.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ CLIENT_LEFT: Final = 499
 
 @dataclass(slots=True)
 class Exchange:
-    """Made when a request's first byte arrives, filled in as it is read and answered, logged once.
+    """An HTTP request's record, from its first byte to its log line.
+
+    Filled in as the request is read and answered; logged once.
 
     `record` is the request's records.Record: the dispatcher fills in its MCP message (one POST,
     one message); a JSON-RPC batch's messages get records of their own, logged before this one.
@@ -40,7 +45,10 @@ class Exchange:
     error: str | None = None  # a refusal's code (its JSON-RPC error's data.error)
 
     def log(self, metrics: ServerMetrics | None = None) -> None:
-        """The request's one record (method, path, status, duration, its MCP message; never a credential)."""
+        """The request's one record, never a credential.
+
+        Its method, path, status, duration and MCP message.
+        """
         if self.logged:
             return
         self.logged = True

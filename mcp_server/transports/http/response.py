@@ -1,4 +1,7 @@
-"""What goes back: a status line and headers (always Content-Length or chunked), and a refusal's JSON-RPC error body."""
+"""The bytes of an HTTP answer: its head and a refusal's body.
+
+A head always says its framing: Content-Length, or chunked; a refusal's body is a JSON-RPC error.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +52,10 @@ def head(
     extra: Mapping[str, str] | None = None,
     close: bool = False,
 ) -> bytes:
-    """The status line and header section. `length` None: the body is chunked (an SSE stream)."""
+    """An answer's status line and header section.
+
+    `length` None: the body is chunked (an SSE stream).
+    """
     lines = [f"HTTP/1.1 {status} {REASONS.get(status, '')}", f"Server: {SERVER_HEADER}", f"Date: {http_date()}"]
     if content_type is not None:
         lines.append(f"Content-Type: {content_type}")
@@ -83,7 +89,9 @@ REFUSAL_CODES: Final[dict[str, int]] = {
 
 
 def error_body(code: str, message: str, request_id: Id | None = None) -> bytes:
-    """A refusal as a JSON-RPC error response: `message` the sentence, `data.error` the refusal's code.
+    """A refusal as the body of a JSON-RPC error response.
+
+    `message` is the sentence, `data.error` the refusal's code.
 
     `request_id` is the request's id when its body was read before it was refused; else null.
     """
@@ -92,7 +100,10 @@ def error_body(code: str, message: str, request_id: Id | None = None) -> bytes:
 
 
 def error_code(body: bytes) -> str | None:
-    """The refusal's code of a body error_body made; None for any other body (a dispatcher's JSON-RPC error, say)."""
+    """The refusal's code in a body error_body made, else None.
+
+    Any other body (a dispatcher's JSON-RPC error, say) has none.
+    """
     try:
         value = json.loads(body)
     except ValueError:

@@ -20,8 +20,8 @@ import pytest
 
 from mcp_server.core.answers import CHUNK
 from mcp_server.core.steps import Steps
-from mcp_server.transports.http.connection import WRITE_HIGH, WRITE_SLICE
 from mcp_server.transports.http.driver import PACE_SLICE, Pacer, Pacing, off_loop
+from mcp_server.transports.http.flow import WRITE_HIGH, WRITE_SLICE
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.transports.http.share import Share
 from mcp_server.wire import pause

@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from mcp_server.transports.http.connection import WRITE_HIGH
+from mcp_server.transports.http.flow import WRITE_HIGH
 from mcp_server.transports.http.loop import Guard, new_loop
 from mcp_server.upstream import sending
 from tests.mcp_http import Raw

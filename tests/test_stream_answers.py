@@ -24,7 +24,7 @@ from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
-from mcp_server.transports.http.connection import STREAM_BACKLOG
+from mcp_server.transports.http.flow import STREAM_BACKLOG
 from mcp_server.transports.http.server import McpHTTPServer
 from tests.mcp_http import parse_sse, serving
 from tests.sandbox_gateway import SandboxGateway

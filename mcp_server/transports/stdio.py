@@ -32,6 +32,7 @@ from mcp_server.core.protocol import Dispatcher, Reply, Session
 from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.driver import Pacing, Run, drive, off_loop
+from mcp_server.transports.http.flow import STREAM_BACKLOG, WRITE_HIGH, WRITE_LOW, WRITE_SLICE
 from mcp_server.wire import lines
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
@@ -62,14 +63,6 @@ CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
 # One deadline for a whole answer, as an HTTP connection's (its read timeout, by default): a
 # client that has not taken an answer this long after its first byte was queued is not reading.
 WRITE_TIMEOUT: Final = 30.0
-# Flow control as an HTTP connection's (transports/http/connection.py, whose module the stdio path
-# does not load: it brings the HTTP gate): past WRITE_HIGH bytes waiting for the client, answers
-# wait (and stdin is not read) until fewer than WRITE_LOW do; a large answer is handed to the
-# wire WRITE_SLICE bytes at a time; a call's notifications are dropped once STREAM_BACKLOG waits.
-WRITE_HIGH: Final = 256 * 1024
-WRITE_LOW: Final = 64 * 1024
-WRITE_SLICE: Final = 256 * 1024
-STREAM_BACKLOG: Final = 4 * 1024 * 1024
 # Requests read and not yet answered: past this, stdin is not read until some are (a client
 # cannot fill memory with requests it sends faster than they are served).
 MAX_UNANSWERED: Final = 256

@@ -40,6 +40,7 @@ from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import HEADS_FULL, Admission, Slot
 from mcp_server.transports.http.drain import Timings
+from mcp_server.transports.http.flow import WRITE_HIGH, WRITE_LOW, WRITE_SLICE
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.lifecycle import CANCEL, Deadline, Lifecycle, Phase
 from mcp_server.transports.http.reader import END, NEED_DATA, Data, RequestReader
@@ -60,16 +61,6 @@ RESERVE_SECONDS: Final = 2.0  # a connection in the health reserve: time to send
 # Bytes read ahead of the request being served (a pipelined request, a body still arriving): past
 # this the loop stops reading the socket until the reader has taken them, so a client cannot fill memory.
 READ_AHEAD: Final = 256 * 1024
-# Bytes queued for a client that is not reading: past the high mark the connection's coroutine
-# waits (within the answer's deadline) before it queues more.
-WRITE_HIGH: Final = 256 * 1024
-WRITE_LOW: Final = 64 * 1024
-# The most handed to the transport at once: one send() copies at most this, about a quarter of a
-# millisecond of the loop's time on loopback.
-WRITE_SLICE: Final = 256 * 1024
-# Notifications of an event stream are queued without waiting (the dispatcher sends them as it
-# goes); a client that lets this much pile up is not reading, and the stream ends.
-STREAM_BACKLOG: Final = 4 * 1024 * 1024
 TIMED_OUT: Final = Refusal(408, "request_timeout", "The request did not arrive in time")
 
 

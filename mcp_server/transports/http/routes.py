@@ -20,8 +20,9 @@ from mcp_server.ops import records
 from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
-from mcp_server.transports.http.connection import STREAM_BACKLOG, Connection
+from mcp_server.transports.http.connection import Connection
 from mcp_server.transports.http.driver import Run, drive, off_loop
+from mcp_server.transports.http.flow import STREAM_BACKLOG
 from mcp_server.transports.http.head import Head, Refusal
 from mcp_server.transports.http.record import CLIENT_LEFT
 from mcp_server.transports.http.response import error_body

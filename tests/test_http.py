@@ -22,7 +22,7 @@ import pytest
 
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
-from mcp_server.transports.http import gate
+from mcp_server.transports.http import gate, routes
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.server import McpHTTPServer
 from tests.conftest import SIGNAL_STOP
@@ -241,6 +241,15 @@ def test_a_bearer_that_is_not_visible_ascii_is_refused_and_nothing_is_sent(sandb
             status, _, body = post(connect(server), call("get_profile"), headers)
             assert status == 400 and refusal(body, 1)[0] == "bad_authorization", token
     assert not [r for r in sandbox.seen if r.path == "/v1/member/me"]
+
+
+def test_a_bearer_is_taken_exactly_when_each_of_its_characters_is_visible_ascii() -> None:
+    # Every character a header may carry (read as Latin-1), inside a token: only 0x21-0x7E pass.
+    for code in range(256):
+        token = f"fw1.a{chr(code)}b"
+        taken = routes._credential(None, {"authorization": f"Bearer {token}"})  # type: ignore[arg-type]
+        assert (taken is not None) == (0x21 <= code <= 0x7E), hex(code)
+        assert taken is None or taken == (token, "header")
 
 
 def test_beyond_the_concurrency_bound_the_answer_is_503_with_retry_after(sandbox: SandboxGateway) -> None:

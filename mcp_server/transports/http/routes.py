@@ -198,6 +198,36 @@ def _request_id(body: bytes) -> Id | None:
     return message.id if isinstance(message, Request) else None
 
 
+async def _credential_or_refusal(
+    conn: Connection, head: Head, body: bytes, extra: dict[str, str]
+) -> tuple[str | None, str] | None:
+    """The request's credential; None once its refusal is answered.
+
+    A malformed Authorization, a bearer with an escape, or a payment header over its bound is
+    refused before anything is parsed or sent to the gateway.
+    """
+    credential = _credential(conn, head.headers)
+    if credential is None:
+        refused = error_body("bad_authorization", "Authorization must be 'Bearer <token>'", _request_id(body))
+        await conn.respond(400, refused, extra=extra)
+        return None
+    escape = _escape(credential)
+    if escape is not None:
+        refused = error_body("escaped_bearer", _ESCAPED.format(escape=escape), _request_id(body))
+        await conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
+        return None
+    if "x-payment" in head.headers or "payment-signature" in head.headers:
+        from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code
+
+        for name, sent in INBOUND_HEADERS.items():
+            why = oversized(sent, len(head.headers.get(name, "")))
+            if why is not None:
+                message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
+                await conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
+                return None
+    return credential
+
+
 async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     extra = cors(decision.cors)
     server = conn.server
@@ -212,25 +242,9 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     if isinstance(body, Refusal):
         await conn.respond(body.status, error_body(body.error, body.message), extra=extra, close=True)
         return
-    credential = _credential(conn, head.headers)
+    credential = await _credential_or_refusal(conn, head, body, extra)
     if credential is None:
-        refused = error_body("bad_authorization", "Authorization must be 'Bearer <token>'", _request_id(body))
-        await conn.respond(400, refused, extra=extra)
         return
-    escape = _escape(credential)
-    if escape is not None:
-        refused = error_body("escaped_bearer", _ESCAPED.format(escape=escape), _request_id(body))
-        await conn.respond(400, refused, extra={**extra, "WWW-Authenticate": _MALFORMED_BEARER})
-        return
-    if "x-payment" in head.headers or "payment-signature" in head.headers:
-        from mcp_server.wire.x402 import INBOUND_HEADERS, oversized  # only paid calls load the payments code
-
-        for name, sent in INBOUND_HEADERS.items():
-            why = oversized(sent, len(head.headers.get(name, "")))
-            if why is not None:
-                message = f"{why[0].upper()}{why[1:]}; nothing was sent to the gateway"
-                await conn.respond(400, error_body("payment_too_large", message, _request_id(body)), extra=extra)
-                return
     parsed = parse(body)
     if server.door is not None:
         challenge = await _signed_in(server.door, server.dispatcher, parsed, credential[0], head.headers)

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import pathlib
+import random
 import signal
 import socket
 import threading
@@ -17,6 +18,7 @@ import pytest
 
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.setup.server import build_catalog
+from mcp_server.transports import stdio
 from mcp_server.transports.stdio import EXIT_WIRE_BROKEN, StdioServer
 from mcp_server.upstream.gateway import Gateway
 from tests.conftest import PROCFS, SIGNAL_STOP, WAIT, StdioProcess
@@ -234,3 +236,24 @@ def _send_and_close(sock: socket.socket, data: bytes) -> None:
         sock.shutdown(socket.SHUT_WR)
     finally:
         sock.close()
+
+
+def test_a_lines_writes_are_its_bytes_and_end_in_order_small_pieces_joined_large_ones_sliced() -> None:
+    from mcp_server.transports.http.flow import WRITE_SLICE
+
+    sizes = [0, 1, 5, 100, WRITE_SLICE - 1, WRITE_SLICE, WRITE_SLICE + 7, 3 * WRITE_SLICE + 1]
+    rng = random.Random(61)
+    for _ in range(300):
+        parts: list[bytes | memoryview | str] = []
+        for _ in range(rng.randint(0, 12)):
+            size = rng.choice(sizes)
+            data = (b"abcdefghij" * (size // 10 + 1))[:size]
+            parts.append(rng.choice([data, memoryview(data), data.decode()]))
+        writes = list(stdio._slices(parts))
+        whole = b"".join(p.encode() if isinstance(p, str) else bytes(p) for p in parts) + b"\n"
+        assert b"".join(bytes(w) for w in writes) == whole
+        assert all(0 < len(w) <= WRITE_SLICE for w in writes)
+    # A small answer is one system call, not one a piece.
+    assert list(stdio._slices([b'{"jsonrpc":"2.0","id":1,', '"result":{}', b"}"])) == [
+        b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    ]

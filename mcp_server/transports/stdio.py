@@ -25,6 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any, BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
@@ -387,18 +388,31 @@ class _LoopWire:
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
-    """A line's bytes, WRITE_SLICE at a time, its end last.
+    """A line's bytes in writes of at most WRITE_SLICE, its end last.
 
-    A large piece is never copied whole.
+    Small pieces are joined into one write (an answer is a handful of them: one system call, not
+    eight); a large piece is never copied whole.
     """
-    for piece in pieces(parts):
+    held: list[memoryview | bytes] = []
+    size = 0
+    for piece in chain(pieces(parts), (b"\n",)):
+        if not piece:
+            continue
+        if size + len(piece) <= WRITE_SLICE:
+            held.append(piece)
+            size += len(piece)
+            continue
+        if held:
+            yield held[0] if len(held) == 1 else b"".join(held)
+            held, size = [], 0
         if len(piece) <= WRITE_SLICE:
-            yield piece
+            held, size = [piece], len(piece)
             continue
         view = memoryview(piece)
         for at in range(0, len(view), WRITE_SLICE):
             yield view[at : at + WRITE_SLICE]
-    yield b"\n"
+    if held:
+        yield held[0] if len(held) == 1 else b"".join(held)
 
 
 def _wire_on_loop(

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mcp_server.core import redaction
 from mcp_server.core.redaction import MIN_RUN, Redactor, decoded, escape_in
+from tests.test_credential_properties import profile
 from tests.test_credential_spellings import reference_holds
 
 BASE64URL: Final = string.ascii_letters + string.digits + "-_"
@@ -48,16 +48,6 @@ WORDS: Final = [
     "\u212aelvin",
 ]
 SEPARATORS: Final = ["", " ", '"', '","', ":", ",", "\n", "{", "}", "[", "]", "."]
-
-
-def profile(examples: int) -> Callable[[Any], Any]:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 def _jwt(parts: list[str]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pathlib
 import random
@@ -23,6 +22,7 @@ from mcp_server.transports.stdio import EXIT_WIRE_BROKEN, StdioServer
 from mcp_server.upstream.gateway import Gateway
 from tests.conftest import PROCFS, SIGNAL_STOP, WAIT, StdioProcess
 from tests.sandbox_gateway import SandboxGateway
+from tests.test_stdio import _stdio_log
 
 SLOW_CALLS: Final = 8
 INITIALIZE: Final = {
@@ -85,28 +85,6 @@ def test_sigterm_answers_every_request_read_with_slow_calls_in_flight_then_exits
     assert answered == list(range(500))
     assert process.wait() == 0
     assert "stopped: every request read before SIGTERM was answered" in process.stderr
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@contextmanager
-def _stdio_log() -> Iterator[_Records]:
-    logger = logging.getLogger("fairwins_mcp.stdio")
-    handler, level = _Records(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 @contextmanager

@@ -1,18 +1,20 @@
-"""Redaction by value: the exact bearer and payment one request carries, kept out of what it returns and logs.
+"""Redaction by value of the bearer and payment a request carries.
+
+Their exact values are kept out of what the request returns and what it logs.
 
 The pattern rules in outcomes.clean (`fw1.…`, `eyJ…`) recognise credentials by their look; a
 gateway (or a proxy, or a logging library in front of it) that writes back what it received can
 change that look. This module matches the values themselves, by one definition (docs/security.md):
 
-  A text spells a credential when, decoded to a fixpoint and folded, it holds a run of MIN_RUN
-  (8) or more characters of it. Decoding is rounds of one left-to-right pass over the UTF-8
-  text: `%XX` becomes its byte, `\\uXXXX` its character, `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`,
-  `\\r`, `\\t` theirs; rounds repeat until nothing changes, so an escape spelled by escapes
-  (`\\u0025` for `%`, `%5C` for `\\`, `\\u0033` for a hex digit, `\\\\/` doubled) is decoded through.
-  Folding lowers ASCII letters and reads the Kelvin sign as `k` (the one character outside ASCII
-  whose str.lower is ASCII); nothing else (U+0130, `ſ`, ligatures, `ı`) is folded. A text is also
-  read with one round of JSON's escapes first (the view of a client that parses it as JSON), and a
-  text still changing after MAX_ROUNDS rounds counts as spelling it.
+  A text spells a credential when, decoded to a fixpoint and folded, it holds a run of MIN_RUN (8)
+  or more characters of it. Decoding is rounds of one left-to-right pass over the UTF-8 text: `%XX`
+  becomes its byte, `\\uXXXX` its character, `\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`, `\\r`,
+  `\\t` theirs; rounds repeat until nothing changes, so an escape spelled by escapes (`\\u0025` for
+  `%`, `%5C` for `\\`, `\\u0033` for a hex digit, `\\\\/` doubled) is decoded through. Folding
+  lowers ASCII letters and reads the Kelvin sign as `k` (the one character outside ASCII whose
+  str.lower is ASCII); nothing else (U+0130, `ſ`, ligatures, `ı`) is folded. A text is also read
+  with one round of JSON's escapes first (the view of a client that parses it as JSON), and a text
+  still changing after MAX_ROUNDS rounds counts as spelling it.
 
 The bearer is searched for as written, so it must have no other reading: a bearer holding an
 escape the decoding would decode is refused where it enters (`escape_in`), never sent.
@@ -33,7 +35,8 @@ speed, and exact at the cost of one search when the bytes hold no `%` and no `\\
 that cannot spell a credential is passed on without being walked (tools.py).
 
 A request binds its context for as long as it is handled (logs.bind_request), so the log filter and
-the sentences built from gateway text (`scrub`) find the values without every function passing them.
+the sentences built from gateway text (`scrub`) find the values without every function passing
+them.
 """
 
 from __future__ import annotations
@@ -76,7 +79,10 @@ _KELVIN: Final = "\u212a".encode()  # the one character outside ASCII whose lowe
 
 
 def _char(match: re.Match[bytes]) -> bytes:
-    """What one escape stands for: a byte for `%XX`, a character's UTF-8 for `\\uXXXX`, JSON's for the rest."""
+    """The bytes one escape stands for.
+
+    A byte for `%XX`, a character's UTF-8 for `\\uXXXX`, JSON's for the rest.
+    """
     escape = match.group()
     known = _KNOWN.get(escape)
     if known is not None:
@@ -95,7 +101,9 @@ _KNOWN.update({b"%" + high + low: _BYTE[int(high + low, 16)] for high in _HEX_DI
 
 
 def _one_round(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
-    """`pattern.sub(_char, data)`, with JSON's escaped quotes (the most of any JSON text's escapes) replaced in C.
+    """`pattern.sub(_char, data)`, with JSON's escaped quotes replaced in C.
+
+    Escaped quotes are the most of any JSON text's escapes.
 
     Where no backslash follows another, every backslash starts an escape and none borrows from
     its neighbours: each `\\"` is one, whatever surrounds it, and replacing them all first is the
@@ -107,7 +115,10 @@ def _one_round(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
 
 
 def _settle(data: bytes) -> bytes | None:
-    """`data` decoded round after round until nothing changes; None while it still changes after MAX_ROUNDS."""
+    """`data` decoded round after round until nothing changes.
+
+    None while it still changes after MAX_ROUNDS.
+    """
     for _ in range(MAX_ROUNDS + 1):
         if b"%" not in data and b"\\" not in data:
             return data
@@ -119,7 +130,9 @@ def _settle(data: bytes) -> bytes | None:
 
 
 def escape_in(token: str) -> str | None:
-    """The first escape the definition would decode in `token` (`%2F`, `\\u002f`, `\\/`), or None.
+    """The first escape the definition would decode in `token`, or None.
+
+    Such as `%2F`, `\\u002f` or `\\/`.
 
     The definition reads a text decoded and looks there for the bearer as written: a bearer that
     itself holds an escape has a decoded reading too, and an echo of it (the gateway's, a proxy's,
@@ -142,7 +155,9 @@ def _fold(data: bytes) -> bytes:
 
 
 def decoded(data: bytes, readings: int = 2) -> list[bytes] | None:
-    """The text (UTF-8) as the definition reads it: decoded to a fixpoint and folded; None when it does not settle.
+    """The text (UTF-8) as the definition reads it: decoded and folded.
+
+    Decoded to a fixpoint; None when it does not settle.
 
     One view per reading: the text as it is, then with one round of JSON's escapes first (a
     client that parses it as JSON reads its strings so), then two (JSON text inside its strings).
@@ -170,7 +185,9 @@ def _fold_value(value: str) -> bytes:
 
 
 class _Tracked:
-    """The definition's decoding done again with every byte's origin kept: where a match found in a view came from.
+    """The definition's decoding again, keeping where each byte came from.
+
+    So a match found in a view is traced back to the text it came from.
 
     Only for a text in which a match was found (the rare case): each escape costs a Python call.
     `starts[i]` is where the view's byte i starts in the text's UTF-8, and `starts[-1]` its end;
@@ -205,7 +222,10 @@ _KELVIN_BYTES: Final = re.compile(re.escape(_KELVIN))
 def _round(
     data: bytes, starts: list[int], pattern: re.Pattern[bytes], char: Callable[[re.Match[bytes]], bytes]
 ) -> tuple[bytes, list[int]]:
-    """One round of `pattern` over `data`, as `pattern.sub(char, data)`, and where each byte of the result came from."""
+    """One round of `pattern.sub(char, data)`, tracking each byte's origin.
+
+    The result, and where each of its bytes came from (taken from `starts`).
+    """
     out: list[bytes] = []
     moved: list[int] = []
     at = 0
@@ -262,12 +282,18 @@ class Redactor:
 
     @functools.cached_property
     def _mark(self) -> str:
-        """MARK, unless it spells a needle itself (a bearer made of its words): then a character alone."""
+        """The marker that replaces a match: MARK, unless it spells a needle.
+
+        MARK spells one when a bearer is made of its words; then a character alone.
+        """
         return MARK if self._runs(_fold_value(MARK)) == [] else "…"
 
     @functools.cached_property
     def _anchors(self) -> list[tuple[int, int, bytes]]:
-        """(needle, offset, folded piece): worked out for the first text `scrub` searches, if any."""
+        """The pieces `_runs` looks for: (needle, offset, folded piece).
+
+        Worked out for the first text `scrub` searches, if any.
+        """
         anchors = []
         for index, needle in enumerate(self._needles):
             size = _ANCHOR if needle.min_run == MIN_RUN else needle.min_run
@@ -290,10 +316,13 @@ class Redactor:
         return self.scrub_exact(text)
 
     def scrub_exact(self, text: str) -> str:
-        """`scrub` by the search alone, without the raw bytes' test first (what that test is held to).
+        """`scrub` by the search alone, without the raw bytes' test first.
+
+        What that test is held to.
 
         The replaced text is held to the definition again: scrubbed once more if replacing made a
-        new match (a marker next to what decodes with it), and withheld whole if that does not end it.
+        new match (a marker next to what decodes with it), and withheld whole if that does not end
+        it.
         """
         if not self._needles or len(text) < self._shortest:
             return text
@@ -308,7 +337,10 @@ class Redactor:
         return self._mark
 
     def _replace(self, text: str) -> str | None:
-        """`text` with the stretches that decode to a match replaced; itself when none; None when withheld whole."""
+        """`text` with the stretches that decode to a match replaced.
+
+        `text` itself when there is none; None when it is withheld whole.
+        """
         data = text.encode("utf-8", "surrogatepass")
         views = decoded(data)
         if views is None:
@@ -337,7 +369,9 @@ class Redactor:
         return self.scrub(text) is not text
 
     def scrub_value(self, value: Any) -> Any:
-        """A JSON value with every string and key scrubbed; `value` itself when nothing matched.
+        """A JSON value with every string and key scrubbed.
+
+        `value` itself when nothing matched.
 
         Its JSON text is read first, by the definition, as the strings in it are (and as a string
         holding JSON text is read once more): a value in which nothing can match is never walked.
@@ -357,7 +391,9 @@ class Redactor:
         return self._walk(value)
 
     def might_be_in(self, data: bytes) -> bool:
-        """False only when raw bytes (a gateway body or header) cannot spell any needle, by the definition.
+        """Whether raw bytes (a gateway body or header) might spell a needle.
+
+        False only when, by the definition, they cannot.
 
         The test a whole answer gets before it is passed on as the gateway wrote it, so it must
         see what a client reads in it: the answer's text (the text block), read as it is, and the
@@ -407,7 +443,9 @@ class Redactor:
         return _Grams(whole, [needle for needle, min_run in needles if min_run != len(needle)])
 
     def _sampled_in(self, view: bytes, grams: _Grams) -> bool:
-        """`_spelled_in` by 4-byte windows: a few passes, however many and long the needles.
+        """`_spelled_in` by 4-byte windows.
+
+        A few passes, however many and long the needles.
 
         A needle secret only whole is one search. A run of MIN_RUN bytes of another holds a whole
         4-byte window of it starting every _STEP bytes of one side, and some window of the other:
@@ -494,7 +532,9 @@ class Redactor:
         return False
 
     def _walk(self, value: Any) -> Any:
-        """A scrubbed copy (`value` itself when no string changes), built without recursion (JSON nests deep).
+        """A scrubbed copy of `value`, built without recursion.
+
+        `value` itself when no string changes. No recursion: JSON nests deep.
 
         Which strings change is found in bulk: the strings (names and values) are searched
         joined by line breaks, as one text, and the halves of a group that might spell a needle
@@ -546,7 +586,9 @@ class Redactor:
         return top[0]
 
     def _runs(self, folded: bytes) -> list[tuple[int, int, str]] | None:
-        """Merged [start, end) runs of `folded` that match a needle, each with its replacement.
+        """The runs of `folded` that match a needle, merged, as [start, end).
+
+        Each with its replacement.
 
         None when the pieces occur more than MAX_CANDIDATES times: a text built of pieces of a
         credential is withheld whole rather than searched at a cost its writer chooses.
@@ -586,8 +628,11 @@ class Redactor:
 
 
 def _held(value: Any) -> None:
-    """A Verbatim held to the request's credentials where it was made (outcomes.success_result)
-    is left as it is; any other is for the caller to read back first (tools._without_credentials)."""
+    """`scrub_value`'s JSON `default`: passes a held Verbatim, refuses others.
+
+    Held means held to the request's credentials where it was made (outcomes.success_result), and
+    left as it is; any other is for the caller to read back first (tools._without_credentials).
+    """
     if isinstance(value, Verbatim) and value.held:
         return None
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable here")
@@ -612,7 +657,10 @@ def _strings(value: Any) -> list[str]:
 
 
 def _splice(text: str, data: bytes, spans: list[tuple[int, int, str]]) -> str:
-    """`text` with each [start, end) of its UTF-8 `data` replaced; overlapping stretches are one MARK."""
+    """`text` with each [start, end) of its UTF-8 `data` replaced.
+
+    Overlapping stretches are one MARK.
+    """
     if not data.isascii():
         # Byte offsets to character offsets, widened to whole characters.
         chars = [0] * (len(data) + 1)
@@ -653,7 +701,11 @@ def _splice(text: str, data: bytes, spans: list[tuple[int, int, str]]) -> str:
 
 
 def _extend(text: bytes, at: int, needle: bytes, offset: int, size: int) -> tuple[int, int, bool]:
-    """The longest run around `text[at:at+size] == needle[offset:offset+size]`; whether it is the whole needle."""
+    """The longest run of `needle` in `text` around a piece both share.
+
+    Around `text[at:at+size] == needle[offset:offset+size]`: the run's [start, end) in `text`, and
+    whether it is the whole needle.
+    """
     back = _agree(min(at, offset), lambda n: text[at - n : at] == needle[offset - n : offset])
     ahead = _agree(
         min(len(text) - at - size, len(needle) - offset - size),
@@ -663,7 +715,10 @@ def _extend(text: bytes, at: int, needle: bytes, offset: int, size: int) -> tupl
 
 
 def _agree(limit: int, same: Callable[[int], bool]) -> int:
-    """The largest n <= limit with same(n), where same holds for every n up to some point (binary search)."""
+    """The largest n <= limit with same(n), by binary search.
+
+    `same` holds for every n up to some point.
+    """
     low, high = 0, limit
     while low < high:
         middle = (low + high + 1) // 2
@@ -689,7 +744,9 @@ _Probe = tuple[bytes, bytes, int, range, int]
 
 
 def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[_Probe]:
-    """The probes to look for, each with where the runs through it start (`_runs`).
+    """The probes to look for, each with where the runs through it start.
+
+    The starts are for `_runs`.
 
     Runs of `min_run` bytes holding a byte the text lacks cannot be in it; the others lie in
     stretches of the needle made of bytes the text has, and in a stretch with a probe of 4
@@ -711,7 +768,10 @@ def _probes(needle: bytes, min_run: int, absent: frozenset[int]) -> list[_Probe]
 
 
 def _places(start: int, end: int, size: int, min_run: int) -> list[tuple[int, range]]:
-    """In the stretch of a needle from `start` to `end`: each probe's offset, and where the runs through it start."""
+    """The probes of a needle's stretch from `start` to `end`.
+
+    Each probe's offset, and where the runs through it start.
+    """
     if end - start < min_run:
         return []
     last = end - size
@@ -753,7 +813,9 @@ def _sampled_windows(view: bytes) -> set[int]:
 
 
 def _every_window(needle: bytes) -> tuple[int, ...]:
-    """The 4-byte windows of `needle` at every offset, as integers: four C calls, one per alignment.
+    """The 4-byte windows of `needle` at every offset, as integers.
+
+    Four C calls, one per alignment.
 
     A tuple, not a set: the other side's windows are the set, and looking these up in it (one C
     loop, `set.intersection`) costs less than making a set of them.
@@ -809,18 +871,26 @@ class _Grams:
 
 @functools.lru_cache(maxsize=64)
 def _layout(length: int, min_run: int) -> tuple[tuple[int, range], ...]:
-    """`_places` for a whole needle of `length` bytes: the same for every bearer of that length (and
-    nothing of any: a length and offsets are all it holds), so worked out once, not once a request."""
+    """`_places` for a whole needle of `length` bytes.
+
+    The same for every bearer of that length (and nothing of any: a length and offsets are all it
+    holds), so worked out once, not once a request.
+    """
     return tuple(_places(0, length, min(_PROBE, min_run), min_run))
 
 
 def _runs(needle: bytes, offset: int, starts: range, min_run: int) -> list[tuple[int, bytes]]:
-    """The runs through a probe found at `offset` of `needle`: (bytes before the probe, run)."""
+    """The runs through a probe found at `offset` of `needle`.
+
+    Each as (bytes before the probe, run).
+    """
     return [(offset - s, needle[s : s + min_run]) for s in starts]
 
 
 def _payment_needles(header: str) -> list[_Needle]:
-    """A payment header's value whole, and the parts that spend it in the forms they are written, within bounds.
+    """A payment header's needles: the value and the parts that spend it.
+
+    The value whole, and the parts in the forms they are written, within bounds.
 
     In order: the header whole (at most x402.MAX_PAYMENT_BYTES); then each long string of the
     payload, in the order written (an EVM signature before its nonce), each followed by the
@@ -863,7 +933,10 @@ def _payment_needles(header: str) -> list[_Needle]:
 
 
 def _secret_leaves(payload: Any) -> list[str]:
-    """The long strings inside a payment's payload that are not public addresses, in the order written."""
+    """The long strings in a payment's payload, public addresses left out.
+
+    In the order written.
+    """
     found: list[str] = []
     stack = [payload]
     while stack and len(found) < MAX_PAYMENT_NEEDLES:
@@ -879,7 +952,10 @@ def _secret_leaves(payload: Any) -> list[str]:
 
 
 def _base64_window(encoded: str, plain: bytes, secret: bytes) -> str:
-    """The stretch of `encoded` (base64 of `plain`) that encodes only bytes of `secret`."""
+    """The stretch of `encoded` that encodes only bytes of `secret`.
+
+    `encoded` is the base64 of `plain`; empty when `plain` does not hold `secret`.
+    """
     start = plain.find(secret)
     if start < 0:
         return ""
@@ -889,7 +965,9 @@ def _base64_window(encoded: str, plain: bytes, secret: bytes) -> str:
 
 @functools.lru_cache(maxsize=1)
 def for_operator_token(token: str | None) -> Redactor:
-    """The redactor of FAIRWINS_API_TOKEN, built once: configuration keeps that token for the process's life.
+    """The redactor of FAIRWINS_API_TOKEN, built once.
+
+    Configuration keeps that token for the process's life.
 
     Never used for a caller's own bearer, which nothing here keeps past its request.
     """
@@ -900,12 +978,18 @@ def for_operator_token(token: str | None) -> Redactor:
 
 
 def current() -> Redactor | None:
-    """The redactor of the request this thread is handling; None outside one, or when it carries nothing."""
+    """The redactor of the request being handled.
+
+    None outside one, or when it carries nothing.
+    """
     found = logs.request_scrubber()
     return found if isinstance(found, Redactor) else None
 
 
 def scrub(text: str) -> str:
-    """`text` without the values of the request being handled (unchanged outside a request)."""
+    """`text` without the values of the request being handled.
+
+    Unchanged outside a request.
+    """
     redactor = current()
     return text if redactor is None else redactor.scrub(text)

@@ -1,4 +1,6 @@
-"""JWT access tokens (RFC 9068) judged against an issuer, a resource and a key set: a verdict, no I/O.
+"""JWT access tokens (RFC 9068) judged to a verdict, without I/O.
+
+A token is held to an issuer, a resource and a key set.
 
 The server is an OAuth resource server (docs/security.md): every token is checked here before
 anything reaches the gateway. Everything is a value: the caller fetches the key set and hands
@@ -63,7 +65,10 @@ Reason = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Valid:
-    """A token that passed every check: who it speaks for, what it allows, until when."""
+    """A token that passed every check.
+
+    Who it speaks for, what it allows, until when.
+    """
 
     subject: str
     scopes: frozenset[str]
@@ -71,13 +76,19 @@ class Valid:
     claims: Mapping[str, Any] = field(repr=False, compare=False)
 
     def missing(self, needed: Iterable[str]) -> tuple[str, ...]:
-        """The scopes of `needed` this token does not carry, in the order given (403 when any)."""
+        """The scopes of `needed` this token does not carry, in the order given.
+
+        Any of them makes the call a 403.
+        """
         return tuple(scope for scope in needed if scope not in self.scopes)
 
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
-    """A token refused, and a short reason that names the check, never the token."""
+    """A token refused, and a reason that names the check.
+
+    The reason is short, and never holds the token.
+    """
 
     reason: Reason
 
@@ -87,7 +98,10 @@ Verdict = Valid | Invalid
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What a token must say to be accepted here: its issuer, this resource, the clocks' skew."""
+    """What a token must say to be accepted here.
+
+    Its issuer and this resource, and how far the clocks may disagree.
+    """
 
     issuer: str
     resource: str  # compared exactly: the configuration spells it as the tokens' `aud` does
@@ -95,7 +109,10 @@ class Policy:
     plain_jwt: bool = True  # accept `typ: JWT` beside RFC 9068's `at+jwt`
 
     def accepts_type(self, typ: object) -> bool:
-        """Whether a header's `typ` names an access token (or, when allowed, a plain JWT)."""
+        """Whether a header's `typ` names an access token.
+
+        Or, when `plain_jwt` allows it, a plain JWT.
+        """
         if not isinstance(typ, str):
             return False
         typ = typ.lower()
@@ -129,7 +146,10 @@ _DECODER: Final = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_no
 
 
 def _json_object(part: str) -> dict[str, Any] | None:
-    """One base64url part → the JSON object it encodes (UTF-8, RFC 7515 §5.2), or None."""
+    """One base64url part → the JSON object it encodes, or None.
+
+    The JSON is UTF-8 (RFC 7515 §5.2).
+    """
     data = b64url_decode(part)
     if data is None:
         return None
@@ -147,7 +167,10 @@ _LAST_DATE: Final = float(2**53)
 
 
 def _number(value: object) -> float | None:
-    """A NumericDate (RFC 7519 §2): a JSON number, not a boolean, within a float's exact range."""
+    """A NumericDate (RFC 7519 §2) as a float, or None.
+
+    A JSON number, not a boolean, within a float's exact range.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float) or not -_LAST_DATE <= value <= _LAST_DATE:
         return None
     return float(value)
@@ -158,7 +181,10 @@ def _number(value: object) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """What one JWK Set document gave: the keys now in use, those left out and why, or why none."""
+    """What one JWK Set document gave.
+
+    The keys now in use, those left out and why, or why none.
+    """
 
     kids: tuple[str | None, ...] = ()
     skipped: tuple[tuple[str | None, KeyRefusal], ...] = ()
@@ -176,7 +202,9 @@ _NO_KEYS: Final = _Keys(MappingProxyType({}), (), frozenset())
 
 
 class KeySet:
-    """The authorization server's signing keys as last fetched, and when to fetch them again.
+    """The authorization server's signing keys as last fetched.
+
+    It also says when to fetch them again.
 
     Sans-I/O: the caller fetches `jwks_uri` through the outbound seam and calls `load` with the
     bytes; `claim_refetch` says whether a fetch may start now (on an unknown `kid`, or when
@@ -194,7 +222,10 @@ class KeySet:
         self._last_attempt: float | None = None
 
     def load(self, document: bytes, now: float) -> Loaded:
-        """A fetched JWK Set (RFC 7517 §5) → the keys used from now on; a document not read keeps the old."""
+        """A fetched JWK Set (RFC 7517 §5) → the keys used from now on.
+
+        A document that is not read keeps the old keys.
+        """
         listed = _jwk_array(document)
         if isinstance(listed, str):
             return Loaded(refused=listed)
@@ -221,7 +252,10 @@ class KeySet:
         return Loaded(tuple(kids), tuple(skipped))
 
     def candidates(self, kid: str | None) -> tuple[PublicKey, ...]:
-        """The keys a token with this `kid` may be verified with; without one, the set's only key."""
+        """The keys a token with this `kid` may be verified with.
+
+        Without a `kid`, the set's only key (none when it holds several).
+        """
         keys = self._keys
         if kid is None:
             # RFC 7515 §4.1.4 lets a JWS omit `kid`; then the set must leave no choice.
@@ -229,16 +263,22 @@ class KeySet:
         return keys.by_kid.get(kid, ())
 
     def holds(self, key: PublicKey) -> bool:
-        """Whether `key` is still in the set (a remembered verdict is only as good as its key)."""
+        """Whether `key` is still in the set.
+
+        A remembered verdict is only as good as its key.
+        """
         return key in self._keys.members
 
     def stale(self, now: float) -> bool:
-        """Whether the keys were never loaded, or were loaded longer than `max_age` ago."""
+        """Whether the keys were never loaded, or are older than `max_age`."""
         loaded_at = self._loaded_at
         return loaded_at is None or now - loaded_at >= self.max_age
 
     def claim_refetch(self, now: float) -> bool:
-        """Whether the caller may fetch the key set now; True counts as the attempt, fetched or not."""
+        """Whether the caller may fetch the key set now.
+
+        True counts as the attempt, fetched or not.
+        """
         with self._lock:
             if self._last_attempt is not None and 0 <= now - self._last_attempt < self.refetch_interval:
                 return False
@@ -266,7 +306,10 @@ def _jwk_array(document: bytes) -> list[object] | str:
 
 
 def _unread(token: str) -> Invalid | None:
-    """Why a token is refused before anything is made of it (hashed, split, decoded); None to read on."""
+    """Why a token is refused unread; None to read on.
+
+    Checked before anything is made of it: before it is hashed, split or decoded.
+    """
     if len(token) > MAX_TOKEN_BYTES:
         return Invalid("oversized")
     if not token.isascii():
@@ -275,7 +318,10 @@ def _unread(token: str) -> Invalid | None:
 
 
 def judge(token: str, policy: Policy, keys: KeySet, now: float) -> tuple[Verdict, PublicKey | None]:
-    """A compact JWS access token → its verdict, and the key that verified it when valid."""
+    """A compact JWS access token → its verdict and the key that verified it.
+
+    The key is None unless the verdict is Valid.
+    """
     unread = _unread(token)
     if unread is not None:
         return unread, None
@@ -319,7 +365,10 @@ def judge(token: str, policy: Policy, keys: KeySet, now: float) -> tuple[Verdict
 
 
 def _claims_verdict(claims: dict[str, Any], policy: Policy, now: float) -> Verdict:
-    """The claims of a verified token → its verdict (RFC 9068 §4, RFC 7519 §4.1)."""
+    """The claims of a verified token → its verdict.
+
+    By the checks of RFC 9068 §4 and RFC 7519 §4.1.
+    """
     if claims.get("iss") != policy.issuer:
         return Invalid("wrong_issuer")
     audience = claims.get("aud")
@@ -351,7 +400,11 @@ def _claims_verdict(claims: dict[str, Any], policy: Policy, now: float) -> Verdi
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str] | None:
-    """`scope` (RFC 9068 §2.2.3: space-separated), else `scp` (a list, or Entra's string); none: empty."""
+    """The scopes the claims grant; None when the claim is malformed.
+
+    From `scope` (RFC 9068 §2.2.3: space-separated), else `scp` (a list, or Entra's string); with
+    neither, none.
+    """
     value = claims.get("scope", claims.get("scp"))
     if value is None:
         return frozenset()
@@ -372,7 +425,9 @@ class _Remembered:
 
 
 class VerdictCache:
-    """Valid verdicts by the SHA-256 of their token: bounded, least recently used out, none past `exp`.
+    """Valid verdicts remembered by the SHA-256 of their token.
+
+    Bounded, least recently used out, none past `exp`.
 
     Holds no token: only its digest, the verdict (subject, scopes, expiry, claims) and the key
     that verified it, so a verdict whose key has left the key set is not served.
@@ -411,7 +466,10 @@ class VerdictCache:
 
 
 class Validator:
-    """Access tokens judged for one resource: a policy, the key set, and the verdicts remembered."""
+    """Access tokens judged for one resource.
+
+    It holds the policy, the key set, and the verdicts remembered.
+    """
 
     __slots__ = ("cache", "keys", "policy")
 
@@ -421,13 +479,19 @@ class Validator:
         self.cache = VerdictCache() if cache is None else cache
 
     def remembered(self, token: str, now: float) -> Valid | None:
-        """The verdict kept for `token` while it holds: no signature checked, a hash and a lookup."""
+        """The verdict kept for `token` while it holds, or None.
+
+        No signature checked: a hash and a lookup.
+        """
         if _unread(token) is not None:
             return None
         return self.cache.get(hashlib.sha256(token.encode("ascii")).digest(), now, self.keys)
 
     def check(self, token: str, now: float) -> Verdict:
-        """The token's verdict at `now` (seconds since the epoch): remembered, or judged and remembered."""
+        """The token's verdict at `now` (seconds since the epoch).
+
+        Remembered, or judged (and remembered when valid).
+        """
         unread = _unread(token)
         if unread is not None:
             return unread  # before hashing: what a refused token costs does not grow with it

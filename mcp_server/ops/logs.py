@@ -86,7 +86,7 @@ class _ScrubSecrets(logging.Filter):
         return True
 
 
-# ---- the request this thread is handling ------------------------------------------------------
+# ---- the request being handled (a context variable: a task's on the loop, a thread's elsewhere) --
 
 
 class Scrubber(Protocol):
@@ -106,9 +106,9 @@ _request: contextvars.ContextVar[Credentials | None] = contextvars.ContextVar("f
 
 
 def bind_request(ctx: Credentials) -> contextvars.Token[Credentials | None]:
-    """Scrub ctx's values from this thread's records and quoted text.
+    """Scrub ctx's values from the records and quoted text of this context.
 
-    From now until `unbind_request`, in this thread.
+    From now until `unbind_request`: the running task's on the loop, else this thread's.
     """
     return _request.set(ctx)
 
@@ -128,7 +128,7 @@ def request_bound(ctx: Credentials) -> Iterator[None]:
 
 
 def request_scrubber() -> Scrubber | None:
-    """The scrubber of the request this thread is handling.
+    """The scrubber of the request being handled in this context.
 
     None outside one, or when it carries nothing.
     """

@@ -1,4 +1,4 @@
-"""Flow control of answers to a client, for HTTP connections and stdio alike.
+"""Flow control of answers to a client, for HTTP and stdio alike.
 
 A module of its own so that stdio loads these numbers without the HTTP connection (which brings
 the gate and the rest of the HTTP server).

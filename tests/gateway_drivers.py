@@ -1,7 +1,7 @@
 """The gateway's one client held to the same tests from both kinds of caller: one that blocks, one on a loop.
 
 `gateway_driver` is parametrised: under "blocking", Gateway.call runs the call on the test
-thread's own loop; under "loop", every Gateway.call a test makes is served by Gateway.acall on
+thread's own loop; under "loop", every Gateway.call a test makes is served by GatewayCall.arun on
 an event loop running on a thread of its own (one loop for the test, so its pool lives as long
 as the test's, as a server's lives as long as its loop), the test thread waiting for it. The
 test's own code is unchanged: the same scenarios, the same assertions.
@@ -43,7 +43,7 @@ def gateway_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
-        work = self.acall(gateway_request, cancellation, on_retry, trace=trace, observe=observe)
+        work = self.step(gateway_request, cancellation, on_retry, trace=trace, observe=observe).arun()
         return asyncio.run_coroutine_threadsafe(work, loop).result(WAIT)
 
     monkeypatch.setattr(Gateway, "call", on_loop)

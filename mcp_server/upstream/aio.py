@@ -4,7 +4,7 @@ The one client of the outbound seam. Bytes arrive through a protocol object, a d
 timer of the loop, and a cancel aborts the connection from whichever thread throws it. What is
 sent, which connection may carry it and what each failure is called are upstream/exchange.py's
 rules; the answer is read by http1.Parser; TLS is verified by the one context of upstream/tls.py
-(driven through memory). Gateway.acall drives the retry policy over it; a caller that blocks
+(driven through memory). GatewayCall.arun drives the retry policy over it; a caller that blocks
 (`fairwins-mcp check`, core.steps.run in the unit tests) runs that on its thread's own loop
 (`wait`).
 

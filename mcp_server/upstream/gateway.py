@@ -158,52 +158,14 @@ class Gateway:
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> Outcome:
-        """`acall` run on this thread's own event loop, for a caller that blocks.
+        """This call waited for on this thread's own event loop, for a caller that blocks.
 
         `trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
         with a span id of its own, and `observe` hears of each attempt once it has ended.
 
-        The loop is aio.wait's; the callers that block are `fairwins-mcp check` and core.steps.run
-        (the unit tests)."""
-        from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
-
-        return aio.wait(self.acall(request, cancellation, on_retry, trace=trace, observe=observe))
-
-    async def acall(
-        self,
-        request: GatewayRequest,
-        cancellation: Cancellation | None = None,
-        on_retry: Callable[[int, str, float], None] | None = None,
-        *,
-        trace: Trace | None = None,
-        observe: Callable[[Attempt], None] | None = None,
-    ) -> Outcome:
-        """`call` on the running event loop.
-
-        The policy driven, each attempt and pause waited for there.
+        The callers that block are `fairwins-mcp check` and core.steps.run (the unit tests).
         """
-        from mcp_server.upstream import aio
-
-        cancellation = cancellation or Cancellation()
-        policy = self.policy(request, cancellation, on_retry, trace, observe)
-        transport = self.transport or self._client()
-        try:
-            action = next(policy)
-            while True:
-                if isinstance(action, Pause):
-                    action = policy.send(await aio.pause(action.seconds, cancellation))
-                    continue
-                assert self.target is not None
-                try:
-                    got: GatewayResponse | TransportError = await transport.send(
-                        self.target, request, action.deadline, cancellation, action.fresh, action.trace
-                    )
-                except TransportError as exc:
-                    got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
-                action = policy.send(got)
-        except StopIteration as done:
-            outcome: Outcome = done.value
-            return outcome
+        return self.step(request, cancellation, on_retry, trace=trace, observe=observe).run()
 
     def _client(self) -> Transport:
         """The one client, made on first use with this gateway's body cap."""
@@ -241,7 +203,7 @@ class Gateway:
 
         It yields an attempt to send (sent back its answer or its TransportError) or a pause
         between attempts (sent back True if cancelled meanwhile), and returns the call's Outcome.
-        Its driver, `acall`, waits for what it yields.
+        Its driver, `GatewayCall.arun`, waits for what it yields.
         """
         if self.target is None:
             detail = self.config_problem or "FAIRWINS_API_URL is not set"
@@ -330,9 +292,33 @@ class GatewayCall:
     observe: Callable[[Attempt], None] | None = None
 
     def run(self) -> Outcome:
-        return self.gateway.call(self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe)
+        """The call on this thread's own event loop (aio.wait), kept with its pool."""
+        from mcp_server.upstream import aio  # asyncio loads with the first call, never at start
+
+        return aio.wait(self.arun())
 
     async def arun(self) -> Outcome:
-        return await self.gateway.acall(
-            self.request, self.cancellation, self.on_retry, trace=self.trace, observe=self.observe
-        )
+        """The call on the running event loop: the policy driven, each attempt and pause awaited."""
+        from mcp_server.upstream import aio
+
+        gateway, request = self.gateway, self.request
+        cancellation = self.cancellation or Cancellation()
+        policy = gateway.policy(request, cancellation, self.on_retry, self.trace, self.observe)
+        transport = gateway.transport or gateway._client()
+        try:
+            action = next(policy)
+            while True:
+                if isinstance(action, Pause):
+                    action = policy.send(await aio.pause(action.seconds, cancellation))
+                    continue
+                assert gateway.target is not None
+                try:
+                    got: GatewayResponse | TransportError = await transport.send(
+                        gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
+                    )
+                except TransportError as exc:
+                    got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed
+                action = policy.send(got)
+        except StopIteration as done:
+            outcome: Outcome = done.value
+            return outcome

@@ -5,7 +5,7 @@ Through the outbound seam.
 In OAuth mode (docs/authorization.md) every access token is checked against the keys its issuer
 publishes: the issuer's metadata (RFC 8414, or OpenID Connect discovery) names `jwks_uri`, and
 that JWK Set is loaded into a `KeySet` (wire/access_tokens.py). Both are read by the gateway
-client (`Gateway.acall`): HTTPS only (http on loopback), no redirect followed, a bounded
+client (`GatewayCall.arun`): HTTPS only (http on loopback), no redirect followed, a bounded
 answer, the same deadlines and retries. Nothing here holds a token.
 """
 
@@ -128,7 +128,7 @@ async def _get(url: str, max_body: int, timeout: float) -> bytes | str:
         return gateway.config_problem
     path = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
     query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-    outcome = await gateway.acall(GatewayRequest("GET", path, query))
+    outcome = await gateway.step(GatewayRequest("GET", path, query)).arun()
     if isinstance(outcome, GatewayFailure):
         return f"{outcome.cause}: {outcome.detail}"
     assert isinstance(outcome, GatewayResponse)

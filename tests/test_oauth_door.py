@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from mcp_server.ops import listener as listening
+from mcp_server.ops.metrics import ServerMetrics
 from mcp_server.setup.config import Config, OAuth
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
@@ -69,7 +70,8 @@ class _Collected(logging.Handler):
 
 
 @contextmanager
-def oauth_door(*, member_tokens: bool = False) -> Iterator[Door_]:
+def oauth_door(*, member_tokens: bool = False, metrics: bool = False) -> Iterator[Door_]:
+    """A server in OAuth mode on 127.0.0.1:0 (GET /metrics on its port with `metrics`), its issuer and gateway."""
     sock = listening.listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
     public = f"http://127.0.0.1:{port}/mcp"
@@ -86,8 +88,11 @@ def oauth_door(*, member_tokens: bool = False) -> Iterator[Door_]:
             dispatcher = build_dispatcher(Config(api_url=gateway.url, timeout=5.0, oauth=oauth))
             scopes = dispatcher.member_scopes()
             door = Door(public, metadata_url, auth.issuer, scopes, timeout=5.0, member_tokens=member_tokens)
-            policy = gate.Policy(loopback_bind=True, max_body=1024 * 1024, resource_metadata=door.metadata_paths)
-            with serving(dispatcher, policy, listener=sock, door=door) as server:
+            registry = ServerMetrics((t.name for t in dispatcher.catalog.tools), "test") if metrics else None
+            policy = gate.Policy(
+                loopback_bind=True, max_body=1024 * 1024, resource_metadata=door.metadata_paths, metrics=metrics
+            )
+            with serving(dispatcher, policy, listener=sock, door=door, metrics=registry) as server:
                 yield Door_(server, auth, gateway, public, metadata_url, logged)
     finally:
         for logger in loggers:

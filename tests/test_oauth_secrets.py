@@ -26,18 +26,12 @@ import pytest
 
 from mcp_server.ops import listener as listening
 from mcp_server.ops import logs, records
-from mcp_server.ops.metrics import ServerMetrics
-from mcp_server.setup.config import Config, OAuth
-from mcp_server.setup.server import build_dispatcher
-from mcp_server.transports.http import gate
-from mcp_server.transports.http.door import Door
 from mcp_server.transports.http.server import McpHTTPServer
-from tests.mcp_http import serving
 from tests.sandbox_auth import SandboxAuthServer
 from tests.sandbox_gateway import TOKEN_MEMBER_A, SandboxGateway
 from tests.secret_canaries import RECORDER, canary_access_token, fragments_found, record_output, secrets
 from tests.test_http import run_cli, wait_for_url
-from tests.test_oauth_door import Door_, _refused_tokens, call, forwarded, get, sign_in
+from tests.test_oauth_door import Door_, _refused_tokens, call, forwarded, get, oauth_door, sign_in
 
 WAIT: Final = 10.0
 WAGERS: Final = "/v1/member/wagers"
@@ -73,29 +67,6 @@ def written_lines() -> Iterator[Texts]:
         for handler in handlers:
             root.removeHandler(handler)
         root.setLevel(level)
-
-
-@contextmanager
-def oauth_door(*, member_tokens: bool = False) -> Iterator[Door_]:
-    """A server in OAuth mode on 127.0.0.1:0 with GET /metrics on its port, its issuer and gateway."""
-    sock = listening.listen("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    public = f"http://127.0.0.1:{port}/mcp"
-    metadata_url = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"
-    with SandboxAuthServer(resources=[public]) as auth, SandboxGateway() as gateway:
-        gateway.trust_issuer(auth.issuer, audiences=[public])
-        dispatcher = build_dispatcher(
-            Config(api_url=gateway.url, timeout=5.0, oauth=OAuth(public, auth.issuer, public))
-        )
-        door = Door(
-            public, metadata_url, auth.issuer, dispatcher.member_scopes(), timeout=5.0, member_tokens=member_tokens
-        )
-        metrics = ServerMetrics((t.name for t in dispatcher.catalog.tools), "test")
-        policy = gate.Policy(
-            loopback_bind=True, max_body=1024 * 1024, resource_metadata=door.metadata_paths, metrics=True
-        )
-        with serving(dispatcher, policy, listener=sock, door=door, metrics=metrics) as server:
-            yield Door_(server, auth, gateway, public, metadata_url, [])
 
 
 def canaries(door: Door_) -> dict[str, str]:
@@ -151,7 +122,7 @@ def assert_nothing_of(tokens: dict[str, str], texts: Texts) -> None:
 
 def test_no_access_token_is_in_any_answer_header_log_line_record_or_metric() -> None:
     for member_tokens in (False, True):  # OAuth mode, then both doors on
-        with written_lines() as lines, oauth_door(member_tokens=member_tokens) as door:
+        with written_lines() as lines, oauth_door(member_tokens=member_tokens, metrics=True) as door:
             mark = RECORDER.mark()
             tokens = canaries(door)
             answers = drive(door, tokens)
@@ -174,7 +145,7 @@ def test_no_access_token_is_in_any_answer_header_log_line_record_or_metric() -> 
 
 
 def test_no_access_token_is_written_while_the_keys_cannot_be_read() -> None:
-    with written_lines() as lines, oauth_door() as door:
+    with written_lines() as lines, oauth_door(metrics=True) as door:
         mark = RECORDER.mark()
         tokens = {"while the keys are out of reach": door.auth.mint_access_token(door.public)}
         canary_access_token(tokens["while the keys are out of reach"], "while the keys are out of reach")
@@ -261,7 +232,7 @@ def test_a_sign_ins_discovery_is_logged_at_info_and_probes_and_scrapes_at_debug(
         assert severity("HEAD", path, 200) == logging.INFO
     assert severity("GET", "/healthz", 200) == severity("GET", "/metrics", 200) == logging.DEBUG
     assert severity("GET", "/mcp", 405) == logging.INFO
-    with written_lines() as lines, oauth_door() as door:
+    with written_lines() as lines, oauth_door(metrics=True) as door:
         assert get(door, "/.well-known/oauth-protected-resource/mcp")[0] == 200
         assert get(door, "/healthz")[0] == 200
     access = {text.split(": ", 1)[1].split(" ms=")[0]: where for where, text in lines if where.startswith("text log")}

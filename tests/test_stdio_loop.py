@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import os
 import pathlib
 import random
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,18 +46,26 @@ def _threads(pid: int) -> list[str]:
     return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
 
 
-@PROCFS
-def test_eight_slow_calls_wait_on_the_gateway_with_at_most_two_threads_in_the_server(
-    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
-) -> None:
-    """A call waiting on the gateway is a suspended generator: the main thread and the log writer, no pool."""
-    sandbox.fault("/v1/perps/pairs", "delay", seconds=3, times=SLOW_CALLS)
+def _slow_calls_at_the_gateway(
+    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess], seconds: float
+) -> StdioProcess:
+    """A stdio server with SLOW_CALLS calls sent, each held at the gateway for `seconds`."""
+    sandbox.fault("/v1/perps/pairs", "delay", seconds=seconds, times=SLOW_CALLS)
     process = stdio_process(FAIRWINS_API_URL=sandbox.url, FAIRWINS_MCP_TIMEOUT="20")
     process.send(INITIALIZE)
     assert "result" in process.response_to("init")
     for n in range(SLOW_CALLS):
         process.send(_call(n))
-    sandbox.wait_for_requests(SLOW_CALLS, timeout=WAIT)  # all eight are at the gateway, held there
+    sandbox.wait_for_requests(SLOW_CALLS, timeout=WAIT)  # all of them are at the gateway, held there
+    return process
+
+
+@PROCFS
+def test_eight_slow_calls_wait_on_the_gateway_with_at_most_two_threads_in_the_server(
+    sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
+) -> None:
+    """A call waiting on the gateway is a suspended generator: the main thread and the log writer, no pool."""
+    process = _slow_calls_at_the_gateway(sandbox, stdio_process, seconds=3)
     during = _threads(process.proc.pid)
     process.close_stdin()
     answers = process.rest()
@@ -68,13 +79,7 @@ def test_eight_slow_calls_wait_on_the_gateway_with_at_most_two_threads_in_the_se
 def test_sigterm_answers_every_request_read_with_slow_calls_in_flight_then_exits_0(
     sandbox: SandboxGateway, stdio_process: Callable[..., StdioProcess]
 ) -> None:
-    sandbox.fault("/v1/perps/pairs", "delay", seconds=1, times=SLOW_CALLS)
-    process = stdio_process(FAIRWINS_API_URL=sandbox.url, FAIRWINS_MCP_TIMEOUT="20")
-    process.send(INITIALIZE)
-    assert "result" in process.response_to("init")
-    for n in range(SLOW_CALLS):
-        process.send(_call(n))
-    sandbox.wait_for_requests(SLOW_CALLS, timeout=WAIT)
+    process = _slow_calls_at_the_gateway(sandbox, stdio_process, seconds=1)
     burst = b"".join(
         json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping" if n % 2 else "tools/list"}).encode() + b"\n"
         for n in range(SLOW_CALLS, 500)
@@ -140,6 +145,69 @@ def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_se
     answered = [json.loads(raw)["id"] for raw in whole]
     assert answered == list(range(len(answered))) and len(answered) < 400
     assert last == b"" or not last.endswith(b"}")  # a cut line, or none
+
+
+@pytest.mark.posix("the loop watches a pipe for stdout on POSIX; on Windows stdout is written as it comes")
+@pytest.mark.parametrize("how", ["stops reading", "closes stdout"])
+def test_a_stdout_that_fails_with_calls_in_flight_leaves_nothing_for_the_collector(
+    how: str, sandbox: SandboxGateway
+) -> None:
+    """The wire given up (the deadline) or gone (EPIPE) while calls wait on the gateway: then a collection.
+
+    Nothing unraisable, no task left pending, no error logged: each failure had an owner.
+    """
+    sandbox.fault("/v1/perps/pairs", "delay", seconds=1, times=SLOW_CALLS)
+    dispatcher = Dispatcher(build_catalog(Gateway(sandbox.url, timeout=20.0)))
+    calls = b"".join(json.dumps(_call(n)).encode() + b"\n" for n in range(SLOW_CALLS))
+    lists = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n" for n in range(SLOW_CALLS, 400)
+    )
+    unraisable: list[Any] = []
+    errors = _Errors()
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    root = logging.getLogger("fairwins_mcp")
+    root.addHandler(errors)
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.addHandler(errors)
+    try:
+        in_read, in_write = os.pipe()
+        with _stdout("pipe") as (wire, client), open(in_read, "rb") as reader:
+            if how == "closes stdout":
+                client.close()
+            server = StdioServer(dispatcher, wire, write_timeout=0.5)
+            codes: list[int] = []
+            thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
+            thread.start()
+            writer = threading.Thread(target=_write_all, args=(in_write, calls + lists), daemon=True)
+            writer.start()
+            if how == "closes stdout":
+                writer.join(WAIT)
+                os.close(in_write)  # the end of input: served to it, the answers dropped
+            thread.join(WAIT)
+            assert not thread.is_alive(), "run() is stuck"
+            if how == "stops reading":
+                os.close(in_write)
+                writer.join(WAIT)
+        assert codes == ([EXIT_WIRE_BROKEN] if how == "stops reading" else [0])
+        gc.collect()
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+        root.removeHandler(errors)
+        asyncio_log.removeHandler(errors)
+    assert unraisable == []
+    assert errors.messages == []
+
+
+class _Errors(logging.Handler):
+    """The error records logged meanwhile (a failure nobody owned, a task destroyed while pending)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 def _write_all(fd: int, data: bytes) -> None:

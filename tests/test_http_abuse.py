@@ -16,7 +16,6 @@ from contextlib import contextmanager
 
 import pytest
 
-from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.setup.config import Config
 from mcp_server.setup.server import build_dispatcher
 from mcp_server.transports.http import gate
@@ -37,7 +36,6 @@ def running(gateway_url: str | None = None, *, max_body: int = 1024 * 1024) -> I
     server = McpHTTPServer(
         ("127.0.0.1", 0), dispatcher, policy, read_timeout=READ_TIMEOUT, idle_timeout=READ_TIMEOUT * 2
     )
-    WATCHDOG.schedule(time.monotonic(), lambda: None)  # the process's one timer thread, started once
     before = set(threading.enumerate())
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

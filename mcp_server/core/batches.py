@@ -7,12 +7,6 @@ nothing more runs; answers are encoded as they are made and at most `max_answer_
 held; and no payment is forwarded from a batch at all (one payment is spent once: it cannot ride on
 several calls, and a batch could carry many).
 
-One batch costs no more than one request may: its items run one after another (one request
-slot, one gateway call at a time), all within one deadline; when the client leaves, the call in
-flight is cancelled and nothing more runs; answers are encoded as they are made and at most
-`max_answer_bytes` of them are held; and no payment is forwarded from a batch at all (one
-payment is spent once: it cannot ride on several calls, and a batch could carry many).
-
 Every entry counts against both bounds, a malformed one (`1`, `{}`) as much as a call: each is
 answered, so each costs an answer. The shortest answer every entry may get (its own error, or a
 refusal) is set aside before anything runs, so the answers held never pass `max_answer_bytes`.
@@ -21,7 +15,6 @@ refusal) is set aside before anything runs, so the answers held never pass `max_
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +23,6 @@ from typing import Final
 from mcp_server.core import steps
 from mcp_server.core.context import PaymentAllowance, RequestContext
 from mcp_server.core.steps import Steps
-from mcp_server.ops.watchdog import WATCHDOG
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
@@ -171,18 +163,14 @@ def run_steps(
     back.
     """
     allowance = PaymentAllowance(closed=NO_PAYMENT)
-    expired = threading.Event()
-    lock = threading.Lock()
-    running: list[RequestContext] = []
+    deadline = time.monotonic() + limits.deadline
+    running: list[RequestContext] = []  # the item in flight, which the deadline cancels
 
     def expire() -> None:
-        expired.set()
-        with lock:
-            current = list(running)
-        for ctx in current:
+        for ctx in running:
             ctx.cancellation.cancel()
 
-    timer = WATCHDOG.schedule(time.monotonic() + limits.deadline, expire)
+    alarm = yield steps.Alarm(deadline, expire)
     refusals = _Refusals.of(limits)
     floors = [refusals.floor(item) for item in items]
     parts: list[bytes] = []
@@ -200,8 +188,9 @@ def run_steps(
             later -= floor
             if cancellation.is_set:
                 return None  # the client left: nobody will read the answer
-            if (expired.is_set() or full) and not isinstance(item, Invalid):
-                if expired.is_set():
+            late = time.monotonic() >= deadline
+            if (late or full) and not isinstance(item, Invalid):
+                if late:
                     refusal = _error(item, REQUEST_TIMEOUT, refusals.not_run_late)
                 else:
                     refusal = _error(item, SERVER_ERROR, refusals.not_run_full)
@@ -211,14 +200,12 @@ def run_steps(
             ctx = make_ctx()
             ctx.payment_allowance = allowance
             unlink = cancellation.on_cancel(ctx.cancellation.cancel)
-            with lock:
-                running.append(ctx)
+            running.append(ctx)
             try:
                 message = yield from answer(item, ctx)
             finally:
                 unlink()
-                with lock:
-                    running.clear()
+                running.clear()
             if cancellation.is_set:
                 return None
             if ctx.cancellation.is_set:  # cut short by the deadline
@@ -234,7 +221,7 @@ def run_steps(
                 data = dumps(error_response(message.get("id"), error_object(SERVER_ERROR, refusals.dropped)))
             keep(data)
     finally:
-        timer.cancel()
+        alarm.cancel()
     if not parts:
         return None
     return Encoded(b"[" + b",".join(parts) + b"]")

@@ -3,8 +3,8 @@
 A handler that may wait on the network yields a step and is sent its result.
 
 Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read, prompts/get,
-completion/complete, and batches of them) is a generator: it yields a `Step` (a gateway call, or
-CPU work that may take milliseconds) and is sent what the step gave. One definition of every step,
+completion/complete, and batches of them) is a generator: it yields a `Step` (a gateway call, CPU
+work that may take milliseconds, or an alarm to set) and is sent what the step gave. One definition of every step,
 driven two ways: both transports drive the generator on their event loop
 (transports/http/driver.drive), so a call waiting on the gateway holds a suspended generator, not a
 thread; `run` here waits for each step in turn on the caller's thread, for Dispatcher.handle (the
@@ -62,6 +62,36 @@ class Compute(Generic[R]):
                 return self.work()
         except Abandoned:
             return self.if_cancelled
+
+
+class Cancellable(Protocol):
+    """What an alarm's step gives back: a way to call it off."""
+
+    def cancel(self) -> None: ...
+
+
+class _Unset:
+    """The handle of an alarm no driver can fire."""
+
+    def cancel(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """An action to run at a monotonic time, unless called off first.
+
+    Yielding one waits for nothing: the step gives back its handle at once. On an event loop the
+    loop's own timer holds it (the one deadline mechanism: no timer thread). Driven on a thread
+    (`run`), nothing can interrupt the step that thread is waiting on, so the alarm never fires
+    there: whoever sets one also compares the clock with `when` between its steps.
+    """
+
+    when: float  # on time.monotonic()'s clock, which is asyncio's loop.time()
+    action: Callable[[], None]
+
+    def run(self) -> Cancellable:
+        return _Unset()
 
 
 Steps = Generator[Step, Any, T]

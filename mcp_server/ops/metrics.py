@@ -9,12 +9,12 @@ a member, a token, an argument).
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import json
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -462,13 +462,14 @@ class ServerMetrics:
     # ---- several worker processes, one answer -------------------------------------------------
 
     def share(self, directory: str) -> None:
-        """Publish this process's figures and answer scrapes with all workers'.
+        """Publish this process's figures with all workers', in `directory`.
 
-        This process's figures go into `directory` every PUBLISH_EVERY seconds, at each scrape and
-        at exit; scrapes are answered with every worker's figures there, summed.
+        Scrapes are then answered with every worker's figures there, summed. The figures are
+        written now, at each scrape, every PUBLISH_EVERY seconds once `publish_on` has a loop, and
+        at exit.
         """
         self.shared = directory
-        self._publish_and_schedule()
+        self.publish()
 
     def publish(self) -> None:
         if self.shared is None:
@@ -482,11 +483,22 @@ class ServerMetrics:
         except OSError:
             pass  # the directory went away (the supervisor is stopping): the next scrape says so
 
-    def _publish_and_schedule(self) -> None:
-        from mcp_server.ops.watchdog import WATCHDOG
+    def publish_on(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        """Publish every PUBLISH_EVERY seconds on `loop`; returns what stops it."""
+        handle: asyncio.TimerHandle | None = None
 
-        self.publish()
-        WATCHDOG.schedule(time.monotonic() + PUBLISH_EVERY, self._publish_and_schedule)
+        def tick() -> None:
+            nonlocal handle
+            self.publish()
+            handle = loop.call_later(PUBLISH_EVERY, tick)
+
+        def stop() -> None:
+            if handle is not None:
+                handle.cancel()
+
+        if self.shared is not None:
+            handle = loop.call_later(PUBLISH_EVERY, tick)
+        return stop
 
     def render(self) -> str:
         if self.shared is None:

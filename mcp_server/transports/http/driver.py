@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from mcp_server.core.steps import Compute, Steps
+from mcp_server.core.steps import Alarm, Compute, Steps
 from mcp_server.transports.http.share import Share
 from mcp_server.upstream import aio
 from mcp_server.upstream.gateway import GatewayCall
@@ -304,6 +304,8 @@ async def drive(steps: Steps[T], pacing: Pacing, run: Run | None = None) -> T:
                 value = await compute(step, pacing)
                 if run is not None:
                     run.heavy = True
+            elif isinstance(step, Alarm):
+                value = asyncio.get_running_loop().call_at(step.when, step.action)
             else:
                 raise TypeError(f"no way to wait for {type(step).__name__} on the event loop")
         except Exception as exc:

@@ -749,6 +749,8 @@ async def _run(
     # A worker hears SIGINT (a terminal's ^C reaches every worker) through its supervisor, which
     # closes the lifeline; SIGTERM to a worker alone means it leaves while the others go on.
     quiet = loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
+    # A worker's figures, published for the others' scrapes (none unless it is one of several).
+    unpublish = server.metrics.publish_on(loop) if server.metrics is not None else None
     try:
         if lifeline is not None:
 
@@ -788,4 +790,6 @@ async def _run(
         log.info("stopped: all %d requests in flight at the signal were answered", server.inflight_at_stop)
         return 0
     finally:
+        if unpublish is not None:
+            unpublish()
         quiet()  # the signals' handlers and wakeup descriptor as they were

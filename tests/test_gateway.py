@@ -212,7 +212,7 @@ def test_cancelling_during_a_retry_wait_stops_at_once() -> None:
 def test_each_retry_is_reported_before_it_waits() -> None:
     reports: list[tuple[int, str, float]] = []
     transport = ScriptedTransport(answer(503), answer(200))
-    seam(transport).call(GET, on_retry=lambda attempt, why, delay: reports.append((attempt, why, delay)))
+    seam(transport).step(GET, on_retry=lambda attempt, why, delay: reports.append((attempt, why, delay))).run()
     assert len(reports) == 1
     assert reports[0][0] == 1 and "503" in reports[0][1] and 0.125 <= reports[0][2] <= 0.25
 

@@ -149,23 +149,13 @@ class Gateway:
             self._rng = random.Random()
         return self._rng.uniform(ceiling / 2, ceiling)
 
-    def call(
-        self,
-        request: GatewayRequest,
-        cancellation: Cancellation | None = None,
-        on_retry: Callable[[int, str, float], None] | None = None,
-        *,
-        trace: Trace | None = None,
-        observe: Callable[[Attempt], None] | None = None,
-    ) -> Outcome:
+    def call(self, request: GatewayRequest, cancellation: Cancellation | None = None) -> Outcome:
         """This call waited for on this thread's own event loop, for a caller that blocks.
 
-        `trace`: the request's W3C trace (None: this call starts one); each attempt goes upstream
-        with a span id of its own, and `observe` hears of each attempt once it has ended.
-
-        The callers that block are `fairwins-mcp check` and core.steps.run (the unit tests).
+        The callers that block are `fairwins-mcp check` and the unit tests; a handler yields
+        `step` instead.
         """
-        return self.step(request, cancellation, on_retry, trace=trace, observe=observe).run()
+        return self.step(request, cancellation).run()
 
     def _client(self) -> Transport:
         """The one client, made on first use with this gateway's body cap."""

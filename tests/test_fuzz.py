@@ -34,7 +34,7 @@ from mcp_server.setup.server import build_catalog
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.server import McpHTTPServer
 from mcp_server.transports.stdio import MAX_LINE, StdioServer
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Target
+from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Send, Target
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.jsonrpc import Batch, Encoded, Request, Verbatim, dumps, parse
 from mcp_server.wire.versions import META_CAPABILITIES, META_VERSION, SUPPORTED_VERSIONS
@@ -444,13 +444,7 @@ class CannedTransport:
         self.lock = threading.Lock()
 
     async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: tuple[tuple[str, str], ...] = (),
+        self, target: Target, request: GatewayRequest, attempt: Send, cancellation: Cancellation
     ) -> GatewayResponse:
         with self.lock:
             self.n += 1

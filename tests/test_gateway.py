@@ -14,7 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mcp_server import __version__
-from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Target, TransportError
+from mcp_server.upstream.gateway import (
+    Gateway,
+    GatewayFailure,
+    GatewayRequest,
+    GatewayResponse,
+    Send,
+    Target,
+    TransportError,
+)
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.cancellation import Cancellation
 from mcp_server.wire.x402 import Payment
@@ -45,15 +53,9 @@ class ScriptedTransport:
         self.first_sent = threading.Event()
 
     async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: tuple[tuple[str, str], ...] = (),
+        self, target: Target, request: GatewayRequest, attempt: Send, cancellation: Cancellation
     ) -> GatewayResponse:
-        self.sent.append(Sent(request, fresh, time.monotonic(), deadline))
+        self.sent.append(Sent(request, attempt.fresh, time.monotonic(), attempt.deadline))
         self.first_sent.set()
         step = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
         if isinstance(step, TransportError):

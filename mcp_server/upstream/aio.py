@@ -29,8 +29,8 @@ from mcp_server.upstream.exchange import (
     Exchange,
     GatewayRequest,
     GatewayResponse,
-    Headers,
     PoolKey,
+    Send,
     Target,
     https_proxy,
     tunnel_request,
@@ -431,15 +431,10 @@ class AsyncHttpTransport:
             raise
 
     async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
+        self, target: Target, request: GatewayRequest, attempt: Send, cancellation: Cancellation
     ) -> GatewayResponse:
-        exchange = Exchange(target, request, deadline, fresh, trace, self.max_body)
+        deadline = attempt.deadline
+        exchange = Exchange(target, request, deadline, attempt.fresh, attempt.trace, self.max_body)
         key = exchange.key
         loop = asyncio.get_running_loop()
         pool = self._pool(loop)

@@ -97,23 +97,28 @@ class TransportError(Exception):
 Headers = tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One attempt of a call: sent within `deadline`, fresh if `fresh`.
+
+    A fresh attempt takes a new connection and leaves none. `trace` holds this attempt's W3C
+    Trace Context header fields (a new span id each attempt).
+    """
+
+    deadline: float
+    fresh: bool
+    trace: Headers = ()
+
+
 class Transport(Protocol):
     """What sends one request and reads one whole answer.
 
-    The gateway client (aio.AsyncHttpTransport), or a test's fake.
-
-    Awaited on an event loop; raises TransportError for network failures. `trace` holds this
-    attempt's W3C Trace Context header fields (a new span id each attempt).
+    The gateway client (aio.AsyncHttpTransport), or a test's fake. Awaited on an event loop;
+    raises TransportError for network failures.
     """
 
     async def send(
-        self,
-        target: Target,
-        request: GatewayRequest,
-        deadline: float,
-        cancellation: Cancellation,
-        fresh: bool,
-        trace: Headers = (),
+        self, target: Target, request: GatewayRequest, attempt: Send, cancellation: Cancellation
     ) -> GatewayResponse: ...
 
 

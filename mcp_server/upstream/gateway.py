@@ -27,6 +27,7 @@ from mcp_server.upstream.exchange import (
     GatewayRequest,
     GatewayResponse,
     Headers,
+    Send,
     Target,
     Transport,
     TransportError,
@@ -249,18 +250,6 @@ class Gateway:
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
-    """The policy's next attempt.
-
-    Sent by the transport within `deadline`, on a fresh connection if `fresh`.
-    """
-
-    deadline: float
-    fresh: bool
-    trace: Headers
-
-
-@dataclass(frozen=True, slots=True)
 class Pause:
     """The policy's wait before its next attempt; cut short by a cancel."""
 
@@ -304,7 +293,7 @@ class GatewayCall:
                 assert gateway.target is not None
                 try:
                     got: GatewayResponse | TransportError = await transport.send(
-                        gateway.target, request, action.deadline, cancellation, action.fresh, action.trace
+                        gateway.target, request, action, cancellation
                     )
                 except TransportError as exc:
                     got = as_value(exc)  # kept by the policy as a verdict: none of the frames it crossed

@@ -113,7 +113,7 @@ class Send:
 class Transport(Protocol):
     """What sends one request and reads one whole answer.
 
-    The gateway client (aio.AsyncHttpTransport), or a test's fake. Awaited on an event loop;
+    The gateway client (aio.HttpTransport), or a test's fake. Awaited on an event loop;
     raises TransportError for network failures.
     """
 

@@ -164,7 +164,7 @@ class Gateway:
 
         with _LOCK:
             if self.transport is None:
-                self.transport = aio.AsyncHttpTransport(self.max_body)
+                self.transport = aio.HttpTransport(self.max_body)
             return self.transport
 
     def step(

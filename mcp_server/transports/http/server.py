@@ -708,7 +708,6 @@ async def _run(
 
     # A worker hears SIGINT (a terminal's ^C reaches every worker) through its supervisor, which
     # closes the lifeline.
-
     quiet = loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
     # A worker's figures, published for the others' scrapes (none unless it is one of several).
     unpublish = server.metrics.publish_on(loop) if server.metrics is not None else None

@@ -28,10 +28,7 @@ Labels = tuple[str, ...]
 
 @dataclass(slots=True)
 class Family:
-    """One metric family as a plain value.
-
-    What a scrape renders and what processes can sum.
-    """
+    """One metric family as a plain value: what a scrape renders and sums."""
 
     name: str
     kind: str  # "counter", "gauge" or "histogram"
@@ -89,10 +86,7 @@ class Gauge(_Metric):
             self._values[labels] = value
 
     def set_function(self, function: Callable[[], float]) -> None:
-        """Read the value at scrape time instead.
-
-        An unlabelled gauge that costs nothing in between.
-        """
+        """Read the (unlabelled) value at scrape time: nothing to keep set."""
         self._function = function
 
     def collect(self) -> Family:
@@ -172,7 +166,7 @@ def _escape_help(text: str) -> str:
 
 
 def _escape_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return _escape_help(text).replace('"', '\\"')
 
 
 def _number(value: float) -> str:
@@ -224,10 +218,7 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
 
 
 def dump(families: list[Family]) -> str:
-    """A snapshot as JSON text.
-
-    What one worker process leaves for the others to read.
-    """
+    """A snapshot as JSON text: what a worker leaves for the others to read."""
     return json.dumps(
         [
             {
@@ -267,10 +258,7 @@ def load(text: str) -> list[Family]:
 
 
 def render(snapshots: Iterable[list[Family]]) -> str:
-    """The Prometheus text format (0.0.4) of the summed snapshots.
-
-    It ends with a newline.
-    """
+    """The summed snapshots as Prometheus text (format 0.0.4), newline-ended."""
     lines: list[str] = []
     for family in merge(snapshots):
         lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
@@ -377,7 +365,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
         return None
     if error in REFUSALS:
         return REFUSALS[error]
-    if status in (408,):
+    if status == 408:
         return "timeout"
     if status in (413, 414, 431):
         return "size"
@@ -388,10 +376,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
 
 
 class ServerMetrics:
-    """Every metric the server exports, in one place.
-
-    docs/hosting.md, "Operating it", says what each means.
-    """
+    """Every metric the server exports (docs/hosting.md says what each means)."""
 
     def __init__(self, tools: Iterable[str] = (), version: str = "") -> None:
         self.registry = r = Registry()

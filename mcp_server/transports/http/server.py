@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import errno
 import functools
-import ipaddress
 import logging
 import os
 import selectors
@@ -46,6 +45,7 @@ from mcp_server.transports.http.drain import SETTLE_LIMIT, Timings
 from mcp_server.transports.http.driver import Pacing
 from mcp_server.transports.http.head import Head
 from mcp_server.transports.http.response import error_body, head
+from mcp_server.upstream.exchange import is_loopback_host
 
 if TYPE_CHECKING:
     from mcp_server.ops.workers import Lifeline
@@ -517,12 +517,7 @@ def http_url(address: tuple[Any, ...], path: str) -> str:
 
 def is_loopback(host: str) -> bool:
     # A name under 127. (127.0.0.1.nip.io) counts: loopback's Host rule is the safe side.
-    if host == "localhost" or host.startswith("127."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host.startswith("127.") or is_loopback_host(host)
 
 
 def metrics_server(

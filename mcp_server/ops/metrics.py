@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds, from a loopback stub (well under 1 ms) to the longest gateway deadline (300 s).
@@ -123,33 +123,31 @@ class Histogram(_Metric):
         return Family(self.name, self.kind, self.help, self.label_names, buckets=self.buckets, histograms=histograms)
 
 
+M = TypeVar("M", bound=_Metric)
+
+
 class Registry:
     """The metrics of one process, rendered in the order they were made."""
 
     def __init__(self) -> None:
         self._metrics: list[_Metric] = []
 
-    def _add(self, metric: _Metric) -> None:
+    def _add(self, metric: M) -> M:
         if any(m.name == metric.name for m in self._metrics):
             raise ValueError(f"metric {metric.name} exists already")
         self._metrics.append(metric)
+        return metric
 
     def counter(self, name: str, help: str, label_names: Labels = ()) -> Counter:
-        metric = Counter(name, help, label_names)
-        self._add(metric)
-        return metric
+        return self._add(Counter(name, help, label_names))
 
     def gauge(self, name: str, help: str, label_names: Labels = (), *, summed: bool = True) -> Gauge:
-        metric = Gauge(name, help, label_names, summed=summed)
-        self._add(metric)
-        return metric
+        return self._add(Gauge(name, help, label_names, summed=summed))
 
     def histogram(
         self, name: str, help: str, label_names: Labels = (), buckets: Sequence[float] = LATENCY_BUCKETS
     ) -> Histogram:
-        metric = Histogram(name, help, label_names, buckets)
-        self._add(metric)
-        return metric
+        return self._add(Histogram(name, help, label_names, buckets))
 
     def collect(self) -> list[Family]:
         return [m.collect() for m in self._metrics]

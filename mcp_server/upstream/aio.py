@@ -86,9 +86,7 @@ class _Wire(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
         self._wake()
-        self._paused = False
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self.resume_writing()  # a send waiting for room sees the end
 
     def pause_writing(self) -> None:
         self._paused = True

@@ -187,6 +187,7 @@ class Gateway:
         trace = trace or Trace.start()
         deadline = time.monotonic() + self.timeout
         attempts = self.attempts if request.retriable else 1
+        paid = request.payment is not None
         attempt = 0
         while True:
             attempt += 1
@@ -201,37 +202,32 @@ class Gateway:
             # A request that must not be retried gets a fresh connection: a stale keep-alive
             # socket would make "did it arrive?" unanswerable.
             got = yield Send(deadline, not request.retriable, headers)
+            took = time.perf_counter() - began
+            delay: float | None = None  # the wait before one more attempt, if one may be made
             if isinstance(got, TransportError):
-                exc = got
+                outcome: Outcome = GatewayFailure(got.cause, got.detail, got.sent, attempt)
+                sent, why = got.sent, got.detail
                 if observe is not None:
-                    took = time.perf_counter() - began
-                    observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
-                if exc.cause in RETRY_CAUSES and attempt < attempts:
+                    observe(Attempt(None, got.cause, took, span, attempt, paid, got.sent))
+                if got.cause in RETRY_CAUSES and attempt < attempts:
                     delay = self.backoff(attempt)
-                    if time.monotonic() + delay < deadline:
-                        if on_retry:
-                            on_retry(attempt, exc.detail, delay)
-                        if (yield Pause(delay)):
-                            return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
-                        continue
-                return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
-            assert isinstance(got, GatewayResponse)
-            resp = got
-            if observe is not None:
-                took = time.perf_counter() - began
-                observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
-            if resp.status in RETRY_STATUSES and attempt < attempts:
-                wait = retry_after_seconds(resp.header("Retry-After"))
-                delay = self.backoff(attempt) if wait is None else wait
-                # Honour Retry-After only when it fits in this call's deadline; otherwise the
-                # answer itself (with its wait) is the honest result.
-                if time.monotonic() + delay < deadline:
-                    if on_retry:
-                        on_retry(attempt, f"it answered {resp.status}", delay)
-                    if (yield Pause(delay)):
-                        return GatewayFailure("cancelled", "the call was cancelled", True, attempt)
-                    continue
-            return GatewayResponse(resp.status, resp.headers, resp.body, attempt)
+            else:
+                assert isinstance(got, GatewayResponse)
+                outcome = GatewayResponse(got.status, got.headers, got.body, attempt)
+                sent, why = True, f"it answered {got.status}"
+                if observe is not None:
+                    observe(Attempt(got.status, None, took, span, attempt, paid, True))
+                if got.status in RETRY_STATUSES and attempt < attempts:
+                    wait = retry_after_seconds(got.header("Retry-After"))
+                    delay = self.backoff(attempt) if wait is None else wait
+            # A wait (Retry-After's or the backoff's) is taken only when it fits in this call's
+            # deadline; otherwise this answer or failure itself (with its wait) is the honest result.
+            if delay is None or time.monotonic() + delay >= deadline:
+                return outcome
+            if on_retry:
+                on_retry(attempt, why, delay)
+            if (yield Pause(delay)):
+                return GatewayFailure("cancelled", "the call was cancelled", sent, attempt)
 
 
 @dataclass(frozen=True, slots=True)

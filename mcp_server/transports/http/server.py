@@ -90,6 +90,8 @@ def connection_bound(max_concurrency: int) -> int:
 
 
 class McpHTTPServer:
+    """One listening socket served on a loop: its connections, requests, drain."""
+
     def __init__(
         self,
         address: tuple[str, int],

@@ -16,7 +16,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, TypeVar
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -190,14 +190,7 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
         for family in families:
             into = merged.get(family.name)
             if into is None:
-                into = merged[family.name] = Family(
-                    family.name,
-                    family.kind,
-                    family.help,
-                    family.label_names,
-                    buckets=family.buckets,
-                    summed=family.summed,
-                )
+                into = merged[family.name] = replace(family, samples={}, histograms={})
             if into.kind != family.kind or into.buckets != family.buckets:
                 raise ValueError(f"metric {family.name} differs between snapshots")
             for labels, value in family.samples.items():

@@ -7,10 +7,8 @@ scrubbing a large answer) by one of a few threads, so the 2 KB calls beside a 4 
 served meanwhile. A call waiting on the gateway is a suspended generator, not a thread.
 
 How large answers share the core with small calls is a `Pacing`, made by the server that serves
-them and handed to every `drive`: its executor, its share of the CPU (share.py), the pacer each
-large answer's thread runs with, and the interpreter's switch interval while they work. Nothing of
-it is module state; the switch interval, the one setting that is the process's, is changed only
-by a pacing that asks for it, and only while its large answers are at work.
+them and handed to every `drive`. None of it is module state, but for the interpreter's switch
+interval, which is the process's (`_SwitchInterval`), and changed only while paced work runs.
 """
 
 from __future__ import annotations

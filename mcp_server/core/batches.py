@@ -166,8 +166,10 @@ def run_steps(
     later = sum(floors)  # set aside for the answers still to come
     full = False
 
-    def keep(data: bytes) -> None:
+    def keep(data: bytes | None) -> None:  # None: an entry never answered
         nonlocal held
+        if data is None:
+            return
         parts.append(data)
         held += len(data) + 1
 
@@ -179,11 +181,9 @@ def run_steps(
             late = time.monotonic() >= deadline
             if (late or full) and not isinstance(item, Invalid):
                 if late:
-                    refusal = _error(item, REQUEST_TIMEOUT, refusals.not_run_late)
+                    keep(_error(item, REQUEST_TIMEOUT, refusals.not_run_late))
                 else:
-                    refusal = _error(item, SERVER_ERROR, refusals.not_run_full)
-                if refusal is not None:
-                    keep(refusal)
+                    keep(_error(item, SERVER_ERROR, refusals.not_run_full))
                 continue
             ctx = make_ctx()
             ctx.payment_allowance = allowance
@@ -197,9 +197,7 @@ def run_steps(
             if cancellation.is_set:
                 return None
             if ctx.cancellation.is_set:  # cut short by the deadline
-                refusal = _error(item, REQUEST_TIMEOUT, refusals.cancelled_late)
-                if refusal is not None:
-                    keep(refusal)
+                keep(_error(item, REQUEST_TIMEOUT, refusals.cancelled_late))
                 continue
             if message is None:
                 continue

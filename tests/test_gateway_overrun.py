@@ -631,6 +631,6 @@ def test_a_thread_calling_with_one_credential_after_another_keeps_the_last_ones_
         answer = client.call(request)
         assert isinstance(answer, gateway.GatewayResponse) and answer.status == 401  # answered, the connection kept
     transport = client.transport
-    assert isinstance(transport, aio.AsyncHttpTransport)
+    assert isinstance(transport, aio.HttpTransport)
     (pool,) = transport._pools.values()  # the one of this thread's own loop
     assert list(pool) == [exchange.pool_key(parse_base_url(sandbox.url), requests[-1])] and pool.idle == 1

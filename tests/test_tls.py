@@ -605,7 +605,7 @@ def test_check_as_a_process_names_an_untrusted_certificate_then_passes_once_ssl_
 
 
 def test_the_context_requires_a_verified_certificate_for_the_host_name_over_tls_1_2_or_later() -> None:
-    context = aio.AsyncHttpTransport(MIB)._tls_context()
+    context = aio.HttpTransport(MIB)._tls_context()
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.check_hostname is True
     assert context.minimum_version >= ssl.TLSVersion.TLSv1_2

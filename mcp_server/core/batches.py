@@ -46,13 +46,10 @@ NO_PAYMENT: Final = "a payment cannot be carried on a batch; send the paid call 
 
 @dataclass(frozen=True, slots=True)
 class BatchLimits:
-    """What one batch may cost: its items, its time, and the answers held.
-
-    Its time is the time one call gets.
-    """
+    """What one batch may cost: its items, its time, and the answers held."""
 
     max_items: int = 64
-    deadline: float = 10.0  # seconds, for the whole batch
+    deadline: float = 10.0  # seconds, for the whole batch: the time one call gets
     max_answer_bytes: int = 16 * MIB
 
 
@@ -65,10 +62,7 @@ def _size(n: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Refusals:
-    """What an entry is answered when its own answer cannot be sent.
-
-    The four ways, worded once per batch.
-    """
+    """The four ways an entry is refused its own answer, worded once a batch."""
 
     not_run_late: str
     cancelled_late: str
@@ -89,10 +83,7 @@ class _Refusals:
         )
 
     def floor(self, item: Message) -> int:
-        """The most bytes `item` may need however its answer ends.
-
-        A separator is included; 0 if it is never answered.
-        """
+        """Bytes set aside for `item`: its longest refusal and a comma, or 0."""
         if not isinstance(item, (Request, Invalid)):
             return 0
         ways = [(REQUEST_TIMEOUT, self.not_run_late), (REQUEST_TIMEOUT, self.cancelled_late)]
@@ -121,10 +112,7 @@ def over_limits(items: Sequence[Message], limits: BatchLimits) -> str | None:
 
 
 def _error(item: Message, code: int, message: str) -> bytes | None:
-    """The encoded error answering `item`, or None.
-
-    None when it is a notification or a response (never answered).
-    """
+    """The encoded error answering `item`; None for a notification or response."""
     if isinstance(item, (Request, Invalid)):
         return dumps(error_response(item.id, error_object(code, message)))
     return None
@@ -178,8 +166,10 @@ def run_steps(
     later = sum(floors)  # set aside for the answers still to come
     full = False
 
-    def keep(data: bytes) -> None:
+    def keep(data: bytes | None) -> None:  # None: an entry never answered
         nonlocal held
+        if data is None:
+            return
         parts.append(data)
         held += len(data) + 1
 
@@ -191,11 +181,9 @@ def run_steps(
             late = time.monotonic() >= deadline
             if (late or full) and not isinstance(item, Invalid):
                 if late:
-                    refusal = _error(item, REQUEST_TIMEOUT, refusals.not_run_late)
+                    keep(_error(item, REQUEST_TIMEOUT, refusals.not_run_late))
                 else:
-                    refusal = _error(item, SERVER_ERROR, refusals.not_run_full)
-                if refusal is not None:
-                    keep(refusal)
+                    keep(_error(item, SERVER_ERROR, refusals.not_run_full))
                 continue
             ctx = make_ctx()
             ctx.payment_allowance = allowance
@@ -209,9 +197,7 @@ def run_steps(
             if cancellation.is_set:
                 return None
             if ctx.cancellation.is_set:  # cut short by the deadline
-                refusal = _error(item, REQUEST_TIMEOUT, refusals.cancelled_late)
-                if refusal is not None:
-                    keep(refusal)
+                keep(_error(item, REQUEST_TIMEOUT, refusals.cancelled_late))
                 continue
             if message is None:
                 continue

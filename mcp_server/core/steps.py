@@ -1,11 +1,9 @@
 """What a request waits for, as values: the steps a handler yields.
 
-A handler that may wait on the network yields a step and is sent its result.
-
 Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read, prompts/get,
 completion/complete, and batches of them) is a generator: it yields a `Step` (a gateway call, CPU
-work that may take milliseconds, or an alarm to set) and is sent what the step gave. One definition of every step,
-driven two ways: both transports drive the generator on their event loop
+work that may take milliseconds, or an alarm to set) and is sent what the step gave. One definition
+of every step, driven two ways: both transports drive the generator on their event loop
 (transports/http/driver.drive), so a call waiting on the gateway holds a suspended generator, not a
 thread; `run` here waits for each step in turn on the caller's thread, for Dispatcher.handle (the
 unit tests, and the messages stdio answers as it reads them, which wait on nothing).
@@ -25,10 +23,7 @@ R = TypeVar("R")
 
 
 class Step(Protocol):
-    """One thing a request waits for.
-
-    `run` waits for it on this thread and returns its result.
-    """
+    """One thing a request waits for; `run` waits for it on this thread."""
 
     def run(self) -> Any: ...
 
@@ -37,8 +32,7 @@ class Step(Protocol):
 class Compute(Generic[R]):
     """CPU work that may take milliseconds, done off the event loop.
 
-    Reading, checking and scrubbing a large answer: on an event loop it runs in a small executor,
-    so the loop goes on serving everything else meanwhile.
+    Reading, checking and scrubbing a large answer, in a small executor while the loop serves on.
 
     The work is for one call. Once that call's `cancellation` is thrown, the work does not start,
     or stops at its next pause (wire/pause.py), and the step gives `if_cancelled` instead: a
@@ -51,10 +45,7 @@ class Compute(Generic[R]):
     if_cancelled: R
 
     def run(self) -> R:
-        """The work, on this thread.
-
-        `if_cancelled` once its call is cancelled, before or during it.
-        """
+        """The work, on this thread; `if_cancelled` once its call is cancelled."""
         if self.cancellation.is_set:
             return self.if_cancelled
         try:
@@ -100,8 +91,6 @@ Steps = Generator[Step, Any, T]
 def run(steps: Steps[T]) -> T:
     """Drive `steps` on this thread, each step waited for in turn.
 
-    Returns the generator's return value.
-
     A step that raises raises inside the generator, at its `yield`, as a call made there would:
     the handler's own `except` (a paid call's words about its payment above all) sees it first.
     """
@@ -120,9 +109,6 @@ def run(steps: Steps[T]) -> T:
 
 
 def done(value: T) -> Steps[T]:
-    """A value as steps that wait for nothing.
-
-    What a handler that never waits is, seen as steps.
-    """
+    """A value as steps that wait for nothing: a handler that never waits."""
     return value
     yield  # a generator: unreachable, by design

@@ -16,8 +16,8 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import Final, TypeVar
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds, from a loopback stub (well under 1 ms) to the longest gateway deadline (300 s).
@@ -28,10 +28,7 @@ Labels = tuple[str, ...]
 
 @dataclass(slots=True)
 class Family:
-    """One metric family as a plain value.
-
-    What a scrape renders and what processes can sum.
-    """
+    """One metric family as a plain value: what a scrape renders and sums."""
 
     name: str
     kind: str  # "counter", "gauge" or "histogram"
@@ -89,10 +86,7 @@ class Gauge(_Metric):
             self._values[labels] = value
 
     def set_function(self, function: Callable[[], float]) -> None:
-        """Read the value at scrape time instead.
-
-        An unlabelled gauge that costs nothing in between.
-        """
+        """Read the (unlabelled) value at scrape time: nothing to keep set."""
         self._function = function
 
     def collect(self) -> Family:
@@ -129,33 +123,31 @@ class Histogram(_Metric):
         return Family(self.name, self.kind, self.help, self.label_names, buckets=self.buckets, histograms=histograms)
 
 
+M = TypeVar("M", bound=_Metric)
+
+
 class Registry:
     """The metrics of one process, rendered in the order they were made."""
 
     def __init__(self) -> None:
         self._metrics: list[_Metric] = []
 
-    def _add(self, metric: _Metric) -> None:
+    def _add(self, metric: M) -> M:
         if any(m.name == metric.name for m in self._metrics):
             raise ValueError(f"metric {metric.name} exists already")
         self._metrics.append(metric)
+        return metric
 
     def counter(self, name: str, help: str, label_names: Labels = ()) -> Counter:
-        metric = Counter(name, help, label_names)
-        self._add(metric)
-        return metric
+        return self._add(Counter(name, help, label_names))
 
     def gauge(self, name: str, help: str, label_names: Labels = (), *, summed: bool = True) -> Gauge:
-        metric = Gauge(name, help, label_names, summed=summed)
-        self._add(metric)
-        return metric
+        return self._add(Gauge(name, help, label_names, summed=summed))
 
     def histogram(
         self, name: str, help: str, label_names: Labels = (), buckets: Sequence[float] = LATENCY_BUCKETS
     ) -> Histogram:
-        metric = Histogram(name, help, label_names, buckets)
-        self._add(metric)
-        return metric
+        return self._add(Histogram(name, help, label_names, buckets))
 
     def collect(self) -> list[Family]:
         return [m.collect() for m in self._metrics]
@@ -172,7 +164,7 @@ def _escape_help(text: str) -> str:
 
 
 def _escape_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return _escape_help(text).replace('"', '\\"')
 
 
 def _number(value: float) -> str:
@@ -198,14 +190,7 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
         for family in families:
             into = merged.get(family.name)
             if into is None:
-                into = merged[family.name] = Family(
-                    family.name,
-                    family.kind,
-                    family.help,
-                    family.label_names,
-                    buckets=family.buckets,
-                    summed=family.summed,
-                )
+                into = merged[family.name] = replace(family, samples={}, histograms={})
             if into.kind != family.kind or into.buckets != family.buckets:
                 raise ValueError(f"metric {family.name} differs between snapshots")
             for labels, value in family.samples.items():
@@ -224,10 +209,7 @@ def merge(snapshots: Iterable[list[Family]]) -> list[Family]:
 
 
 def dump(families: list[Family]) -> str:
-    """A snapshot as JSON text.
-
-    What one worker process leaves for the others to read.
-    """
+    """A snapshot as JSON text: what a worker leaves for the others to read."""
     return json.dumps(
         [
             {
@@ -267,10 +249,7 @@ def load(text: str) -> list[Family]:
 
 
 def render(snapshots: Iterable[list[Family]]) -> str:
-    """The Prometheus text format (0.0.4) of the summed snapshots.
-
-    It ends with a newline.
-    """
+    """The summed snapshots as Prometheus text (format 0.0.4), newline-ended."""
     lines: list[str] = []
     for family in merge(snapshots):
         lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
@@ -377,7 +356,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
         return None
     if error in REFUSALS:
         return REFUSALS[error]
-    if status in (408,):
+    if status == 408:
         return "timeout"
     if status in (413, 414, 431):
         return "size"
@@ -388,10 +367,7 @@ def refusal_reason(status: int, error: str | None) -> str | None:
 
 
 class ServerMetrics:
-    """Every metric the server exports, in one place.
-
-    docs/hosting.md, "Operating it", says what each means.
-    """
+    """Every metric the server exports (docs/hosting.md says what each means)."""
 
     def __init__(self, tools: Iterable[str] = (), version: str = "") -> None:
         self.registry = r = Registry()

@@ -47,10 +47,7 @@ RECV: Final = 64 * 1024
 
 
 class Aborted(Exception):
-    """A connect cut short by the call's deadline or a cancel.
-
-    The call's deadline passed or it was cancelled while a connection was being opened.
-    """
+    """A connect cut short by the call's deadline or a cancel."""
 
 
 class _Wire(asyncio.BufferedProtocol):
@@ -89,9 +86,7 @@ class _Wire(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
         self._wake()
-        self._paused = False
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self.resume_writing()  # a send waiting for room sees the end
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -115,10 +110,7 @@ class _Wire(asyncio.BufferedProtocol):
         return -1 if self._sock is None else self._sock.fileno()
 
     async def recv(self) -> bytes:
-        """The bytes that came since the last call, or b"" at the end.
-
-        Waits for some when none came.
-        """
+        """Bytes that came since the last call (waiting for some); b"" at the end."""
         while not self._chunks:
             if self.ended:
                 return b""
@@ -152,10 +144,7 @@ class _Wire(asyncio.BufferedProtocol):
             raise BrokenPipeError("the connection closed while the request was written")
 
     def send_held(self) -> None:
-        """Hand the transport what is held.
-
-        The outbox calls it at the end of the turn.
-        """
+        """Hand the transport what is held (the outbox's call, at the turn's end)."""
         if not self._held:
             return
         data = sending.taken(self._held)
@@ -251,10 +240,7 @@ class _Tls:
 
 
 class _Connection:
-    """One gateway connection on the loop: its wire and its http1 parser.
-
-    The wire is plain or TLS.
-    """
+    """One gateway connection on the loop: its wire (plain or TLS) and parser."""
 
     __slots__ = ("parser", "reused", "stream")
 
@@ -273,10 +259,7 @@ class _Connection:
         return await self.read(max_body)
 
     async def read(self, max_body: int, max_head: int = MAX_HEADER_BYTES) -> http1.Response:
-        """The next final answer; kept alive only if nothing came past it.
-
-        http1.quiet says whether anything came past it.
-        """
+        """The next final answer; kept alive only if nothing came past it."""
         resp = await _read(self.stream, self.parser.response(max_head, max_body))
         if not self.quiet():
             resp.keep_alive = False  # bytes (or an end) past the answer: out of step, never reused
@@ -303,9 +286,7 @@ MAX_IDLE: Final = 1024
 
 
 class Pool(dict[PoolKey, list[_Connection]]):
-    """One loop's idle connections to a gateway, by partition.
-
-    Partitioned by exchange.pool_key.
+    """One loop's idle connections to a gateway, by exchange.pool_key.
 
     Each partition's list is oldest first, and the partitions are in the order a connection was
     last left in them. A partition goes with its last idle connection, so the pool does not grow
@@ -329,16 +310,11 @@ class Pool(dict[PoolKey, list[_Connection]]):
         self.peak = max(self.peak, self.calls)
 
     def end(self) -> None:
-        """A call that began here has ended.
-
-        Its connection was already left here or closed.
-        """
+        """A call that began here has ended (its connection left here or closed)."""
         self.calls -= 1
 
     def take(self, key: PoolKey, newest: bool = True) -> _Connection | None:
-        """A connection of `key`'s partition, the newest unless not `newest`.
-
-        The newest is the one left in last.
+        """A connection of `key`'s partition: the one left in last, or the first.
 
         The newest is the least likely to have been closed meanwhile.
         """
@@ -352,9 +328,7 @@ class Pool(dict[PoolKey, list[_Connection]]):
         return conn
 
     def leave(self, key: PoolKey, conn: _Connection) -> None:
-        """Keep `conn` for the next call of `key`, within the bound.
-
-        The bound is `peak`, and MAX_IDLE at most.
+        """Keep `conn` for `key`'s next call, within `peak` (MAX_IDLE at most).
 
         Past it, the one left in longest ago, of the partition left in longest ago, is closed.
         """
@@ -375,7 +349,7 @@ class Pool(dict[PoolKey, list[_Connection]]):
         return held
 
 
-class AsyncHttpTransport:
+class HttpTransport:
     """The gateway client: exchange.Transport on the running event loop."""
 
     def __init__(self, max_body: int) -> None:
@@ -493,7 +467,7 @@ class AsyncHttpTransport:
                 pool.end()
 
 
-_TRANSPORTS: weakref.WeakSet[AsyncHttpTransport] = weakref.WeakSet()
+_TRANSPORTS: weakref.WeakSet[HttpTransport] = weakref.WeakSet()
 
 
 def close_pools(loop: asyncio.AbstractEventLoop) -> None:
@@ -528,10 +502,7 @@ def _close_all(held: list[_Connection]) -> None:
 
 
 async def _unless(work: Awaitable[T], stop: asyncio.Future[None]) -> T:
-    """`work`'s result, or Aborted as soon as `stop` is done.
-
-    A connect or handshake cut short.
-    """
+    """`work`'s result, or Aborted (a connect cut short) once `stop` is done."""
     task: asyncio.Future[T] = asyncio.ensure_future(work)
     both: list[asyncio.Future[Any]] = [task, stop]
     try:
@@ -570,10 +541,7 @@ async def pause(seconds: float, cancellation: Cancellation) -> bool:
 
 
 class _ThreadLoop(threading.local):
-    """The event loop of a thread that blocks on gateway calls.
-
-    Made on the thread's first call.
-    """
+    """A blocking thread's event loop for its gateway calls, made at its first."""
 
     loop: asyncio.AbstractEventLoop | None = None
 
@@ -582,9 +550,7 @@ _THREAD: Final = _ThreadLoop()
 
 
 def wait(work: Coroutine[Any, Any, T]) -> T:
-    """`work` run to its end on this thread's own event loop.
-
-    A gateway call for a caller that blocks.
+    """`work` (a blocking caller's gateway call) run on this thread's own loop.
 
     The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
     connections. A cancel thrown on another thread reaches the call as on any loop, and its

@@ -1,7 +1,5 @@
 """One exchange with the gateway, sans-I/O.
 
-What is sent, which connection may carry it, what a failure is called.
-
 The rules the client (upstream/aio.py) follows for every request, each said once: the exchange
 itself (`Exchange`: what each event means, what was sent, whether a connection is kept), the
 request as bytes (`encode`), the pooled connections it may take and leave (`pool_key`), the
@@ -47,10 +45,7 @@ class Target:
 
 
 def is_loopback_host(host: str) -> bool:
-    """Whether `host` is this machine, by name or loopback address.
-
-    `host` is a URL's host name, in lower case.
-    """
+    """Whether `host` (a URL's host name, in lower case) is this machine."""
     if host in ("localhost", "127.0.0.1", "::1"):
         return True
     import ipaddress  # the usual names are answered above, so a start rarely pays for this
@@ -113,7 +108,7 @@ class Send:
 class Transport(Protocol):
     """What sends one request and reads one whole answer.
 
-    The gateway client (aio.AsyncHttpTransport), or a test's fake. Awaited on an event loop;
+    The gateway client (aio.HttpTransport), or a test's fake. Awaited on an event loop;
     raises TransportError for network failures.
     """
 
@@ -187,18 +182,13 @@ def encode(target: Target, request: GatewayRequest, trace: Headers = ()) -> byte
 
 
 def tunnel_request(target: Target) -> bytes:
-    """The CONNECT request asking a proxy for a tunnel to the gateway.
-
-    The proxy then carries TLS bytes only.
-    """
+    """The CONNECT request asking a proxy for a tunnel to the gateway."""
     authority = http1.host_header(target.host, target.port, -1)
     return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode("ascii")
 
 
 class Exchange:
     """One request's exchange with the gateway, sans-I/O.
-
-    What each event means, and what comes next.
 
     The client (upstream/aio.py) carries the bytes and says what happened: the deadline passed or
     the call was cancelled (`abort`), a connection is about to carry the request (`writing`), an
@@ -239,18 +229,13 @@ class Exchange:
             raise self.failed(ConnectionResetError())
 
     def writing(self) -> bytes:
-        """The request, about to be written.
-
-        From here on the gateway may have seen it.
-        """
+        """The request, about to be written: from here the gateway may have it."""
         self.go_on()
         self.sent = True
         return self.data
 
     def again(self, exc: Exception, reused: bool) -> bool:
-        """Whether the request goes once more, on a new connection.
-
-        After `exc` on the connection it was written to.
+        """Whether, after `exc`, the request goes once more on a new connection.
 
         Only a connection kept alive from an earlier answer (`reused`) that the gateway closed
         while it sat idle: no byte of an answer came, so the request was never read, and one more
@@ -269,10 +254,7 @@ class Exchange:
         return GatewayResponse(resp.status, resp.headers, resp.body), resp.keep_alive and self.key is not None
 
     def failed(self, exc: Exception) -> TransportError:
-        """The exchange ended by `exc`, as a TransportError.
-
-        What it is called, and whether it was sent.
-        """
+        """The exchange ended by `exc`, as a TransportError."""
         if isinstance(exc, TransportError):
             return exc
         if isinstance(exc, http1.BodyTooLarge):
@@ -281,10 +263,7 @@ class Exchange:
 
 
 def classify(exc: Exception, aborted: str | None, sent: bool, deadline: float) -> TransportError:
-    """What a failed exchange is called, in words.
-
-    `aborted` is why it was stopped, if it was.
-    """
+    """What a failed exchange is called, in words; `aborted`: why it stopped."""
     if aborted == "cancelled":
         return TransportError("cancelled", "the call was cancelled", sent)
     if aborted == "timeout" or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:

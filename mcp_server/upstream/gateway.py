@@ -1,6 +1,4 @@
-"""The one outbound HTTP seam, to the FairWins gateway.
-
-Every byte this server sends to the gateway leaves here.
+"""The one outbound HTTP seam: every byte for the gateway leaves here.
 
 HTTP status is data (a `GatewayResponse`), and so is a network failure (a `GatewayFailure`):
 nothing here raises for what the gateway did. Each call has a deadline, redirects are never
@@ -63,9 +61,7 @@ _LOCK: Final = threading.Lock()  # a gateway's transport is made once, whichever
 
 
 def parse_base_url(url: str, *, send_token_in_clear: bool = False) -> Target:
-    """FAIRWINS_API_URL as a Target.
-
-    ValueError with a sentence when it is not a usable base URL.
+    """FAIRWINS_API_URL as a Target; ValueError (a sentence) if it is unusable.
 
     http:// is for a gateway on this machine (the sandbox, a local test); anywhere else it would
     carry the member's token and payments across the network in clear text, so it needs the
@@ -95,10 +91,9 @@ class GatewayFailure:
     `sent` is whether the request may have reached the gateway (what a paid call must report).
     """
 
-    cause: (
-        str  # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable | cancelled
-        # | unsendable
-    )
+    # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable
+    # | cancelled | unsendable
+    cause: str
     detail: str
     sent: bool
     attempts: int = 1
@@ -108,10 +103,7 @@ Outcome = GatewayResponse | GatewayFailure
 
 
 class Gateway:
-    """The FairWins gateway as this server sees it.
-
-    call(request) → Outcome, never an exception.
-    """
+    """The FairWins gateway as this server sees it; a call never raises."""
 
     def __init__(
         self,
@@ -139,10 +131,7 @@ class Gateway:
                 self.config_problem = str(exc)
 
     def backoff(self, attempt: int) -> float:
-        """Capped exponential backoff with jitter.
-
-        Retrying clients do not arrive in lockstep.
-        """
+        """Capped exponential backoff, with jitter so retries are not in lockstep."""
         ceiling = min(0.25 * 2 ** (attempt - 1), 2.0)
         if self._rng is None:
             import random  # a first retry is rare: not worth loading at start
@@ -151,10 +140,9 @@ class Gateway:
         return self._rng.uniform(ceiling / 2, ceiling)
 
     def call(self, request: GatewayRequest, cancellation: Cancellation | None = None) -> Outcome:
-        """This call waited for on this thread's own event loop, for a caller that blocks.
+        """The call, for a caller that blocks, on this thread's own event loop.
 
-        The callers that block are `fairwins-mcp check` and the unit tests; a handler yields
-        `step` instead.
+        Such callers: `fairwins-mcp check` and the unit tests; a handler yields `step` instead.
         """
         return self.step(request, cancellation).run()
 
@@ -164,7 +152,7 @@ class Gateway:
 
         with _LOCK:
             if self.transport is None:
-                self.transport = aio.AsyncHttpTransport(self.max_body)
+                self.transport = aio.HttpTransport(self.max_body)
             return self.transport
 
     def step(
@@ -176,10 +164,7 @@ class Gateway:
         trace: Trace | None = None,
         observe: Callable[[Attempt], None] | None = None,
     ) -> GatewayCall:
-        """This call as a step (core/steps.py).
-
-        For a handler that yields what it waits for.
-        """
+        """This call as a step (core/steps.py), for a handler to yield."""
         return GatewayCall(self, request, cancellation, on_retry, trace, observe)
 
     def policy(
@@ -202,6 +187,7 @@ class Gateway:
         trace = trace or Trace.start()
         deadline = time.monotonic() + self.timeout
         attempts = self.attempts if request.retriable else 1
+        paid = request.payment is not None
         attempt = 0
         while True:
             attempt += 1
@@ -216,37 +202,32 @@ class Gateway:
             # A request that must not be retried gets a fresh connection: a stale keep-alive
             # socket would make "did it arrive?" unanswerable.
             got = yield Send(deadline, not request.retriable, headers)
+            took = time.perf_counter() - began
+            delay: float | None = None  # the wait before one more attempt, if one may be made
             if isinstance(got, TransportError):
-                exc = got
+                outcome: Outcome = GatewayFailure(got.cause, got.detail, got.sent, attempt)
+                sent, why = got.sent, got.detail
                 if observe is not None:
-                    took = time.perf_counter() - began
-                    observe(Attempt(None, exc.cause, took, span, attempt, request.payment is not None, exc.sent))
-                if exc.cause in RETRY_CAUSES and attempt < attempts:
+                    observe(Attempt(None, got.cause, took, span, attempt, paid, got.sent))
+                if got.cause in RETRY_CAUSES and attempt < attempts:
                     delay = self.backoff(attempt)
-                    if time.monotonic() + delay < deadline:
-                        if on_retry:
-                            on_retry(attempt, exc.detail, delay)
-                        if (yield Pause(delay)):
-                            return GatewayFailure("cancelled", "the call was cancelled", exc.sent, attempt)
-                        continue
-                return GatewayFailure(exc.cause, exc.detail, exc.sent, attempt)
-            assert isinstance(got, GatewayResponse)
-            resp = got
-            if observe is not None:
-                took = time.perf_counter() - began
-                observe(Attempt(resp.status, None, took, span, attempt, request.payment is not None, True))
-            if resp.status in RETRY_STATUSES and attempt < attempts:
-                wait = retry_after_seconds(resp.header("Retry-After"))
-                delay = self.backoff(attempt) if wait is None else wait
-                # Honour Retry-After only when it fits in this call's deadline; otherwise the
-                # answer itself (with its wait) is the honest result.
-                if time.monotonic() + delay < deadline:
-                    if on_retry:
-                        on_retry(attempt, f"it answered {resp.status}", delay)
-                    if (yield Pause(delay)):
-                        return GatewayFailure("cancelled", "the call was cancelled", True, attempt)
-                    continue
-            return GatewayResponse(resp.status, resp.headers, resp.body, attempt)
+            else:
+                assert isinstance(got, GatewayResponse)
+                outcome = GatewayResponse(got.status, got.headers, got.body, attempt)
+                sent, why = True, f"it answered {got.status}"
+                if observe is not None:
+                    observe(Attempt(got.status, None, took, span, attempt, paid, True))
+                if got.status in RETRY_STATUSES and attempt < attempts:
+                    wait = retry_after_seconds(got.header("Retry-After"))
+                    delay = self.backoff(attempt) if wait is None else wait
+            # A wait (Retry-After's or the backoff's) is taken only when it fits in this call's
+            # deadline; otherwise this answer or failure itself (with its wait) is the honest result.
+            if delay is None or time.monotonic() + delay >= deadline:
+                return outcome
+            if on_retry:
+                on_retry(attempt, why, delay)
+            if (yield Pause(delay)):
+                return GatewayFailure("cancelled", "the call was cancelled", sent, attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,10 +239,7 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class GatewayCall:
-    """One gateway call as a step (core/steps.py).
-
-    `run` waits for it on this thread's own loop, `arun` on the running one.
-    """
+    """One gateway call as a step (core/steps.py)."""
 
     gateway: Gateway
     request: GatewayRequest
@@ -277,7 +255,7 @@ class GatewayCall:
         return aio.wait(self.arun())
 
     async def arun(self) -> Outcome:
-        """The call on the running event loop: the policy driven, each attempt and pause awaited."""
+        """The call on the running loop: the policy driven, each step awaited."""
         from mcp_server.upstream import aio
 
         gateway, request = self.gateway, self.request

@@ -1,18 +1,14 @@
 """The dispatcher's steps (core/steps.py) on the event loop.
 
-Gateway calls are awaited there, CPU work is done in a small executor.
-
 Both transports drive them here (core.steps.run drives the same generator on its caller's thread,
 for the unit tests and `fairwins-mcp check`); each step is waited for without holding the loop: a
-gateway call by the async client on this loop (upstream/aio.py), a Compute (reading, checking and
+gateway call by the gateway client on this loop (upstream/aio.py), a Compute (reading, checking and
 scrubbing a large answer) by one of a few threads, so the 2 KB calls beside a 4 MB answer are
 served meanwhile. A call waiting on the gateway is a suspended generator, not a thread.
 
 How large answers share the core with small calls is a `Pacing`, made by the server that serves
-them and handed to every `drive`: its executor, its share of the CPU (share.py), the pacer each
-large answer's thread runs with, and the interpreter's switch interval while they work. Nothing of
-it is module state; the switch interval, the one setting that is the process's, is changed only
-by a pacing that asks for it, and only while its large answers are at work.
+them and handed to every `drive`. None of it is module state, but for the interpreter's switch
+interval, which is the process's (`_SwitchInterval`), and changed only while paced work runs.
 """
 
 from __future__ import annotations
@@ -42,8 +38,7 @@ COMPUTE_THREADS: Final = 2
 # lock up at each system call it makes (a read, a send, the selector) and the working thread takes
 # it; the loop then waits the switch interval to have it back (5 ms by default), at every one of a
 # small call's half-dozen system calls. The work is Python and C slices, so handing over sooner
-# costs it little (bench.fairness: the small calls' p99 beside 4 MB answers 2.2× alone at 1 ms,
-# 2.0× at 0.2 ms).
+# costs it little (bench.fairness; BENCHMARKS.md).
 SWITCH_S: Final = 0.0002
 # Seconds of a thread's CPU between two looks at the share: the longest a large answer's work runs
 # at a stretch beside small calls (with the interpreter lock's hand-over, what the loop may wait).
@@ -55,8 +50,6 @@ BEAT: Final = 0.002
 
 class _SwitchInterval:
     """The interpreter's switch interval, shortened while paced work runs.
-
-    Shortened while any pacing that asked has work under way.
 
     The one thing here that is the process's: every thread switches at it. Counted across the
     pacings of one process (the tests run several servers, each with its own loop), so the last
@@ -142,15 +135,12 @@ class Pacing:
 
 
 class Run:
-    """What a drive saw.
-
-    `heavy` once a Compute step ran (its answer is large: encode it off the loop too).
-    """
+    """What a drive saw."""
 
     __slots__ = ("heavy",)
 
     def __init__(self) -> None:
-        self.heavy = False
+        self.heavy = False  # a Compute step ran: the answer is large, encode it off the loop too
 
 
 class Pacer:
@@ -198,10 +188,7 @@ class Pacer:
 
 
 class Beat:
-    """The loop's beat while a large answer is worked on.
-
-    Every `interval`, it tells the share it ran.
-    """
+    """The loop telling the share it ran, every `interval` while work is paced."""
 
     __slots__ = ("handle", "interval", "loop", "share")
 
@@ -221,11 +208,11 @@ class Beat:
 async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancellation | None = None) -> R:
     """`work()` in the pacing's executor, with the caller's context.
 
-    The log filter finds its credentials there.
-
-    Its CPU is counted against the large answers' share of the core (share.py), a slice at a time
-    as it goes (Pacer), whose sleeps end early once `cancellation` is thrown. Meanwhile the loop
-    beats, so the paced thread can tell it is behind."""
+    The context holds the credentials the log filter looks for. Its CPU is counted against the
+    large answers' share of the core (share.py), a slice at a time as it goes (Pacer), whose sleeps
+    end early once `cancellation` is thrown. Meanwhile the loop beats, so the paced thread can tell
+    it is behind.
+    """
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     share = pacing.share
@@ -253,9 +240,7 @@ async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancella
 
 
 async def compute(step: Compute[R], pacing: Pacing) -> R:
-    """A Compute step's result, its work in the executor.
-
-    The work starts once the share lets it.
+    """A Compute step's result, worked in the executor once the share allows.
 
     Its call's cancellation ends the wait for the share (the work never starts) and the work at
     its next slice, queued or running (`Compute.run`): either way the step gives its stand-in.
@@ -270,14 +255,11 @@ async def compute(step: Compute[R], pacing: Pacing) -> R:
             break
         if await aio.pause(delay, step.cancellation):  # small calls contend, and the share is spent
             return step.if_cancelled
-    # The request's context goes with the work (the log filter finds its credentials there).
     return await off_loop(step.run, pacing, step.cancellation)
 
 
 async def drive(steps: Steps[T], pacing: Pacing, run: Run | None = None) -> T:
-    """Run `steps` to their end on the running loop.
-
-    Their large answers are paced by `pacing`; returns the generator's return value.
+    """Run `steps` to their end on the running loop, large answers paced.
 
     A step that raises raises inside the generator, as with `core.steps.run`; a cancelled drive
     (the client left) is not an error the handler words: it ends the drive where it waits.

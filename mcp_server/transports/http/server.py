@@ -1,6 +1,4 @@
-"""The socket server: one event loop, accept, a protocol per connection.
-
-The listening socket accepted on the loop, a protocol per connection, and the drain.
+"""The socket server: accept on one loop, a protocol per connection, drain.
 
 Thin on purpose: what a request is, is the reader's business (reader.py); who may connect, the
 admission's (admission.py); what a request gets, the routes' (routes.py); how long each step of a
@@ -23,7 +21,6 @@ import asyncio
 import dataclasses
 import errno
 import functools
-import ipaddress
 import logging
 import os
 import selectors
@@ -39,7 +36,7 @@ from mcp_server import __version__
 from mcp_server.core.protocol import Dispatcher
 from mcp_server.ops import listener as listening
 from mcp_server.ops import logs
-from mcp_server.ops.metrics import ServerMetrics
+from mcp_server.ops.metrics import ServerMetrics, refusal_reason
 from mcp_server.transports.http import gate, routes
 from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.admission import HEALTH_RESERVE, Admission, Limits, Turned
@@ -48,6 +45,7 @@ from mcp_server.transports.http.drain import SETTLE_LIMIT, Timings
 from mcp_server.transports.http.driver import Pacing
 from mcp_server.transports.http.head import Head
 from mcp_server.transports.http.response import error_body, head
+from mcp_server.upstream.exchange import is_loopback_host
 
 if TYPE_CHECKING:
     from mcp_server.ops.workers import Lifeline
@@ -87,14 +85,13 @@ FATAL_EXIT: Final = 70  # EX_SOFTWARE: the loop could not go on
 
 
 def connection_bound(max_concurrency: int) -> int:
-    """Open connections allowed, all peers together.
-
-    Room for idle keep-alive clients around the requests in flight.
-    """
+    """Open connections allowed, all peers: room for idle keep-alive clients."""
     return max_concurrency * 4 + 16
 
 
 class McpHTTPServer:
+    """One listening socket served on a loop: its connections, requests, drain."""
+
     def __init__(
         self,
         address: tuple[str, int],
@@ -172,10 +169,7 @@ class McpHTTPServer:
     # ---- the loop -----------------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop, guard: loops.Guard) -> None:
-        """Serve on `loop`, running in this thread from now on.
-
-        Accepting starts with its next turn.
-        """
+        """Serve on `loop`, running in this thread; accepting starts next turn."""
         self.loop = loop
         self._loop_thread = threading.get_ident()
         self.guard = guard
@@ -185,8 +179,6 @@ class McpHTTPServer:
 
     def serve_forever(self, poll_interval: float = 0.5, *, selector: selectors.BaseSelector | None = None) -> None:
         """Run a loop of its own in this thread, until shutdown().
-
-        Accepting and serving.
 
         `poll_interval` is unused (the loop wakes when told); it is taken as socketserver's
         serve_forever takes it. `selector`: the loop's (a test's seam); a selector that raises ends
@@ -211,10 +203,7 @@ class McpHTTPServer:
             self._stopped.set()
 
     def _call(self, fn: Callable[[], None]) -> None:
-        """Run `fn` on the loop's thread, from any thread.
-
-        Nothing if no loop is serving.
-        """
+        """Run `fn` on the loop's thread, from any thread, if a loop serves."""
         loop = self.loop
         if loop is None or loop.is_closed():
             return
@@ -224,10 +213,7 @@ class McpHTTPServer:
             pass  # closed meanwhile
 
     def shutdown(self) -> None:
-        """End serve_forever, from another thread.
-
-        Returns once its loop has stopped (or was never started).
-        """
+        """End serve_forever from another thread; return once its loop stopped."""
 
         def finish() -> None:
             self._stop_accepting()
@@ -262,10 +248,7 @@ class McpHTTPServer:
                 pass  # the socket was closed already
 
     def _pause_accepting(self) -> None:
-        """Out of descriptors or buffers: stop accepting for a moment.
-
-        The queue waits; then accepting goes on.
-        """
+        """Out of descriptors or buffers: stop accepting for ACCEPT_PAUSE."""
         self._stop_accepting()
         if self.loop is not None and not self.stopping:
             self._resume = self.loop.call_later(ACCEPT_PAUSE, self._resumed)
@@ -277,8 +260,6 @@ class McpHTTPServer:
 
     def _accept(self) -> None:
         """The listening socket is readable: accept a burst.
-
-        Each connection admitted (or answered at once).
 
         Vital: a failure here that no connection owns (admit() owns each connection's) is a bug in
         accepting itself, and a process that cannot be trusted to accept must be replaced.
@@ -322,9 +303,7 @@ class McpHTTPServer:
             self.guard.fail(exc)
 
     def admit(self, sock: socket.socket, address: Any) -> None:
-        """An accepted connection, served or answered at once.
-
-        Served by a protocol object and its coroutine, or answered at once and closed.
+        """An accepted connection: served by a protocol, or answered and closed.
 
         Whatever this raises (a socket reset before it could be set up, an address that cannot be
         read) costs this connection only.
@@ -353,13 +332,11 @@ class McpHTTPServer:
         conn.task.add_done_callback(functools.partial(self._ended, conn))
 
     def _ended(self, conn: Connection, task: asyncio.Task[None]) -> None:
-        """A connection's coroutine ended.
+        """A connection's coroutine ended: retrieve its outcome, free its slot.
 
-        Its outcome retrieved here, whatever it was, and its slot given back.
-
-        run() catches what serving raises and ends in total steps, so this finds nothing; it is the
-        owner that makes sure: an exception that got out anyway (a bug) is logged and costs this
-        connection alone, never an "exception was never retrieved" when the task is collected.
+        run() catches what serving raises, so this finds nothing; it is the owner that makes sure:
+        an exception that got out anyway (a bug) is logged and costs this connection alone, never an
+        "exception was never retrieved" when the task is collected.
         """
         conn.task = None  # the task holds its outcome; the connection need not hold the task
         if not task.cancelled():
@@ -374,8 +351,6 @@ class McpHTTPServer:
         # Turned away before any request was read: no record is logged (a flood would be all the log
         # said), but the metrics count it.
         if self.metrics is not None:
-            from mcp_server.ops.metrics import refusal_reason
-
             reason = refusal_reason(turned.status, turned.error)
             if reason is not None:
                 self.metrics.refusals.inc(reason)
@@ -410,10 +385,7 @@ class McpHTTPServer:
         return self.admission.connections
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until no connection is open and no request in flight.
-
-        False if `timeout` passed first.
-        """
+        """Wait until no connection is open and none in flight; False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: self.admission.connections == 0 and self._inflight == 0, timeout)
 
@@ -454,9 +426,7 @@ class McpHTTPServer:
     # ---- the drain ----------------------------------------------------------------------------
 
     def drain(self, grace: float | None = None, *, last: bool = True) -> bool:
-        """Stop accepting and answer what comes on open connections.
-
-        Idle ones close after the grace.
+        """Stop accepting, answer open connections' requests, close idle ones.
 
         Runs on the serving loop (from any thread: this one waits for it), or on a loop of its own
         when nothing serves yet. See `drained` for the steps.
@@ -522,12 +492,10 @@ class McpHTTPServer:
         return True
 
     async def _accept_queued(self, settle: float, limit: float) -> int:
-        """Accept every queued connection until none arrive; the count.
+        """Accept queued connections until none came for `settle` s; the count.
 
-        Until none arrived for `settle` s (at most `limit` s).
-
-        After `refuse_new`, only handshakes already under way can still complete: `settle` covers
-        their last round trip. Other processes sharing the socket may win some connections: fine.
+        At most `limit` s. After `refuse_new`, only handshakes already under way can still complete:
+        `settle` covers their last round trip. Other processes sharing the socket may win some: fine.
         """
         accepted = 0
         end = time.monotonic() + limit
@@ -550,12 +518,8 @@ def http_url(address: tuple[Any, ...], path: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    # A name under 127. (127.0.0.1.nip.io) counts: loopback's Host rule is the safe side.
+    return host.startswith("127.") or is_loopback_host(host)
 
 
 def metrics_server(
@@ -569,9 +533,8 @@ def metrics_server(
 ) -> McpHTTPServer:
     """The metrics listener (--metrics): GET and HEAD /metrics alone.
 
-    Nothing else, through the same reader, admission and gate as the MCP door (the Host rule too,
-    when bound to loopback), under a bound of its own. Nothing sent to it is counted: a scrape is
-    not MCP traffic.
+    The MCP door's reader, admission and gate (its Host rule too, when bound to loopback), under a
+    bound of its own. Nothing sent to it is counted: a scrape is not MCP traffic.
     """
     host = str(listener.getsockname()[0]) if listener is not None else address[0]
     policy = gate.Policy(loopback_bind=is_loopback(host), max_body=METRICS_MAX_BODY, metrics=True, metrics_only=True)
@@ -595,10 +558,7 @@ def metrics_server(
 
 
 def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mcp_port: bool, *, summed: bool) -> None:
-    """Log where the metrics are served.
-
-    With a warning wherever they can be read from beyond this machine.
-    """
+    """Log where the metrics are served, warning where others can read them."""
     each = " (every worker's, summed)" if summed else ""
     if listener is not None:
         address = listener.getsockname()
@@ -663,9 +623,7 @@ def serve(
     selector: selectors.BaseSelector | None = None,
     door: Door | None = None,
 ) -> int:
-    """Run until told to stop, then drain.
-
-    0 when every request in flight was answered.
+    """Run until told to stop, then drain; 0 if every request was answered.
 
     Alone, SIGTERM or SIGINT stops it. As one of several workers (`lifeline` given), the
     supervisor stopping is the instance stopping; SIGTERM to this worker alone means it leaves
@@ -678,9 +636,8 @@ def serve(
     """
     timings = dataclasses.replace(timings or Timings(), requests=grace)
     origins = frozenset(o for o in (gate.normalise_origin(x) for x in allowed_origins) if o)
-    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
     policy = gate.Policy(
-        loopback_bind=loopback,
+        loopback_bind=is_loopback(host),
         allowed_origins=origins,
         max_body=max_body,
         metrics=metrics_on_mcp_port,
@@ -747,7 +704,7 @@ async def _run(
         stopping(lifeline is None or signum != signal.SIGTERM)
 
     # A worker hears SIGINT (a terminal's ^C reaches every worker) through its supervisor, which
-    # closes the lifeline; SIGTERM to a worker alone means it leaves while the others go on.
+    # closes the lifeline.
     quiet = loops.on_stop_signals(loop, on_signal, loops.STOP_SIGNALS if lifeline is None else (signal.SIGTERM,))
     # A worker's figures, published for the others' scrapes (none unless it is one of several).
     unpublish = server.metrics.publish_on(loop) if server.metrics is not None else None

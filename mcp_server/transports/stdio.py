@@ -9,7 +9,8 @@ readable (a pipe, a socket, a terminal), or by one reader thread where the loop 
 (Windows, a regular file, an in-memory reader); each request is a task driven by
 transports/http/driver.drive with the server's Pacing (a call waiting on the gateway is a suspended
 generator, not a thread); the stop signals arrive through the loop; answers leave under the flow
-control and the answer deadline of an HTTP connection (`_LoopWire`).
+control and the answer deadline of an HTTP connection (`_Wire`), written when the loop says stdout
+is writable, or by one writer thread where it cannot watch it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import signal
 import socket
 import stat
@@ -24,6 +26,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from itertools import chain
 from typing import Any, BinaryIO, Final
@@ -143,46 +146,6 @@ def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
 # ---- stdout ---------------------------------------------------------------------------------------
 
 
-class _SyncWire:
-    """A wire the loop cannot watch, written as it comes.
-
-    A terminal, a regular file, Windows, an in-memory object.
-
-    Each line is written whole before the next, so lines never interleave; a wire that fails (the
-    client closed its end) is dropped quietly and serving goes on to the end of input.
-    """
-
-    def __init__(self, wire: BinaryIO) -> None:
-        self.wire: BinaryIO | None = wire
-        self.waiting = 0  # nothing is ever held back: a write returns once the wire has it
-        self.late = False
-
-    def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
-        if self.wire is None:
-            return
-        try:
-            # One piece after another, the line's end last: a large answer is never copied into
-            # one buffer to be written (jsonrpc.encode).
-            for piece in pieces(parts):
-                self.wire.write(piece)
-            self.wire.write(b"\n")
-            self.wire.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            self.wire = None  # the client is gone; keep draining quietly
-
-    def full(self) -> bool:
-        return False
-
-    async def room(self) -> None:
-        return None
-
-    async def drained(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 class _Line:
     """One line waiting to be written: its slices, made as the wire takes them."""
 
@@ -193,50 +156,39 @@ class _Line:
         self.slices = _slices(parts)
 
 
-class _LoopWire:
-    """stdout as a pipe or a socket on the loop.
+class _Wire:
+    """Lines queued for stdout, under an HTTP answer's flow control and deadline.
 
-    Written when it is writable, never waited on.
-
-    As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before a request
-    that has an answer waits for room (`room`), a large answer is written WRITE_SLICE at a time as
-    the client takes it, and each line must be taken by the client within `timeout` of its first
-    byte (one deadline for the whole line). A client that misses it is not reading: the wire is
-    given up (`late`), even in the middle of a line, since the line's end could only come after
-    bytes the client is not taking; the server then stops serving (`on_late`). A client that
-    closed its end (EPIPE) is gone: what is left is dropped quietly and serving goes on to the end
-    of input, as over a terminal.
+    As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before an answer
+    waits for room (`room`), a large answer goes WRITE_SLICE at a time as the client takes it, and
+    each line must be taken within `timeout` of its first byte (one deadline for the line). A
+    client that misses it is not reading: the wire is given up (`late`), even mid-line, since the
+    line's end could only come after bytes the client is not taking, and the server stops serving
+    (`on_late`). A client that closed its end (EPIPE) is gone: the rest is dropped quietly and
+    serving goes on to the end of input. The deadline is the loop's timer on both roads; how a
+    slice is written is the subclass's `_pump`.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        fd: int,
-        write: Callable[[memoryview | bytes], int],
-        release: Callable[[], None],
         timeout: float,
         on_late: Callable[[], None],
         on_room: Callable[[], None],
     ) -> None:
-        self.loop, self.fd, self._write, self._release = loop, fd, write, release
-        self.timeout = timeout
-        self.on_late, self.on_room = on_late, on_room
-        self.waiting = 0  # bytes queued and not yet taken by the kernel
+        self.loop, self.timeout, self.on_late, self.on_room = loop, timeout, on_late, on_room
+        self.waiting = 0  # bytes queued and not yet written
         self.late = False
         self._gone = False
+        self._busy = False  # a write is under way: its end calls _pump
         self._lines: deque[_Line] = deque()
-        self._chunk: memoryview | bytes | None = None
-        self._watching = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_line: _Line | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._held = False  # the reading side holds back for room
 
     def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
-        """Queue one line.
-
-        With `limit`, dropped once that many bytes already wait (a notification's bound).
-        """
+        """Queue one line; with `limit`, dropped once that many bytes wait."""
         if self._gone or self.late:
             return
         if limit is not None and self.waiting >= limit:
@@ -245,40 +197,32 @@ class _LoopWire:
         line = _Line(parts)
         self._lines.append(line)
         self.waiting += line.size
-        if not self._watching:
+        if not self._busy:
             self._pump()
 
     def full(self) -> bool:
-        """Whether WRITE_HIGH bytes or more wait.
-
-        The reading side holds back until they drain (`on_room`).
-        """
+        """Whether WRITE_HIGH bytes wait: the reader holds back until `on_room`."""
         if self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             self._held = True
             return True
         return False
 
     async def room(self) -> None:
-        """Wait until fewer than WRITE_HIGH bytes wait: flow control.
-
-        Or until the wire is given up.
-        """
+        """Wait until fewer than WRITE_HIGH bytes wait, or the wire is given up."""
         while self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             await self._wait()
 
     async def drained(self) -> None:
-        """Wait until every byte queued is written, or the wire is given up.
-
-        The deadline bounds this.
-        """
+        """Wait until every byte queued is written, or the wire is given up."""
         while self.waiting and not (self._gone or self.late):
             await self._wait()
 
     def close(self) -> None:
-        self._unwatch()
         if self._timer is not None:
             self._timer.cancel()
-        self._release()
+
+    def _pump(self) -> None:
+        raise NotImplementedError
 
     def _wait(self) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = self.loop.create_future()
@@ -291,37 +235,17 @@ class _LoopWire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _pump(self) -> None:
-        """Write what waits, for this turn.
+    def _next_slice(self) -> memoryview | bytes | None:
+        while self._lines:
+            piece = next(self._lines[0].slices, None)
+            if piece is not None:
+                return piece
+            self._lines.popleft()  # the line is written whole
+        return None
 
-        Until the wire takes no more (then watch it) or TURN_BYTES went this turn.
-        """
-        written = 0
-        while not (self._gone or self.late):
-            chunk = self._chunk if self._chunk is not None else self._next_chunk()
-            if chunk is None:
-                break
-            try:
-                n = self._write(chunk)
-            except (BlockingIOError, InterruptedError):
-                n = 0
-            except OSError as exc:  # EPIPE, ECONNRESET: the client closed its end
-                log.debug("stdout is closed (%s): what is left is dropped, serving goes on to EOF", exc)
-                self._gone = True
-                self._give_up()
-                return
-            written += n
-            self.waiting -= n
-            if n < len(chunk):
-                self._chunk = chunk[n:]
-                self._watch()
-                break
-            self._chunk = None
-            if written >= TURN_BYTES:
-                self._watch()  # still writable: the next turn writes on, after the loop's other work
-                break
-        if not self._lines and self._chunk is None:
-            self._unwatch()
+    def _settle(self) -> None:
+        """After writing: the deadline follows the head line; room made wakes the waiters."""
+        if not self._lines:
             self.waiting = 0
         self._arm()
         if self.waiting < WRITE_LOW or not self._lines:
@@ -330,19 +254,8 @@ class _LoopWire:
                 self._held = False
                 self.on_room()  # the lines read and held back are answered on
 
-    def _next_chunk(self) -> memoryview | bytes | None:
-        while self._lines:
-            chunk = next(self._lines[0].slices, None)
-            if chunk is not None:
-                return chunk
-            self._lines.popleft()  # the line is written whole
-        return None
-
     def _arm(self) -> None:
-        """The deadline of the line being written, from its first byte.
-
-        One timer a line, not one a write.
-        """
+        """The deadline of the line being written, from its first byte: one timer a line."""
         head = self._lines[0] if self._lines else None
         if head is self._timer_line:
             return
@@ -363,11 +276,14 @@ class _LoopWire:
             self._give_up()
             self.on_late()
 
+    def _lost(self, exc: OSError | ValueError) -> None:
+        log.debug("stdout is closed (%s): what is left is dropped, serving goes on to EOF", exc)
+        self._gone = True
+        self._give_up()
+
     def _give_up(self) -> None:
         self._lines.clear()
-        self._chunk = None
         self.waiting = 0
-        self._unwatch()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -376,15 +292,131 @@ class _LoopWire:
             self._held = False
             self.on_room()  # what was read is answered into nothing, as over a wire that failed
 
+
+class _LoopWire(_Wire):
+    """stdout the loop watches (a pipe, a socket): written when writable, never waited on."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        write: Callable[[memoryview | bytes], int],
+        release: Callable[[], None],
+        timeout: float,
+        on_late: Callable[[], None],
+        on_room: Callable[[], None],
+    ) -> None:
+        super().__init__(loop, timeout, on_late, on_room)
+        self.fd, self._write, self._release = fd, write, release
+        self._chunk: memoryview | bytes | None = None  # what the last write left of its slice
+
+    def close(self) -> None:
+        self._unwatch()
+        super().close()
+        self._release()
+
+    def _pump(self) -> None:
+        """Write what waits, until the wire takes no more or TURN_BYTES went this turn."""
+        written = 0
+        while not (self._gone or self.late):
+            chunk = self._chunk if self._chunk is not None else self._next_slice()
+            if chunk is None:
+                break
+            try:
+                n = self._write(chunk)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:  # EPIPE, ECONNRESET: the client closed its end
+                self._lost(exc)
+                return
+            written += n
+            self.waiting -= n
+            self._chunk = chunk[n:] if n < len(chunk) else None
+            if self._chunk is not None or written >= TURN_BYTES:
+                self._watch()  # full; or still writable, and the next turn writes on after the loop's other work
+                break
+        if not self._lines:
+            self._unwatch()
+        self._settle()
+
+    def _give_up(self) -> None:
+        self._chunk = None
+        self._unwatch()
+        super()._give_up()
+
     def _watch(self) -> None:
-        if not self._watching:
+        if not self._busy:
             self.loop.add_writer(self.fd, self._pump)
-            self._watching = True
+            self._busy = True
 
     def _unwatch(self) -> None:
-        if self._watching:
+        if self._busy:
             self.loop.remove_writer(self.fd)
-            self._watching = False
+            self._busy = False
+
+
+class _ThreadWire(_Wire):
+    """stdout the loop cannot watch, written by one thread of its own.
+
+    Windows (its select watches sockets only), a terminal, a regular file, an in-memory object.
+    The loop hands the thread one slice at a time and holds the deadline, so a client that stops
+    reading meets it as on the loop's road. The thread cannot be joined while its write blocks,
+    and need not be: it is a daemon, which the interpreter's exit does not wait for, and it writes
+    with os.write to a descriptor of its own that nothing else closes, so it holds no lock another
+    thread could wait on and no descriptor number that could be reused under it. The process
+    exits with the thread blocked, and the system ends it.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        write: Callable[[memoryview | bytes], None],
+        release: Callable[[], None],
+        timeout: float,
+        on_late: Callable[[], None],
+        on_room: Callable[[], None],
+    ) -> None:
+        super().__init__(loop, timeout, on_late, on_room)
+        self._handed: queue.SimpleQueue[memoryview | bytes | None] = queue.SimpleQueue()
+        thread = threading.Thread(target=self._run, args=(write, release), name="fairwins-mcp-stdout", daemon=True)
+        signals.start(thread)  # a stop signal must reach the main thread, not this one
+
+    def close(self) -> None:
+        super().close()
+        self._handed.put(None)  # the thread ends after the write it is in, should that ever return
+
+    def _pump(self) -> None:
+        piece = self._next_slice()
+        if piece is not None:
+            self._busy = True
+            self._handed.put(piece)
+        self._settle()
+
+    def _run(self, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
+        """The writer thread: each slice written whole, then reported to the loop."""
+        try:
+            while (piece := self._handed.get()) is not None:
+                failure: OSError | ValueError | None = None
+                try:
+                    write(piece)
+                except (OSError, ValueError) as exc:  # EPIPE; ValueError: a closed file object
+                    failure = exc
+                try:
+                    self.loop.call_soon_threadsafe(self._written, len(piece), failure)
+                except RuntimeError:
+                    return  # the loop has closed
+        finally:
+            release()
+
+    def _written(self, size: int, failure: OSError | ValueError | None) -> None:
+        self._busy = False
+        if self._gone or self.late:
+            return
+        if failure is not None:
+            self._lost(failure)
+            return
+        self.waiting -= size
+        self._pump()
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
@@ -415,32 +447,59 @@ def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
         yield held[0] if len(held) == 1 else b"".join(held)
 
 
-def _wire_on_loop(
+def _open_wire(
     loop: asyncio.AbstractEventLoop,
     wire: BinaryIO,
     timeout: float,
     on_late: Callable[[], None],
     on_room: Callable[[], None],
-) -> _LoopWire | _SyncWire:
-    """The claimed stdout as the loop can write it.
+) -> _Wire:
+    """The claimed stdout, on the loop where it can watch it, else on a thread."""
+    fd = _descriptor(wire)
+    if fd is None:  # an in-memory wire
 
-    A pipe or a socket without blocking, anything else as it comes.
+        def write_object(data: memoryview | bytes) -> None:
+            wire.write(data)
+            wire.flush()
+
+        return _ThreadWire(loop, write_object, lambda: None, timeout, on_late, on_room)
+    wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
+    watched = _watched(loop, fd, timeout, on_late, on_room)
+    if watched is not None:
+        return watched
+    own = os.dup(fd)
+
+    def write_all(data: memoryview | bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(own, view) :]
+
+    return _ThreadWire(loop, write_all, lambda: os.close(own), timeout, on_late, on_room)
+
+
+def _watched(
+    loop: asyncio.AbstractEventLoop,
+    fd: int,
+    timeout: float,
+    on_late: Callable[[], None],
+    on_room: Callable[[], None],
+) -> _LoopWire | None:
+    """stdout as the loop writes it without blocking; None where it cannot.
 
     Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
     and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
     A pipe on Linux is opened anew through /proc, a file description of our own, and that one is
     made non-blocking. A pipe elsewhere (macOS) has no such way: the pipe our parent made for us
-    is made non-blocking, and blocking again when serving ends. A terminal or a regular file is
-    written as it comes (a terminal's description is the whole session's).
+    is made non-blocking, and blocking again when serving ends. A terminal's description is the
+    whole session's, and a regular file is never watched: both go to the thread, as all of
+    Windows' do (its select watches sockets only).
     """
     if sys.platform == "win32":
-        return _SyncWire(wire)  # the loop (select) watches sockets only there
+        return None
     try:
-        fd = wire.fileno()
         mode = os.fstat(fd).st_mode
-    except (AttributeError, OSError, ValueError):  # an in-memory wire (io.UnsupportedOperation is both)
-        return _SyncWire(wire)
-    wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
+    except OSError:
+        return None
     if stat.S_ISSOCK(mode):
         sock = socket.socket(fileno=os.dup(fd))
 
@@ -449,7 +508,7 @@ def _wire_on_loop(
 
         return _LoopWire(loop, sock.fileno(), send, sock.close, timeout, on_late, on_room)
     if not stat.S_ISFIFO(mode):
-        return _SyncWire(wire)
+        return None
     private = _reopened(fd)
     if private is not None:
         return _LoopWire(
@@ -631,7 +690,7 @@ class StdioServer:
         self._signal = 0  # the stop signal's number once one arrived; 0 while serving
         self._client_logged = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._out: _LoopWire | _SyncWire = _SyncWire(wire)
+        self._out: _Wire  # stdout, once run() serves
         self._input: _WatchedInput | _ThreadInput | None = None
         self._framer = LineFramer(MAX_LINE)
         self._framed: deque[lines.Framed] = deque()
@@ -643,27 +702,13 @@ class StdioServer:
 
     # ---- output -------------------------------------------------------------------------
 
-    def write(self, message: JSONObject | Encoded) -> None:
-        """Queue one message's line; safe from any thread.
-
-        A notification's or an answer's.
-        """
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
-            loop.call_soon_threadsafe(self._put, message, None)
-            return
-        self._put(message, None)
-
     def _notify(self, message: JSONObject) -> None:
-        """A call's notification (progress, a log line), queued.
-
-        Or dropped once STREAM_BACKLOG waits unread.
-        """
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
-            loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
-            return
-        self._put(message, STREAM_BACKLOG)
+        """A call's notification, queued from any thread; dropped past STREAM_BACKLOG."""
+        if threading.get_ident() == self._thread:
+            self._put(message, STREAM_BACKLOG)
+        elif self._loop is not None:
+            with suppress(RuntimeError):  # the loop has closed: serving is over
+                self._loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
 
     def _put(self, message: JSONObject | Encoded, limit: int | None) -> None:
         parts = _encoded(message)
@@ -914,7 +959,7 @@ class StdioServer:
             try:
                 loops.close(loop, ())
             finally:
-                self._loop = None
+                self._loop, self._thread = None, 0
                 self.pacing.close()
 
     async def _serve(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> int:
@@ -922,7 +967,7 @@ class StdioServer:
         self._slots = asyncio.Semaphore(self.workers)
         on_main = threading.current_thread() is threading.main_thread()
         undo = loops.on_stop_signals(loop, self._on_stop, STOP_SIGNALS) if on_main else None
-        self._out = _wire_on_loop(loop, self.wire, self.write_timeout, self._on_late, self._work)
+        self._out = _open_wire(loop, self.wire, self.write_timeout, self._on_late, self._work)
         try:
             if on_main:
                 # Only once the handlers are set: one held back during start-up is heard now.

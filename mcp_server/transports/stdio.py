@@ -635,6 +635,9 @@ class _ThreadInput:
             except (OSError, ValueError) as exc:
                 log.info("stdin could not be read (%s): taken as its end", exc)
                 data = b""
+            except Exception:  # a bug: this thread owns its reads, and the loop waits on it for the end
+                log.exception("stdin's reader failed: taken as its end")
+                data = b""
             try:
                 self.loop.call_soon_threadsafe(self._handed, data)
             except RuntimeError:

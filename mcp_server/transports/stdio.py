@@ -1,16 +1,14 @@
-"""stdio transport: one JSON-RPC message per line on the event loop.
+"""stdio transport: one JSON-RPC message per line, on the event loop.
 
 "The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
 stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
 code, lands on stderr instead of corrupting the wire.
 
-One event loop serves it all (transports/http/loop.py): stdin is read when the loop says it is
-readable (a pipe, a socket, a terminal), or by one reader thread where the loop cannot watch it
-(Windows, a regular file, an in-memory reader); each request is a task driven by
-transports/http/driver.drive with the server's Pacing (a call waiting on the gateway is a suspended
-generator, not a thread); the stop signals arrive through the loop; answers leave under the flow
-control and the answer deadline of an HTTP connection (`_Wire`), written when the loop says stdout
-is writable, or by one writer thread where it cannot watch it.
+HTTP's loop serves it (transports/http/loop.py), with HTTP's driver for each request (a call
+waiting on the gateway is a suspended generator, not a thread), HTTP's road for the stop
+signals, and an HTTP answer's flow control and deadline (`_Wire`). stdin and stdout are each
+watched by the loop where it can (a pipe, a socket), else served by one thread of their own
+(Windows, a regular file, an in-memory object).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import asyncio
 import logging
 import os
 import queue
+import select
 import signal
 import socket
 import stat
@@ -33,6 +32,7 @@ from typing import Any, BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Reply, Session
+from mcp_server.core.steps import Steps
 from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.driver import Pacing, Run, drive, off_loop
@@ -62,7 +62,6 @@ from mcp_server.wire.lines import LineFramer, Oversized
 log = logging.getLogger("fairwins_mcp.stdio")
 
 MAX_LINE: Final = lines.MAX_LINE
-STOP_SIGNALS: Final = signals.STOP_SIGNALS
 CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
 # One deadline for a whole answer, as an HTTP connection's (its read timeout, by default): a
 # client that has not taken an answer this long after its first byte was queued is not reading.
@@ -78,10 +77,7 @@ EXIT_WIRE_BROKEN: Final = 1
 
 
 def claim_stdout() -> BinaryIO:
-    """Keep a private handle on the real stdout.
-
-    From now on fd 1 and sys.stdout are stderr.
-    """
+    """The real stdout, kept private: fd 1 and sys.stdout are stderr now."""
     sys.stdout.flush()
     fd = os.dup(1)
     _widen_pipe(fd)
@@ -97,14 +93,10 @@ def claim_stdout() -> BinaryIO:
 
 
 def _widen_pipe(fd: int) -> None:
-    """Let the wire's pipe hold 1 MiB where the system allows it (Linux).
-
-    So a large answer is written in few waits.
+    """Let stdout's pipe hold 1 MiB, Linux's limit for an unprivileged process.
 
     A pipe holds 64 KiB by default: an answer of megabytes would be written in as many waits for
-    the client to read. 1 MiB is Linux's default limit for an unprivileged process. macOS and
-    Windows have no such setting (their pipes grow or are sized by the reader): nothing to do
-    there.
+    the client to read. macOS and Windows have no such setting.
     """
     if sys.platform == "linux":
         import fcntl
@@ -113,34 +105,22 @@ def _widen_pipe(fd: int) -> None:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         except OSError as exc:  # not a pipe (a file, a terminal), or over /proc/sys/fs/pipe-max-size
             log.debug("the stdout pipe keeps its size (%s)", exc)
-    else:
-        log.debug("the stdout pipe keeps the system's size (only Linux lets a process set it)")
-
-
-def _internal_error(message: JSONObject) -> JSONObject | None:
-    """The -32603 answer for a response that could not be encoded.
-
-    None: not a response.
-    """
-    if "method" in message or "id" not in message:
-        return None
-    return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
 
 
 def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
-    """A message's line as pieces (jsonrpc.encode).
+    """A message's line as pieces (jsonrpc.encode), or None: nothing to send.
 
-    A response JSON cannot carry becomes -32603, anything else None.
+    A value JSON cannot carry must not leave a request unanswered, nor stop the server: a response
+    becomes -32603, anything else is dropped. (A batch's answers arrive encoded, each item already
+    checked: batches.py.)
     """
     try:
         return encode(message)
     except (ValueError, TypeError):
-        # A value JSON cannot carry must not leave a request unanswered (nor stop the server): a
-        # response becomes -32603, anything else is dropped. (A batch's answers arrive encoded,
-        # each item already checked: batches.py.)
         log.exception("a message could not be encoded as JSON")
-        answer = None if isinstance(message, Encoded) else _internal_error(message)
-        return None if answer is None else [dumps(answer)]
+        if isinstance(message, Encoded) or "method" in message or "id" not in message:
+            return None
+        return [dumps(error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error")))]
 
 
 # ---- stdout ---------------------------------------------------------------------------------------
@@ -543,17 +523,14 @@ def _reopened(fd: int) -> int | None:
 
 
 class _WatchedInput:
-    """POSIX stdin the loop can watch, read on readiness.
+    """POSIX stdin the loop watches (a pipe, a socket, a terminal).
 
-    A pipe, a socket, a terminal: so no read ever waits.
-
-    The descriptor is left blocking (its description is shared with the parent, or with a whole
-    terminal session): it is read only when the loop says there are bytes, and so never waits.
+    The descriptor stays blocking (its description is the parent's, or a whole terminal
+    session's): it is read only when the loop says bytes are there, and so never waits.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None]) -> None:
         self.loop, self.fd, self.take = loop, fd, take
-        self._watching = False
         self.loop.add_reader(fd, self._readable)  # raises for what the loop cannot watch (a regular file)
         self._watching = True
 
@@ -581,14 +558,7 @@ class _WatchedInput:
         self.pause()
 
     def rest(self, budget: int) -> Iterator[bytes]:
-        """After a stop signal: what the client had already written.
-
-        Up to `budget` bytes, never waited for.
-        """
-        if sys.platform == "win32":
-            return
-        import select
-
+        """After a stop signal: up to `budget` bytes already written, unwaited."""
         while budget > 0:
             ready, _, _ = select.select([self.fd], [], [], 0)
             if not ready:
@@ -604,13 +574,11 @@ class _WatchedInput:
 
 
 class _ThreadInput:
-    """stdin the loop cannot watch, read by one thread.
+    """stdin the loop cannot watch, read by one thread of its own.
 
-    Windows, a regular file, an in-memory reader: one thread reads and hands bytes in.
-
-    One chunk at a time: the thread reads the next only once the loop has taken the last and
-    wants more (backpressure). On Windows no signal interrupts a pipe read: end of input is how
-    a client stops us there (Desktop ends the process; it sends no signal).
+    Windows, a regular file, an in-memory reader. One chunk at a time: the thread reads the next
+    only once the loop has taken the last and wants more. On Windows no signal interrupts a pipe
+    read: end of input is how a client stops the server there (Desktop sends no signal).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO, take: Callable[[bytes], None]) -> None:
@@ -621,8 +589,8 @@ class _ThreadInput:
         self._wanted.set()
         self._paused = False
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="fairwins-mcp-stdin", daemon=True)
-        signals.start(self._thread)  # a stop signal must reach the main thread, not this one
+        thread = threading.Thread(target=self._run, name="fairwins-mcp-stdin", daemon=True)
+        signals.start(thread)  # a stop signal must reach the main thread, not this one
 
     def _run(self) -> None:
         while True:
@@ -672,6 +640,8 @@ class _ThreadInput:
 
 
 class StdioServer:
+    """One MCP session over stdin and a claimed stdout, served by run()."""
+
     def __init__(
         self,
         dispatcher: Dispatcher,
@@ -699,7 +669,7 @@ class StdioServer:
         self._framed: deque[lines.Framed] = deque()
         self._ended = False  # no more lines will be read: end of input, a stop signal, or the wire given up
         self._over: asyncio.Future[None] | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: asyncio.Semaphore  # the `workers` places, once run() serves
         self._thread = 0  # the loop's thread, while run() serves
         self.pacing = Pacing()  # large answers share the core with the small calls beside them
 
@@ -719,10 +689,7 @@ class StdioServer:
             self._out.put(parts, limit)
 
     async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
-        """A task's answer, queued once stdout has room.
-
-        Encoded off the loop when it was built from a large gateway answer (as over HTTP).
-        """
+        """A task's answer, queued once stdout has room; encoded off the loop if heavy."""
         await self._out.room()
         parts = await off_loop(lambda: _encoded(message), self.pacing) if heavy else _encoded(message)
         if parts is not None:
@@ -739,10 +706,7 @@ class StdioServer:
         )
 
     def finish(self, record: records.Record) -> None:
-        """Log a message's record (stderr; stdout is the wire).
-
-        The client is named once per session.
-        """
+        """Log a message's record, naming the client once per session."""
         if record.client is not None:
             if self._client_logged and record.method != "initialize":
                 record.client = None
@@ -801,19 +765,20 @@ class StdioServer:
             log.error("a request's task failed (a bug; the server goes on)", exc_info=exc)
         self._work()
 
-    async def _call(self, message: Request, ctx: RequestContext, session: Session) -> None:
+    async def _driven(self, steps: Steps[Reply]) -> tuple[Reply, bool]:
+        """A reply driven in one of the `workers` places, and whether it was heavy."""
         run = Run()
-        assert self._slots is not None
+        async with self._slots:
+            return await drive(steps, self.pacing, run), run.heavy
+
+    async def _call(self, message: Request, ctx: RequestContext, session: Session) -> None:
         try:
-            async with self._slots:
-                reply: Reply | None = await drive(self.dispatcher.handle_steps(message, session, ctx), self.pacing, run)
+            reply, heavy = await self._driven(self.dispatcher.handle_steps(message, session, ctx))
         finally:
             if self._inflight.get(message.id) is ctx:
                 del self._inflight[message.id]
-        assert reply is not None
         if reply.message is not None and not ctx.cancellation.is_set:
-            await self._answer(reply.message, run.heavy)
-        reply = None  # an answer is not kept past its write (a large one is megabytes)
+            await self._answer(reply.message, heavy)
         self.finish(ctx.record)
 
     def _batch_contexts(self) -> tuple[list[RequestContext], Callable[[], RequestContext]]:
@@ -832,19 +797,16 @@ class StdioServer:
 
     async def _batch(self, batch: Batch, session: Session) -> None:
         made, make_ctx = self._batch_contexts()
-        run = Run()
-        assert self._slots is not None
         cancellation = Cancellation()  # thrown only when stdout is given up: the batch has nowhere to go
         self._batches.add(cancellation)
         try:
-            async with self._slots:
-                reply = await drive(
-                    self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), self.pacing, run
-                )
+            reply, heavy = await self._driven(
+                self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation)
+            )
         finally:
             self._batches.discard(cancellation)
         if reply.message is not None:
-            await self._answer(reply.message, run.heavy)
+            await self._answer(reply.message, heavy)
         self._batch_done(made)
 
     def _batch_now(self, batch: Batch) -> None:
@@ -867,10 +829,7 @@ class StdioServer:
     # ---- the loop -----------------------------------------------------------------------
 
     def _take(self, data: bytes) -> None:
-        """Bytes read from stdin (b"": its end) framed into lines.
-
-        As many answered as the bounds allow.
-        """
+        """stdin's bytes (b"": its end), framed and answered as the bounds allow."""
         if self._ended:
             return
         if not data:
@@ -881,9 +840,9 @@ class StdioServer:
         self._work()
 
     def _work(self) -> None:
-        """Answer the lines read, in order, while the bounds leave room.
+        """Answer the lines read, in order, while stdout and the calls leave room.
 
-        The bounds are stdout's and the calls under way's; read on when all are answered.
+        stdin is read on once all are answered.
         """
         while self._framed and not self._held_back():
             self._answer_line(self._framed.popleft())
@@ -915,9 +874,7 @@ class StdioServer:
             self._drain_input()
 
     def _drain_input(self) -> None:
-        """After SIGTERM or SIGINT, answer the whole lines already written.
-
-        The whole lines the client already wrote are requests too.
+        """After a stop signal, answer the whole lines already written.
 
         The signal can land with lines waiting in the pipe; dropping them would leave requests
         the client saw leave unanswered. Nothing is waited for, a line not yet ended is not a
@@ -932,10 +889,7 @@ class StdioServer:
         self._work()
 
     def _on_late(self) -> None:
-        """The client stopped reading past the answer deadline.
-
-        Nothing more is read, and calls under way are cancelled.
-        """
+        """The client stopped reading past the deadline: read no more, cancel the calls."""
         self._end_input()
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):
@@ -945,12 +899,10 @@ class StdioServer:
         self._work()
 
     def run(self, reader: BinaryIO) -> int:
-        """Serve `reader` until end of input or a stop signal.
+        """Serve `reader` until end of input or a stop signal; the exit code.
 
-        0 once every request read is answered.
-
-        EXIT_WIRE_BROKEN when the client stopped reading its answers for longer than the answer
-        deadline (the wire was given up, and serving stopped).
+        0 once every request read is answered; EXIT_WIRE_BROKEN once the client stopped reading
+        its answers past the deadline (the wire was given up, and serving stopped).
         """
         loop = loops.new_loop()
         loops.Guard(loop)  # a failure nobody owned is logged, and serving goes on
@@ -969,7 +921,7 @@ class StdioServer:
         self._over = loop.create_future()
         self._slots = asyncio.Semaphore(self.workers)
         on_main = threading.current_thread() is threading.main_thread()
-        undo = loops.on_stop_signals(loop, self._on_stop, STOP_SIGNALS) if on_main else None
+        undo = loops.on_stop_signals(loop, self._on_stop, signals.STOP_SIGNALS) if on_main else None
         self._out = _open_wire(loop, self.wire, self.write_timeout, self._on_late, self._work)
         try:
             if on_main:
@@ -992,6 +944,8 @@ class StdioServer:
         return EXIT_WIRE_BROKEN if self._out.late else 0
 
     def _open_input(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> _WatchedInput | _ThreadInput:
+        # run() is the reader's only reader, and reads its descriptor directly: nothing may wait in
+        # the reader's own buffer (nothing has read sys.stdin.buffer before serve()).
         if sys.platform != "win32" and (fd := _descriptor(reader)) is not None:
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -1001,14 +955,10 @@ class StdioServer:
         return _ThreadInput(loop, reader, self._take)
 
 
-def _descriptor(reader: BinaryIO) -> int | None:
-    """The reader's file descriptor, or None (an in-memory reader).
-
-    run() is the reader's only reader: the descriptor is read directly, so nothing may sit in
-    the reader's own buffer (nothing has read sys.stdin.buffer before serve()).
-    """
+def _descriptor(file: BinaryIO) -> int | None:
+    """A file object's descriptor, or None (an in-memory object)."""
     try:
-        return reader.fileno()
+        return file.fileno()
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
         return None
 
@@ -1020,6 +970,6 @@ def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 1
     if threading.current_thread() is threading.main_thread():
         # Every request read is answered: a second SIGTERM or ^C on the way out (run() has put
         # the handlers it found back) must not turn this clean exit into a killed process.
-        for signum in STOP_SIGNALS:
+        for signum in signals.STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     return code

@@ -434,7 +434,7 @@ def _open_wire(
     on_late: Callable[[], None],
     on_room: Callable[[], None],
 ) -> _Wire:
-    """The claimed stdout, on the loop where it can watch it, else on a thread."""
+    """The claimed stdout: on the loop where it can watch it, else on a thread."""
     fd = _descriptor(wire)
     if fd is None:  # an in-memory wire
 
@@ -444,9 +444,9 @@ def _open_wire(
 
         return _ThreadWire(loop, write_object, lambda: None, timeout, on_late, on_room)
     wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
-    watched = _watched(loop, fd, timeout, on_late, on_room)
-    if watched is not None:
-        return watched
+    unblocked = _unblocked(fd)
+    if unblocked is not None:
+        return _LoopWire(loop, *unblocked, timeout, on_late, on_room)
     own = os.dup(fd)
 
     def write_all(data: memoryview | bytes) -> None:
@@ -457,14 +457,8 @@ def _open_wire(
     return _ThreadWire(loop, write_all, lambda: os.close(own), timeout, on_late, on_room)
 
 
-def _watched(
-    loop: asyncio.AbstractEventLoop,
-    fd: int,
-    timeout: float,
-    on_late: Callable[[], None],
-    on_room: Callable[[], None],
-) -> _LoopWire | None:
-    """stdout as the loop writes it without blocking; None where it cannot.
+def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Callable[[], None]] | None:
+    """stdout as the loop writes it without blocking: (descriptor, write, release), or None.
 
     Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
     and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
@@ -482,18 +476,12 @@ def _watched(
         return None
     if stat.S_ISSOCK(mode):
         sock = socket.socket(fileno=os.dup(fd))
-
-        def send(data: memoryview | bytes) -> int:
-            return sock.send(data, socket.MSG_DONTWAIT)
-
-        return _LoopWire(loop, sock.fileno(), send, sock.close, timeout, on_late, on_room)
+        return sock.fileno(), lambda data: sock.send(data, socket.MSG_DONTWAIT), sock.close
     if not stat.S_ISFIFO(mode):
         return None
     private = _reopened(fd)
     if private is not None:
-        return _LoopWire(
-            loop, private, lambda data: os.write(private, data), lambda: os.close(private), timeout, on_late, on_room
-        )
+        return private, lambda data: os.write(private, data), lambda: os.close(private)
     os.set_blocking(fd, False)
 
     def restore() -> None:
@@ -502,7 +490,7 @@ def _watched(
         except OSError:
             pass  # closed already
 
-    return _LoopWire(loop, fd, lambda data: os.write(fd, data), restore, timeout, on_late, on_room)
+    return fd, lambda data: os.write(fd, data), restore
 
 
 def _reopened(fd: int) -> int | None:

@@ -244,12 +244,19 @@ def _write_all(fd: int, data: bytes) -> None:
         pass
 
 
-@pytest.mark.parametrize("kind", ["regular file", "socketpair", "pipe"])
-def test_every_kind_of_stdin_is_served_to_its_end(kind: str, tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "out"),
+    [("regular file", "pipe"), ("socketpair", "pipe"), ("pipe", "pipe"), ("pipe", "unwatched pipe")],
+)
+def test_every_kind_of_stdin_is_served_to_its_end(kind: str, out: str, tmp_path: pathlib.Path) -> None:
     """A regular file (`< requests.jsonl`, which the loop cannot watch: a thread reads it), a socket pair (as Node
-    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input."""
-    data = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n" for n in range(300))
-    with _stdin(kind, data, tmp_path) as reader, _stdout("pipe") as (wire, client):
+    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input; and so on a
+    stdout only a thread can write, every 30th answer a tools/list of tens of kilobytes."""
+    data = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list" if n % 30 == 0 else "ping"}).encode() + b"\n"
+        for n in range(300)
+    )
+    with _stdin(kind, data, tmp_path) as reader, _stdout(out) as (wire, client):
         server = StdioServer(Dispatcher(build_catalog(Gateway("http://127.0.0.1:9"))), wire)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)

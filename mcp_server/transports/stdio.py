@@ -215,14 +215,6 @@ class _Wire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _next_slice(self) -> memoryview | bytes | None:
-        while self._lines:
-            piece = next(self._lines[0].slices, None)
-            if piece is not None:
-                return piece
-            self._lines.popleft()  # the line is written whole
-        return None
-
     def _settle(self) -> None:
         """After writing: the deadline follows the head line; room made wakes the waiters."""
         if not self._lines:
@@ -324,6 +316,14 @@ class _LoopWire(_Wire):
         self._unwatch()
         super()._give_up()
 
+    def _next_slice(self) -> memoryview | bytes | None:
+        while self._lines:
+            piece = next(self._lines[0].slices, None)
+            if piece is not None:
+                return piece
+            self._lines.popleft()  # the line is written whole
+        return None
+
     def _watch(self) -> None:
         if not self._busy:
             self.loop.add_writer(self.fd, self._pump)
@@ -339,12 +339,13 @@ class _ThreadWire(_Wire):
     """stdout the loop cannot watch, written by one thread of its own.
 
     Windows (its select watches sockets only), a terminal, a regular file, an in-memory object.
-    The loop hands the thread one slice at a time and holds the deadline, so a client that stops
-    reading meets it as on the loop's road. The thread cannot be joined while its write blocks,
-    and need not be: it is a daemon, which the interpreter's exit does not wait for, and it writes
-    with os.write to a descriptor of its own that nothing else closes, so it holds no lock another
-    thread could wait on and no descriptor number that could be reused under it. The process
-    exits with the thread blocked, and the system ends it.
+    The loop hands the thread the lines that wait, up to WRITE_SLICE bytes of them at once, and
+    holds the deadline, so a client that stops reading meets it as on the loop's road. The thread
+    cannot be joined while its write blocks, and need not be: it is a daemon, which the
+    interpreter's exit does not wait for, and it writes with os.write to a descriptor of its own
+    that nothing else closes, so it holds no lock another thread could wait on and no descriptor
+    number that could be reused under it. The process exits with the thread blocked, and the
+    system ends it.
     """
 
     def __init__(
@@ -357,7 +358,7 @@ class _ThreadWire(_Wire):
         on_room: Callable[[], None],
     ) -> None:
         super().__init__(loop, timeout, on_late, on_room)
-        self._handed: queue.SimpleQueue[memoryview | bytes | None] = queue.SimpleQueue()
+        self._handed: queue.SimpleQueue[list[_Line] | None] = queue.SimpleQueue()
         thread = threading.Thread(target=self._run, args=(write, release), name="fairwins-mcp-stdout", daemon=True)
         signals.start(thread)  # a stop signal must reach the main thread, not this one
 
@@ -366,36 +367,47 @@ class _ThreadWire(_Wire):
         self._handed.put(None)  # the thread ends after the write it is in, should that ever return
 
     def _pump(self) -> None:
-        piece = self._next_slice()
-        if piece is not None:
+        # Every line waiting is the thread's to write: none is with it while it is idle.
+        batch: list[_Line] = []
+        size = 0
+        for line in self._lines:
+            if batch and size + line.size > WRITE_SLICE:
+                break
+            batch.append(line)
+            size += line.size
+        if batch:
             self._busy = True
-            self._handed.put(piece)
+            self._handed.put(batch)
         self._settle()
 
     def _run(self, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
-        """The writer thread: each slice written whole, then reported to the loop."""
+        """The writer thread: the lines handed, written whole, then reported to the loop."""
         try:
-            while (piece := self._handed.get()) is not None:
+            while (batch := self._handed.get()) is not None:
                 failure: OSError | ValueError | None = None
                 try:
-                    write(piece)
+                    for line in batch:
+                        for piece in line.slices:
+                            write(piece)
                 except (OSError, ValueError) as exc:  # EPIPE; ValueError: a closed file object
                     failure = exc
                 try:
-                    self.loop.call_soon_threadsafe(self._written, len(piece), failure)
+                    self.loop.call_soon_threadsafe(self._written, batch, failure)
                 except RuntimeError:
                     return  # the loop has closed
         finally:
             release()
 
-    def _written(self, size: int, failure: OSError | ValueError | None) -> None:
+    def _written(self, batch: list[_Line], failure: OSError | ValueError | None) -> None:
         self._busy = False
         if self._gone or self.late:
             return
         if failure is not None:
             self._lost(failure)
             return
-        self.waiting -= size
+        for line in batch:  # the head lines, in order
+            self._lines.popleft()
+            self.waiting -= line.size
         self._pump()
 
 

@@ -137,7 +137,7 @@ class _Line:
 
 
 class _Wire:
-    """Lines queued for stdout, under an HTTP answer's flow control and deadline.
+    """stdout's queued lines, under an HTTP answer's flow control and deadline.
 
     As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before an answer
     waits for room (`room`), a large answer goes WRITE_SLICE at a time as the client takes it, and
@@ -216,7 +216,7 @@ class _Wire:
                 waiter.set_result(None)
 
     def _settle(self) -> None:
-        """After writing: the deadline follows the head line; room made wakes the waiters."""
+        """After a write: the deadline moves to the head line; room wakes waiters."""
         if not self._lines:
             self.waiting = 0
         self._arm()
@@ -227,7 +227,7 @@ class _Wire:
                 self.on_room()  # the lines read and held back are answered on
 
     def _arm(self) -> None:
-        """The deadline of the line being written, from its first byte: one timer a line."""
+        """The head line's deadline, from its first byte: one timer a line."""
         head = self._lines[0] if self._lines else None
         if head is self._timer_line:
             return
@@ -266,7 +266,7 @@ class _Wire:
 
 
 class _LoopWire(_Wire):
-    """stdout the loop watches (a pipe, a socket): written when writable, never waited on."""
+    """stdout the loop watches (a pipe, a socket), written when writable."""
 
     def __init__(
         self,
@@ -288,7 +288,7 @@ class _LoopWire(_Wire):
         self._release()
 
     def _pump(self) -> None:
-        """Write what waits, until the wire takes no more or TURN_BYTES went this turn."""
+        """Write what waits, until the wire is full or TURN_BYTES went this turn."""
         written = 0
         while not (self._gone or self.late):
             chunk = self._chunk if self._chunk is not None else self._next_slice()
@@ -381,7 +381,7 @@ class _ThreadWire(_Wire):
         self._settle()
 
     def _run(self, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
-        """The writer thread: the lines handed, written whole, then reported to the loop."""
+        """The writer thread: each batch written whole, then reported to the loop."""
         try:
             while (batch := self._handed.get()) is not None:
                 failure: OSError | ValueError | None = None
@@ -470,7 +470,7 @@ def _open_wire(
 
 
 def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Callable[[], None]] | None:
-    """stdout as the loop writes it without blocking: (descriptor, write, release), or None.
+    """stdout's descriptor, write and release for the loop, or None.
 
     Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
     and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
@@ -676,7 +676,7 @@ class StdioServer:
     # ---- output -------------------------------------------------------------------------
 
     def _notify(self, message: JSONObject) -> None:
-        """A call's notification, queued from any thread; dropped past STREAM_BACKLOG."""
+        """A call's notification, from any thread; dropped past STREAM_BACKLOG."""
         if threading.get_ident() == self._thread:
             self._put(message, STREAM_BACKLOG)
         elif self._loop is not None:
@@ -689,7 +689,7 @@ class StdioServer:
             self._out.put(parts, limit)
 
     async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
-        """A task's answer, queued once stdout has room; encoded off the loop if heavy."""
+        """A task's answer, queued once stdout has room (heavy: encoded off-loop)."""
         await self._out.room()
         parts = await off_loop(lambda: _encoded(message), self.pacing) if heavy else _encoded(message)
         if parts is not None:
@@ -889,7 +889,7 @@ class StdioServer:
         self._work()
 
     def _on_late(self) -> None:
-        """The client stopped reading past the deadline: read no more, cancel the calls."""
+        """The client missed the answer deadline: read no more, cancel the calls."""
         self._end_input()
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):

@@ -342,9 +342,9 @@ class _ThreadWire(_Wire):
     The loop hands the thread the lines that wait, up to WRITE_SLICE bytes of them at once, and
     holds the deadline, so a client that stops reading meets it as on the loop's road. The thread
     cannot be joined while its write blocks, and need not be: it is a daemon, which the
-    interpreter's exit does not wait for, and it writes with os.write to a descriptor of its own
-    that nothing else closes, so it holds no lock another thread could wait on and no descriptor
-    number that could be reused under it. The process exits with the thread blocked, and the
+    interpreter's exit does not wait for, and it writes a file with os.write to a descriptor of
+    its own that nothing else closes, so it holds no lock another thread could wait on and no
+    descriptor number that could be reused under it. The process exits with the thread blocked, and the
     system ends it.
     """
 

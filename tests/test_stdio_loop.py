@@ -10,6 +10,7 @@ import pathlib
 import random
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -23,8 +24,9 @@ from mcp_server.setup.server import build_catalog
 from mcp_server.transports import stdio
 from mcp_server.transports.stdio import EXIT_WIRE_BROKEN, StdioServer
 from mcp_server.upstream.gateway import Gateway
-from tests.conftest import PROCFS, SIGNAL_STOP, WAIT, StdioProcess
+from tests.conftest import PROCFS, ROOT, SIGNAL_STOP, WAIT, StdioProcess
 from tests.sandbox_gateway import SandboxGateway
+from tests.test_platforms import SHAPE, VERSIONS, interpreter
 from tests.test_stdio import _stdio_log
 
 SLOW_CALLS: Final = 8
@@ -92,12 +94,32 @@ def test_sigterm_answers_every_request_read_with_slow_calls_in_flight_then_exits
     assert "stopped: every request read before SIGTERM was answered" in process.stderr
 
 
+class _Unwatched:
+    """A pipe's write end that shows no descriptor: the loop cannot watch it, so a thread writes it, as on Windows."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, data: bytes | memoryview) -> int:
+        return os.write(self.fd, data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 @contextmanager
 def _stdout(kind: str) -> Iterator[tuple[BinaryIO, BinaryIO]]:
-    """A stdout the test reads only when asked: a pipe, or a socket pair (as Node gives its child processes)."""
-    if kind == "pipe":
+    """A stdout the test reads only when asked: a pipe, one only a thread can write, or a socket pair (as Node
+    gives its child processes)."""
+    wire: Any
+    if kind in ("pipe", "unwatched pipe"):
         out_read, out_write = os.pipe()
-        wire = open(out_write, "wb")
+        wire = open(out_write, "wb") if kind == "pipe" else _Unwatched(out_write)
         reader = open(out_read, "rb")
     else:
         ours, theirs = socket.socketpair()
@@ -112,10 +134,13 @@ def _stdout(kind: str) -> Iterator[tuple[BinaryIO, BinaryIO]]:
         reader.close()
 
 
-@pytest.mark.posix("the loop watches a pipe or a socket for stdout on POSIX; on Windows stdout is written as it comes")
-@pytest.mark.parametrize("kind", ["pipe", "socketpair"])
+@pytest.mark.posix("a pipe or a socket pair stands in for stdout; on Windows its thread's road is the only one")
+@pytest.mark.parametrize("kind", ["pipe", "socketpair", "unwatched pipe"])
 def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_server_stops(kind: str) -> None:
     """The answers outgrow what stdout holds and the client reads none: within the deadline the wire is given up.
+
+    On the loop's road (a pipe, a socket pair) and on the writer thread's (a stdout the loop cannot
+    watch), the same deadline: the loop's timer.
 
     run() returns EXIT_WIRE_BROKEN with stdin still open (nothing hangs in a write), says why in its
     log, and what reached stdout is whole lines but perhaps the last: a line cut where the client
@@ -147,10 +172,11 @@ def test_a_client_that_stops_reading_stdout_meets_the_answer_deadline_and_the_se
     assert last == b"" or not last.endswith(b"}")  # a cut line, or none
 
 
-@pytest.mark.posix("the loop watches a pipe for stdout on POSIX; on Windows stdout is written as it comes")
+@pytest.mark.posix("a pipe stands in for stdout; on Windows its thread's road is the only one")
+@pytest.mark.parametrize("kind", ["pipe", "unwatched pipe"])
 @pytest.mark.parametrize("how", ["stops reading", "closes stdout"])
 def test_a_stdout_that_fails_with_calls_in_flight_leaves_nothing_for_the_collector(
-    how: str, sandbox: SandboxGateway
+    how: str, kind: str, sandbox: SandboxGateway
 ) -> None:
     """The wire given up (the deadline) or gone (EPIPE) while calls wait on the gateway: then a collection.
 
@@ -171,7 +197,7 @@ def test_a_stdout_that_fails_with_calls_in_flight_leaves_nothing_for_the_collect
     asyncio_log.addHandler(errors)
     try:
         in_read, in_write = os.pipe()
-        with _stdout("pipe") as (wire, client), open(in_read, "rb") as reader:
+        with _stdout(kind) as (wire, client), open(in_read, "rb") as reader:
             if how == "closes stdout":
                 client.close()
             server = StdioServer(dispatcher, wire, write_timeout=0.5)
@@ -218,12 +244,19 @@ def _write_all(fd: int, data: bytes) -> None:
         pass
 
 
-@pytest.mark.parametrize("kind", ["regular file", "socketpair", "pipe"])
-def test_every_kind_of_stdin_is_served_to_its_end(kind: str, tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "out"),
+    [("regular file", "pipe"), ("socketpair", "pipe"), ("pipe", "pipe"), ("pipe", "unwatched pipe")],
+)
+def test_every_kind_of_stdin_is_served_to_its_end(kind: str, out: str, tmp_path: pathlib.Path) -> None:
     """A regular file (`< requests.jsonl`, which the loop cannot watch: a thread reads it), a socket pair (as Node
-    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input."""
-    data = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n" for n in range(300))
-    with _stdin(kind, data, tmp_path) as reader, _stdout("pipe") as (wire, client):
+    gives its child processes) and a pipe: every line answered, in order, then 0 at the end of input; and so on a
+    stdout only a thread can write, every 30th answer a tools/list of tens of kilobytes."""
+    data = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list" if n % 30 == 0 else "ping"}).encode() + b"\n"
+        for n in range(300)
+    )
+    with _stdin(kind, data, tmp_path) as reader, _stdout(out) as (wire, client):
         server = StdioServer(Dispatcher(build_catalog(Gateway("http://127.0.0.1:9"))), wire)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(server.run(reader)), daemon=True)
@@ -303,3 +336,68 @@ def test_a_lines_writes_are_its_bytes_and_end_in_order_small_pieces_joined_large
     assert list(stdio._slices([b'{"jsonrpc":"2.0","id":1,', '"result":{}', b"}"])) == [
         b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
     ]
+
+
+# A server under Windows' shape of the standard library (tests/platforms), where stdout is never watched by the loop.
+STOPS_READING: Final = """
+import sys
+from mcp_server.core.protocol import Dispatcher
+from mcp_server.ops import logs
+from mcp_server.setup.server import build_catalog
+from mcp_server.transports import stdio
+from mcp_server.upstream.gateway import Gateway
+
+logs.configure("info")
+wire = stdio.claim_stdout()
+server = stdio.StdioServer(Dispatcher(build_catalog(Gateway("http://127.0.0.1:9"))), wire, write_timeout=0.5)
+sys.exit(server.run(sys.stdin.buffer))
+"""
+
+
+@pytest.mark.linux_tier("shapes Linux's standard library into Windows' (tests/platforms/)")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_windows_server_whose_client_stops_reading_stdout_exits_1_at_the_deadline(
+    version: str, tmp_path: pathlib.Path
+) -> None:
+    """Its writer thread blocks in a write to a pipe nobody reads; the loop's deadline ends the process with 1.
+
+    The answers the pipe took before are there, whole and in order, and the thread, still blocked in
+    its write, holds nothing back: no hang, no traceback, no fatal error at the interpreter's exit.
+    """
+    script = tmp_path / "stops_reading.py"
+    script.write_text(STOPS_READING)
+    python, extra = interpreter(version)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWINS_", "PYTHON"))}
+    env.update(extra, PYTHONPATH=str(ROOT))
+    pings = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n" for n in range(50))
+    lists = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n" for n in range(50, 400)
+    )
+    with open(tmp_path / "stderr", "w+b") as stderr:
+        proc = subprocess.Popen(
+            [python, str(SHAPE), "win32", str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(pings + lists)  # fits stdin's pipe; stdin stays open: the exit is the deadline's
+            proc.stdin.flush()
+            code = proc.wait(WAIT)
+            written = proc.stdout.read()
+        finally:
+            proc.kill()
+            proc.wait(WAIT)
+            proc.stdin.close()
+            proc.stdout.close()
+        stderr.seek(0)
+        logged = stderr.read().decode("utf-8", "replace")
+    assert code == EXIT_WIRE_BROKEN, logged
+    assert "did not read its answers within 0.5 s" in logged, logged
+    assert "Traceback" not in logged and "Fatal Python error" not in logged, logged
+    *whole, last = written.split(b"\n")
+    answered = [json.loads(raw)["id"] for raw in whole]
+    assert answered == list(range(len(answered))) and 50 <= len(answered) < 400, answered
+    assert last == b"" or not last.endswith(b"}")

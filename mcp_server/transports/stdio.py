@@ -1,15 +1,14 @@
-"""stdio transport: one JSON-RPC message per line on the event loop.
+"""stdio transport: one JSON-RPC message per line, on the event loop.
 
 "The server MUST NOT write anything to its stdout that is not a valid MCP message." The real
 stdout is claimed at start and fd 1 is pointed at stderr, so a stray print() anywhere, even in C
 code, lands on stderr instead of corrupting the wire.
 
-One event loop serves it all (transports/http/loop.py): stdin is read when the loop says it is
-readable (a pipe, a socket, a terminal), or by one reader thread where the loop cannot watch it
-(Windows, a regular file, an in-memory reader); each request is a task driven by
-transports/http/driver.drive with the server's Pacing (a call waiting on the gateway is a suspended
-generator, not a thread); the stop signals arrive through the loop; answers leave under the flow
-control and the answer deadline of an HTTP connection (`_LoopWire`).
+HTTP's loop serves it (transports/http/loop.py), with HTTP's driver for each request (a call
+waiting on the gateway is a suspended generator, not a thread), HTTP's road for the stop
+signals, and an HTTP answer's flow control and deadline (`_Wire`). stdin and stdout are each
+watched by the loop where it can (a pipe, a socket), else served by one thread of their own
+(Windows, a regular file, an in-memory object).
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
+import select
 import signal
 import socket
 import stat
@@ -24,12 +25,14 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from itertools import chain
 from typing import Any, BinaryIO, Final
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Reply, Session
+from mcp_server.core.steps import Steps
 from mcp_server.ops import logs, records, signals
 from mcp_server.transports.http import loop as loops
 from mcp_server.transports.http.driver import Pacing, Run, drive, off_loop
@@ -59,7 +62,6 @@ from mcp_server.wire.lines import LineFramer, Oversized
 log = logging.getLogger("fairwins_mcp.stdio")
 
 MAX_LINE: Final = lines.MAX_LINE
-STOP_SIGNALS: Final = signals.STOP_SIGNALS
 CHUNK: Final = 64 * 1024  # what one read takes: a pipe's default capacity
 # One deadline for a whole answer, as an HTTP connection's (its read timeout, by default): a
 # client that has not taken an answer this long after its first byte was queued is not reading.
@@ -75,10 +77,7 @@ EXIT_WIRE_BROKEN: Final = 1
 
 
 def claim_stdout() -> BinaryIO:
-    """Keep a private handle on the real stdout.
-
-    From now on fd 1 and sys.stdout are stderr.
-    """
+    """The real stdout, kept private: fd 1 and sys.stdout are stderr now."""
     sys.stdout.flush()
     fd = os.dup(1)
     _widen_pipe(fd)
@@ -94,14 +93,10 @@ def claim_stdout() -> BinaryIO:
 
 
 def _widen_pipe(fd: int) -> None:
-    """Let the wire's pipe hold 1 MiB where the system allows it (Linux).
-
-    So a large answer is written in few waits.
+    """Let stdout's pipe hold 1 MiB, Linux's limit for an unprivileged process.
 
     A pipe holds 64 KiB by default: an answer of megabytes would be written in as many waits for
-    the client to read. 1 MiB is Linux's default limit for an unprivileged process. macOS and
-    Windows have no such setting (their pipes grow or are sized by the reader): nothing to do
-    there.
+    the client to read. macOS and Windows have no such setting.
     """
     if sys.platform == "linux":
         import fcntl
@@ -110,77 +105,25 @@ def _widen_pipe(fd: int) -> None:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         except OSError as exc:  # not a pipe (a file, a terminal), or over /proc/sys/fs/pipe-max-size
             log.debug("the stdout pipe keeps its size (%s)", exc)
-    else:
-        log.debug("the stdout pipe keeps the system's size (only Linux lets a process set it)")
-
-
-def _internal_error(message: JSONObject) -> JSONObject | None:
-    """The -32603 answer for a response that could not be encoded.
-
-    None: not a response.
-    """
-    if "method" in message or "id" not in message:
-        return None
-    return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
 
 
 def _encoded(message: JSONObject | Encoded) -> Sequence[Part] | None:
-    """A message's line as pieces (jsonrpc.encode).
+    """A message's line as pieces (jsonrpc.encode), or None: nothing to send.
 
-    A response JSON cannot carry becomes -32603, anything else None.
+    A value JSON cannot carry must not leave a request unanswered, nor stop the server: a response
+    becomes -32603, anything else is dropped. (A batch's answers arrive encoded, each item already
+    checked: batches.py.)
     """
     try:
         return encode(message)
     except (ValueError, TypeError):
-        # A value JSON cannot carry must not leave a request unanswered (nor stop the server): a
-        # response becomes -32603, anything else is dropped. (A batch's answers arrive encoded,
-        # each item already checked: batches.py.)
         log.exception("a message could not be encoded as JSON")
-        answer = None if isinstance(message, Encoded) else _internal_error(message)
-        return None if answer is None else [dumps(answer)]
+        if isinstance(message, Encoded) or "method" in message or "id" not in message:
+            return None
+        return [dumps(error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error")))]
 
 
 # ---- stdout ---------------------------------------------------------------------------------------
-
-
-class _SyncWire:
-    """A wire the loop cannot watch, written as it comes.
-
-    A terminal, a regular file, Windows, an in-memory object.
-
-    Each line is written whole before the next, so lines never interleave; a wire that fails (the
-    client closed its end) is dropped quietly and serving goes on to the end of input.
-    """
-
-    def __init__(self, wire: BinaryIO) -> None:
-        self.wire: BinaryIO | None = wire
-        self.waiting = 0  # nothing is ever held back: a write returns once the wire has it
-        self.late = False
-
-    def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
-        if self.wire is None:
-            return
-        try:
-            # One piece after another, the line's end last: a large answer is never copied into
-            # one buffer to be written (jsonrpc.encode).
-            for piece in pieces(parts):
-                self.wire.write(piece)
-            self.wire.write(b"\n")
-            self.wire.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            self.wire = None  # the client is gone; keep draining quietly
-
-    def full(self) -> bool:
-        return False
-
-    async def room(self) -> None:
-        return None
-
-    async def drained(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 class _Line:
@@ -193,50 +136,39 @@ class _Line:
         self.slices = _slices(parts)
 
 
-class _LoopWire:
-    """stdout as a pipe or a socket on the loop.
+class _Wire:
+    """stdout's queued lines, under an HTTP answer's flow control and deadline.
 
-    Written when it is writable, never waited on.
-
-    As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before a request
-    that has an answer waits for room (`room`), a large answer is written WRITE_SLICE at a time as
-    the client takes it, and each line must be taken by the client within `timeout` of its first
-    byte (one deadline for the whole line). A client that misses it is not reading: the wire is
-    given up (`late`), even in the middle of a line, since the line's end could only come after
-    bytes the client is not taking; the server then stops serving (`on_late`). A client that
-    closed its end (EPIPE) is gone: what is left is dropped quietly and serving goes on to the end
-    of input, as over a terminal.
+    As an HTTP connection writes (connection.py): at most WRITE_HIGH bytes wait before an answer
+    waits for room (`room`), a large answer goes WRITE_SLICE at a time as the client takes it, and
+    each line must be taken within `timeout` of its first byte (one deadline for the line). A
+    client that misses it is not reading: the wire is given up (`late`), even mid-line, since the
+    line's end could only come after bytes the client is not taking, and the server stops serving
+    (`on_late`). A client that closed its end (EPIPE) is gone: the rest is dropped quietly and
+    serving goes on to the end of input. The deadline is the loop's timer on both roads; how a
+    slice is written is the subclass's `_pump`.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        fd: int,
-        write: Callable[[memoryview | bytes], int],
-        release: Callable[[], None],
         timeout: float,
         on_late: Callable[[], None],
         on_room: Callable[[], None],
     ) -> None:
-        self.loop, self.fd, self._write, self._release = loop, fd, write, release
-        self.timeout = timeout
-        self.on_late, self.on_room = on_late, on_room
-        self.waiting = 0  # bytes queued and not yet taken by the kernel
+        self.loop, self.timeout, self.on_late, self.on_room = loop, timeout, on_late, on_room
+        self.waiting = 0  # bytes queued and not yet written
         self.late = False
         self._gone = False
+        self._busy = False  # a write is under way: its end calls _pump
         self._lines: deque[_Line] = deque()
-        self._chunk: memoryview | bytes | None = None
-        self._watching = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_line: _Line | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._held = False  # the reading side holds back for room
 
     def put(self, parts: Sequence[Part], limit: int | None = None) -> None:
-        """Queue one line.
-
-        With `limit`, dropped once that many bytes already wait (a notification's bound).
-        """
+        """Queue one line; with `limit`, dropped once that many bytes wait."""
         if self._gone or self.late:
             return
         if limit is not None and self.waiting >= limit:
@@ -245,40 +177,32 @@ class _LoopWire:
         line = _Line(parts)
         self._lines.append(line)
         self.waiting += line.size
-        if not self._watching:
+        if not self._busy:
             self._pump()
 
     def full(self) -> bool:
-        """Whether WRITE_HIGH bytes or more wait.
-
-        The reading side holds back until they drain (`on_room`).
-        """
+        """Whether WRITE_HIGH bytes wait: the reader holds back until `on_room`."""
         if self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             self._held = True
             return True
         return False
 
     async def room(self) -> None:
-        """Wait until fewer than WRITE_HIGH bytes wait: flow control.
-
-        Or until the wire is given up.
-        """
+        """Wait until fewer than WRITE_HIGH bytes wait, or the wire is given up."""
         while self.waiting >= WRITE_HIGH and not (self._gone or self.late):
             await self._wait()
 
     async def drained(self) -> None:
-        """Wait until every byte queued is written, or the wire is given up.
-
-        The deadline bounds this.
-        """
+        """Wait until every byte queued is written, or the wire is given up."""
         while self.waiting and not (self._gone or self.late):
             await self._wait()
 
     def close(self) -> None:
-        self._unwatch()
         if self._timer is not None:
             self._timer.cancel()
-        self._release()
+
+    def _pump(self) -> None:
+        raise NotImplementedError
 
     def _wait(self) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = self.loop.create_future()
@@ -291,37 +215,9 @@ class _LoopWire:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _pump(self) -> None:
-        """Write what waits, for this turn.
-
-        Until the wire takes no more (then watch it) or TURN_BYTES went this turn.
-        """
-        written = 0
-        while not (self._gone or self.late):
-            chunk = self._chunk if self._chunk is not None else self._next_chunk()
-            if chunk is None:
-                break
-            try:
-                n = self._write(chunk)
-            except (BlockingIOError, InterruptedError):
-                n = 0
-            except OSError as exc:  # EPIPE, ECONNRESET: the client closed its end
-                log.debug("stdout is closed (%s): what is left is dropped, serving goes on to EOF", exc)
-                self._gone = True
-                self._give_up()
-                return
-            written += n
-            self.waiting -= n
-            if n < len(chunk):
-                self._chunk = chunk[n:]
-                self._watch()
-                break
-            self._chunk = None
-            if written >= TURN_BYTES:
-                self._watch()  # still writable: the next turn writes on, after the loop's other work
-                break
-        if not self._lines and self._chunk is None:
-            self._unwatch()
+    def _settle(self) -> None:
+        """After a write: the deadline moves to the head line; room wakes waiters."""
+        if not self._lines:
             self.waiting = 0
         self._arm()
         if self.waiting < WRITE_LOW or not self._lines:
@@ -330,19 +226,8 @@ class _LoopWire:
                 self._held = False
                 self.on_room()  # the lines read and held back are answered on
 
-    def _next_chunk(self) -> memoryview | bytes | None:
-        while self._lines:
-            chunk = next(self._lines[0].slices, None)
-            if chunk is not None:
-                return chunk
-            self._lines.popleft()  # the line is written whole
-        return None
-
     def _arm(self) -> None:
-        """The deadline of the line being written, from its first byte.
-
-        One timer a line, not one a write.
-        """
+        """The head line's deadline, from its first byte: one timer a line."""
         head = self._lines[0] if self._lines else None
         if head is self._timer_line:
             return
@@ -363,11 +248,14 @@ class _LoopWire:
             self._give_up()
             self.on_late()
 
+    def _lost(self, exc: OSError | ValueError) -> None:
+        log.debug("stdout is closed (%s): what is left is dropped, serving goes on to EOF", exc)
+        self._gone = True
+        self._give_up()
+
     def _give_up(self) -> None:
         self._lines.clear()
-        self._chunk = None
         self.waiting = 0
-        self._unwatch()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -376,15 +264,151 @@ class _LoopWire:
             self._held = False
             self.on_room()  # what was read is answered into nothing, as over a wire that failed
 
+
+class _LoopWire(_Wire):
+    """stdout the loop watches (a pipe, a socket), written when writable."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        write: Callable[[memoryview | bytes], int],
+        release: Callable[[], None],
+        timeout: float,
+        on_late: Callable[[], None],
+        on_room: Callable[[], None],
+    ) -> None:
+        super().__init__(loop, timeout, on_late, on_room)
+        self.fd, self._write, self._release = fd, write, release
+        self._chunk: memoryview | bytes | None = None  # what the last write left of its slice
+
+    def close(self) -> None:
+        self._unwatch()
+        super().close()
+        self._release()
+
+    def _pump(self) -> None:
+        """Write what waits, until the wire is full or TURN_BYTES went this turn."""
+        written = 0
+        while not (self._gone or self.late):
+            chunk = self._chunk if self._chunk is not None else self._next_slice()
+            if chunk is None:
+                break
+            try:
+                n = self._write(chunk)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:  # EPIPE, ECONNRESET: the client closed its end
+                self._lost(exc)
+                return
+            written += n
+            self.waiting -= n
+            self._chunk = chunk[n:] if n < len(chunk) else None
+            if self._chunk is not None or written >= TURN_BYTES:
+                self._watch()  # full; or still writable, and the next turn writes on after the loop's other work
+                break
+        if not self._lines:
+            self._unwatch()
+        self._settle()
+
+    def _give_up(self) -> None:
+        self._chunk = None
+        self._unwatch()
+        super()._give_up()
+
+    def _next_slice(self) -> memoryview | bytes | None:
+        while self._lines:
+            piece = next(self._lines[0].slices, None)
+            if piece is not None:
+                return piece
+            self._lines.popleft()  # the line is written whole
+        return None
+
     def _watch(self) -> None:
-        if not self._watching:
+        if not self._busy:
             self.loop.add_writer(self.fd, self._pump)
-            self._watching = True
+            self._busy = True
 
     def _unwatch(self) -> None:
-        if self._watching:
+        if self._busy:
             self.loop.remove_writer(self.fd)
-            self._watching = False
+            self._busy = False
+
+
+class _ThreadWire(_Wire):
+    """stdout the loop cannot watch, written by one thread of its own.
+
+    Windows (its select watches sockets only), a terminal, a regular file, an in-memory object.
+    The loop hands the thread the lines that wait, up to WRITE_SLICE bytes of them at once, and
+    holds the deadline, so a client that stops reading meets it as on the loop's road. The thread
+    cannot be joined while its write blocks, and need not be: it is a daemon, which the
+    interpreter's exit does not wait for, and it writes a file with os.write to a descriptor of
+    its own that nothing else closes, so it holds no lock another thread could wait on and no
+    descriptor number that could be reused under it. The process exits with the thread blocked, and the
+    system ends it.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        write: Callable[[memoryview | bytes], None],
+        release: Callable[[], None],
+        timeout: float,
+        on_late: Callable[[], None],
+        on_room: Callable[[], None],
+    ) -> None:
+        super().__init__(loop, timeout, on_late, on_room)
+        self._handed: queue.SimpleQueue[list[_Line] | None] = queue.SimpleQueue()
+        thread = threading.Thread(target=self._run, args=(write, release), name="fairwins-mcp-stdout", daemon=True)
+        signals.start(thread)  # a stop signal must reach the main thread, not this one
+
+    def close(self) -> None:
+        super().close()
+        self._handed.put(None)  # the thread ends after the write it is in, should that ever return
+
+    def _pump(self) -> None:
+        # Every line waiting is the thread's to write: none is with it while it is idle.
+        batch: list[_Line] = []
+        size = 0
+        for line in self._lines:
+            if batch and size + line.size > WRITE_SLICE:
+                break
+            batch.append(line)
+            size += line.size
+        if batch:
+            self._busy = True
+            self._handed.put(batch)
+        self._settle()
+
+    def _run(self, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
+        """The writer thread: each batch written whole, then reported to the loop."""
+        try:
+            while (batch := self._handed.get()) is not None:
+                failure: OSError | ValueError | None = None
+                try:
+                    for line in batch:
+                        for piece in line.slices:
+                            write(piece)
+                except (OSError, ValueError) as exc:  # EPIPE; ValueError: a closed file object
+                    failure = exc
+                try:
+                    self.loop.call_soon_threadsafe(self._written, batch, failure)
+                except RuntimeError:
+                    return  # the loop has closed
+        finally:
+            release()
+
+    def _written(self, batch: list[_Line], failure: OSError | ValueError | None) -> None:
+        self._busy = False
+        if self._gone or self.late:
+            return
+        if failure is not None:
+            self._lost(failure)
+            return
+        for line in batch:  # the head lines, in order
+            self._lines.popleft()
+            self.waiting -= line.size
+        self._pump()
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
@@ -415,46 +439,61 @@ def _slices(parts: Sequence[Part]) -> Iterator[memoryview | bytes]:
         yield held[0] if len(held) == 1 else b"".join(held)
 
 
-def _wire_on_loop(
+def _open_wire(
     loop: asyncio.AbstractEventLoop,
     wire: BinaryIO,
     timeout: float,
     on_late: Callable[[], None],
     on_room: Callable[[], None],
-) -> _LoopWire | _SyncWire:
-    """The claimed stdout as the loop can write it.
+) -> _Wire:
+    """The claimed stdout: on the loop where it can watch it, else on a thread."""
+    fd = _descriptor(wire)
+    if fd is None:  # an in-memory wire
 
-    A pipe or a socket without blocking, anything else as it comes.
+        def write_object(data: memoryview | bytes) -> None:
+            wire.write(data)
+            wire.flush()
+
+        return _ThreadWire(loop, write_object, lambda: None, timeout, on_late, on_room)
+    wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
+    unblocked = _unblocked(fd)
+    if unblocked is not None:
+        return _LoopWire(loop, *unblocked, timeout, on_late, on_room)
+    own = os.dup(fd)
+
+    def write_all(data: memoryview | bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(own, view) :]
+
+    return _ThreadWire(loop, write_all, lambda: os.close(own), timeout, on_late, on_room)
+
+
+def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Callable[[], None]] | None:
+    """stdout's descriptor, write and release for the loop, or None.
 
     Never made non-blocking where others share it. A socket (Node's child processes, Claude Code's
     and the Inspector's, get socket pairs) is sent to with MSG_DONTWAIT, a flag of the call alone.
     A pipe on Linux is opened anew through /proc, a file description of our own, and that one is
     made non-blocking. A pipe elsewhere (macOS) has no such way: the pipe our parent made for us
-    is made non-blocking, and blocking again when serving ends. A terminal or a regular file is
-    written as it comes (a terminal's description is the whole session's).
+    is made non-blocking, and blocking again when serving ends. A terminal's description is the
+    whole session's, and a regular file is never watched: both go to the thread, as all of
+    Windows' do (its select watches sockets only).
     """
     if sys.platform == "win32":
-        return _SyncWire(wire)  # the loop (select) watches sockets only there
+        return None
     try:
-        fd = wire.fileno()
         mode = os.fstat(fd).st_mode
-    except (AttributeError, OSError, ValueError):  # an in-memory wire (io.UnsupportedOperation is both)
-        return _SyncWire(wire)
-    wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
+    except OSError:
+        return None
     if stat.S_ISSOCK(mode):
         sock = socket.socket(fileno=os.dup(fd))
-
-        def send(data: memoryview | bytes) -> int:
-            return sock.send(data, socket.MSG_DONTWAIT)
-
-        return _LoopWire(loop, sock.fileno(), send, sock.close, timeout, on_late, on_room)
+        return sock.fileno(), lambda data: sock.send(data, socket.MSG_DONTWAIT), sock.close
     if not stat.S_ISFIFO(mode):
-        return _SyncWire(wire)
+        return None
     private = _reopened(fd)
     if private is not None:
-        return _LoopWire(
-            loop, private, lambda data: os.write(private, data), lambda: os.close(private), timeout, on_late, on_room
-        )
+        return private, lambda data: os.write(private, data), lambda: os.close(private)
     os.set_blocking(fd, False)
 
     def restore() -> None:
@@ -463,7 +502,7 @@ def _wire_on_loop(
         except OSError:
             pass  # closed already
 
-    return _LoopWire(loop, fd, lambda data: os.write(fd, data), restore, timeout, on_late, on_room)
+    return fd, lambda data: os.write(fd, data), restore
 
 
 def _reopened(fd: int) -> int | None:
@@ -484,17 +523,14 @@ def _reopened(fd: int) -> int | None:
 
 
 class _WatchedInput:
-    """POSIX stdin the loop can watch, read on readiness.
+    """POSIX stdin the loop watches (a pipe, a socket, a terminal).
 
-    A pipe, a socket, a terminal: so no read ever waits.
-
-    The descriptor is left blocking (its description is shared with the parent, or with a whole
-    terminal session): it is read only when the loop says there are bytes, and so never waits.
+    The descriptor stays blocking (its description is the parent's, or a whole terminal
+    session's): it is read only when the loop says bytes are there, and so never waits.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None]) -> None:
         self.loop, self.fd, self.take = loop, fd, take
-        self._watching = False
         self.loop.add_reader(fd, self._readable)  # raises for what the loop cannot watch (a regular file)
         self._watching = True
 
@@ -522,14 +558,7 @@ class _WatchedInput:
         self.pause()
 
     def rest(self, budget: int) -> Iterator[bytes]:
-        """After a stop signal: what the client had already written.
-
-        Up to `budget` bytes, never waited for.
-        """
-        if sys.platform == "win32":
-            return
-        import select
-
+        """After a stop signal: up to `budget` bytes already written, unwaited."""
         while budget > 0:
             ready, _, _ = select.select([self.fd], [], [], 0)
             if not ready:
@@ -545,13 +574,11 @@ class _WatchedInput:
 
 
 class _ThreadInput:
-    """stdin the loop cannot watch, read by one thread.
+    """stdin the loop cannot watch, read by one thread of its own.
 
-    Windows, a regular file, an in-memory reader: one thread reads and hands bytes in.
-
-    One chunk at a time: the thread reads the next only once the loop has taken the last and
-    wants more (backpressure). On Windows no signal interrupts a pipe read: end of input is how
-    a client stops us there (Desktop ends the process; it sends no signal).
+    Windows, a regular file, an in-memory reader. One chunk at a time: the thread reads the next
+    only once the loop has taken the last and wants more. On Windows no signal interrupts a pipe
+    read: end of input is how a client stops the server there (Desktop sends no signal).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO, take: Callable[[bytes], None]) -> None:
@@ -562,8 +589,8 @@ class _ThreadInput:
         self._wanted.set()
         self._paused = False
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="fairwins-mcp-stdin", daemon=True)
-        signals.start(self._thread)  # a stop signal must reach the main thread, not this one
+        thread = threading.Thread(target=self._run, name="fairwins-mcp-stdin", daemon=True)
+        signals.start(thread)  # a stop signal must reach the main thread, not this one
 
     def _run(self) -> None:
         while True:
@@ -575,6 +602,9 @@ class _ThreadInput:
                 data = self._read(CHUNK)
             except (OSError, ValueError) as exc:
                 log.info("stdin could not be read (%s): taken as its end", exc)
+                data = b""
+            except Exception:  # a bug: this thread owns its reads, and the loop waits on it for the end
+                log.exception("stdin's reader failed: taken as its end")
                 data = b""
             try:
                 self.loop.call_soon_threadsafe(self._handed, data)
@@ -610,6 +640,8 @@ class _ThreadInput:
 
 
 class StdioServer:
+    """One MCP session over stdin and a claimed stdout, served by run()."""
+
     def __init__(
         self,
         dispatcher: Dispatcher,
@@ -631,39 +663,25 @@ class StdioServer:
         self._signal = 0  # the stop signal's number once one arrived; 0 while serving
         self._client_logged = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._out: _LoopWire | _SyncWire = _SyncWire(wire)
+        self._out: _Wire  # stdout, once run() serves
         self._input: _WatchedInput | _ThreadInput | None = None
         self._framer = LineFramer(MAX_LINE)
         self._framed: deque[lines.Framed] = deque()
         self._ended = False  # no more lines will be read: end of input, a stop signal, or the wire given up
         self._over: asyncio.Future[None] | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: asyncio.Semaphore  # the `workers` places, once run() serves
         self._thread = 0  # the loop's thread, while run() serves
         self.pacing = Pacing()  # large answers share the core with the small calls beside them
 
     # ---- output -------------------------------------------------------------------------
 
-    def write(self, message: JSONObject | Encoded) -> None:
-        """Queue one message's line; safe from any thread.
-
-        A notification's or an answer's.
-        """
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
-            loop.call_soon_threadsafe(self._put, message, None)
-            return
-        self._put(message, None)
-
     def _notify(self, message: JSONObject) -> None:
-        """A call's notification (progress, a log line), queued.
-
-        Or dropped once STREAM_BACKLOG waits unread.
-        """
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and threading.get_ident() != self._thread:
-            loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
-            return
-        self._put(message, STREAM_BACKLOG)
+        """A call's notification, from any thread; dropped past STREAM_BACKLOG."""
+        if threading.get_ident() == self._thread:
+            self._put(message, STREAM_BACKLOG)
+        elif self._loop is not None:
+            with suppress(RuntimeError):  # the loop has closed: serving is over
+                self._loop.call_soon_threadsafe(self._put, message, STREAM_BACKLOG)
 
     def _put(self, message: JSONObject | Encoded, limit: int | None) -> None:
         parts = _encoded(message)
@@ -671,10 +689,7 @@ class StdioServer:
             self._out.put(parts, limit)
 
     async def _answer(self, message: JSONObject | Encoded, heavy: bool) -> None:
-        """A task's answer, queued once stdout has room.
-
-        Encoded off the loop when it was built from a large gateway answer (as over HTTP).
-        """
+        """A task's answer, queued once stdout has room (heavy: encoded off-loop)."""
         await self._out.room()
         parts = await off_loop(lambda: _encoded(message), self.pacing) if heavy else _encoded(message)
         if parts is not None:
@@ -691,10 +706,7 @@ class StdioServer:
         )
 
     def finish(self, record: records.Record) -> None:
-        """Log a message's record (stderr; stdout is the wire).
-
-        The client is named once per session.
-        """
+        """Log a message's record, naming the client once per session."""
         if record.client is not None:
             if self._client_logged and record.method != "initialize":
                 record.client = None
@@ -753,19 +765,20 @@ class StdioServer:
             log.error("a request's task failed (a bug; the server goes on)", exc_info=exc)
         self._work()
 
-    async def _call(self, message: Request, ctx: RequestContext, session: Session) -> None:
+    async def _driven(self, steps: Steps[Reply]) -> tuple[Reply, bool]:
+        """A reply driven in one of the `workers` places, and whether it was heavy."""
         run = Run()
-        assert self._slots is not None
+        async with self._slots:
+            return await drive(steps, self.pacing, run), run.heavy
+
+    async def _call(self, message: Request, ctx: RequestContext, session: Session) -> None:
         try:
-            async with self._slots:
-                reply: Reply | None = await drive(self.dispatcher.handle_steps(message, session, ctx), self.pacing, run)
+            reply, heavy = await self._driven(self.dispatcher.handle_steps(message, session, ctx))
         finally:
             if self._inflight.get(message.id) is ctx:
                 del self._inflight[message.id]
-        assert reply is not None
         if reply.message is not None and not ctx.cancellation.is_set:
-            await self._answer(reply.message, run.heavy)
-        reply = None  # an answer is not kept past its write (a large one is megabytes)
+            await self._answer(reply.message, heavy)
         self.finish(ctx.record)
 
     def _batch_contexts(self) -> tuple[list[RequestContext], Callable[[], RequestContext]]:
@@ -784,19 +797,16 @@ class StdioServer:
 
     async def _batch(self, batch: Batch, session: Session) -> None:
         made, make_ctx = self._batch_contexts()
-        run = Run()
-        assert self._slots is not None
         cancellation = Cancellation()  # thrown only when stdout is given up: the batch has nowhere to go
         self._batches.add(cancellation)
         try:
-            async with self._slots:
-                reply = await drive(
-                    self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation), self.pacing, run
-                )
+            reply, heavy = await self._driven(
+                self.dispatcher.handle_batch_steps(batch, session, make_ctx, cancellation)
+            )
         finally:
             self._batches.discard(cancellation)
         if reply.message is not None:
-            await self._answer(reply.message, run.heavy)
+            await self._answer(reply.message, heavy)
         self._batch_done(made)
 
     def _batch_now(self, batch: Batch) -> None:
@@ -819,10 +829,7 @@ class StdioServer:
     # ---- the loop -----------------------------------------------------------------------
 
     def _take(self, data: bytes) -> None:
-        """Bytes read from stdin (b"": its end) framed into lines.
-
-        As many answered as the bounds allow.
-        """
+        """stdin's bytes (b"": its end), framed and answered as the bounds allow."""
         if self._ended:
             return
         if not data:
@@ -833,9 +840,9 @@ class StdioServer:
         self._work()
 
     def _work(self) -> None:
-        """Answer the lines read, in order, while the bounds leave room.
+        """Answer the lines read, in order, while stdout and the calls leave room.
 
-        The bounds are stdout's and the calls under way's; read on when all are answered.
+        stdin is read on once all are answered.
         """
         while self._framed and not self._held_back():
             self._answer_line(self._framed.popleft())
@@ -867,9 +874,7 @@ class StdioServer:
             self._drain_input()
 
     def _drain_input(self) -> None:
-        """After SIGTERM or SIGINT, answer the whole lines already written.
-
-        The whole lines the client already wrote are requests too.
+        """After a stop signal, answer the whole lines already written.
 
         The signal can land with lines waiting in the pipe; dropping them would leave requests
         the client saw leave unanswered. Nothing is waited for, a line not yet ended is not a
@@ -884,10 +889,7 @@ class StdioServer:
         self._work()
 
     def _on_late(self) -> None:
-        """The client stopped reading past the answer deadline.
-
-        Nothing more is read, and calls under way are cancelled.
-        """
+        """The client missed the answer deadline: read no more, cancel the calls."""
         self._end_input()
         self._framed.clear()  # nowhere to answer them
         for ctx in list(self._inflight.values()):
@@ -897,12 +899,10 @@ class StdioServer:
         self._work()
 
     def run(self, reader: BinaryIO) -> int:
-        """Serve `reader` until end of input or a stop signal.
+        """Serve `reader` until end of input or a stop signal; the exit code.
 
-        0 once every request read is answered.
-
-        EXIT_WIRE_BROKEN when the client stopped reading its answers for longer than the answer
-        deadline (the wire was given up, and serving stopped).
+        0 once every request read is answered; EXIT_WIRE_BROKEN once the client stopped reading
+        its answers past the deadline (the wire was given up, and serving stopped).
         """
         loop = loops.new_loop()
         loops.Guard(loop)  # a failure nobody owned is logged, and serving goes on
@@ -914,15 +914,15 @@ class StdioServer:
             try:
                 loops.close(loop, ())
             finally:
-                self._loop = None
+                self._loop, self._thread = None, 0
                 self.pacing.close()
 
     async def _serve(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> int:
         self._over = loop.create_future()
         self._slots = asyncio.Semaphore(self.workers)
         on_main = threading.current_thread() is threading.main_thread()
-        undo = loops.on_stop_signals(loop, self._on_stop, STOP_SIGNALS) if on_main else None
-        self._out = _wire_on_loop(loop, self.wire, self.write_timeout, self._on_late, self._work)
+        undo = loops.on_stop_signals(loop, self._on_stop, signals.STOP_SIGNALS) if on_main else None
+        self._out = _open_wire(loop, self.wire, self.write_timeout, self._on_late, self._work)
         try:
             if on_main:
                 # Only once the handlers are set: one held back during start-up is heard now.
@@ -944,6 +944,8 @@ class StdioServer:
         return EXIT_WIRE_BROKEN if self._out.late else 0
 
     def _open_input(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO) -> _WatchedInput | _ThreadInput:
+        # run() is the reader's only reader, and reads its descriptor directly: nothing may wait in
+        # the reader's own buffer (nothing has read sys.stdin.buffer before serve()).
         if sys.platform != "win32" and (fd := _descriptor(reader)) is not None:
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -953,14 +955,10 @@ class StdioServer:
         return _ThreadInput(loop, reader, self._take)
 
 
-def _descriptor(reader: BinaryIO) -> int | None:
-    """The reader's file descriptor, or None (an in-memory reader).
-
-    run() is the reader's only reader: the descriptor is read directly, so nothing may sit in
-    the reader's own buffer (nothing has read sys.stdin.buffer before serve()).
-    """
+def _descriptor(file: BinaryIO) -> int | None:
+    """A file object's descriptor, or None (an in-memory object)."""
     try:
-        return reader.fileno()
+        return file.fileno()
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
         return None
 
@@ -972,6 +970,6 @@ def serve(dispatcher: Dispatcher, *, bearer: str | None = None, workers: int = 1
     if threading.current_thread() is threading.main_thread():
         # Every request read is answered: a second SIGTERM or ^C on the way out (run() has put
         # the handlers it found back) must not turn this clean exit into a killed process.
-        for signum in STOP_SIGNALS:
+        for signum in signals.STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     return code

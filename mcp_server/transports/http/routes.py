@@ -1,7 +1,5 @@
 """The routes: /healthz, /metrics, CORS preflight, POST /mcp, refusals.
 
-`refuse` answers a request the gate refused.
-
 Each is `route(connection, head, decision)`. A route that has no use for a body drops it first
 (`Connection.drop_body`), so a body never outlives its request; POST /mcp reads its own.
 """
@@ -69,10 +67,7 @@ async def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
 
 
 async def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /metrics: the Prometheus text exposition.
-
-    On the metrics listener or, when asked, the MCP port.
-    """
+    """GET /metrics: Prometheus text, on its own listener or the MCP port."""
     registry = conn.server.exports
     if not await conn.drop_body(head):
         return
@@ -133,10 +128,7 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
 
 
 async def resource_metadata(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728).
-
-    Where members sign in, for OAuth mode.
-    """
+    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728, OAuth)."""
     door = conn.server.door
     if not await conn.drop_body(head) or door is None:
         return
@@ -177,10 +169,7 @@ _MALFORMED_BEARER: Final = (
 
 
 def _escape(credential: tuple[str | None, str]) -> str | None:
-    """The escape in a caller's own bearer (redaction.escape_in), refused.
-
-    The environment's was checked at start.
-    """
+    """The escape in a caller's own bearer (the env's was checked at start)."""
     token, source = credential
     if source != "header" or token is None or ("%" not in token and "\\" not in token):
         return None
@@ -190,10 +179,7 @@ def _escape(credential: tuple[str | None, str]) -> str | None:
 
 
 def _request_id(body: bytes) -> Id | None:
-    """The id of the request in `body`, for a refusal that read it, or None.
-
-    None for a batch, a notification or no request.
-    """
+    """The id of the request in `body`; None for a batch, notification or none."""
     message = parse(body)
     return message.id if isinstance(message, Request) else None
 

@@ -63,10 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(config: Config) -> int:
-    """`fairwins-mcp check`: the doctor's report.
-
-    Logging is configured as serving has it.
-    """
+    """`fairwins-mcp check`: the doctor's report, logging as serving has it."""
     from mcp_server.setup import doctor  # deferred, like the transports: serving never loads it
 
     logs.configure(config.log_level, config.log_format, config.trace_project)
@@ -115,10 +112,7 @@ def _announce(config: Config) -> None:
 
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
-    """Serve Streamable HTTP; the exit code once it stops.
-
-    This process alone, or a supervisor and its workers on the one listening socket.
-    """
+    """Serve Streamable HTTP, alone or as a workers' supervisor; the exit code."""
     import shutil
     import tempfile
 

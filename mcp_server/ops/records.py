@@ -349,7 +349,7 @@ class Record:
             parts.append(f"code={self.code}")
         if self.failure is not None:
             parts.append(f"failure={self.failure}")
-        parts.append(f"ms={((self.ended or time.perf_counter()) - self.started) * 1000:.1f}")
+        parts.append(f"ms={self.seconds * 1000:.1f}")
         if self.version:
             parts.append(f"rev={self.version}")
         if self.client is not None:
@@ -360,7 +360,7 @@ class Record:
         rid = self._rpc_id()
         if rid is not None:
             parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(rid)}")
-        trace = self._trace if self._trace is not None else self.traced
+        trace = self.traced
         if trace is not None:
             parts.append(f"trace={trace.trace_id} span={trace.span_id}")
         return " ".join(parts)

@@ -244,10 +244,8 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
     cancellation = Cancellation()
     unwatch = _nothing
     if server.dispatcher.is_blocking(parsed):
-        # The request is whole: from here its client is watched, and its leaving (a reset, or an
-        # end that comes from now on with nothing of the client's unread) ends its wait for a call
-        # slot, then its call: every item of a batch not yet run stops, and nothing more is sent
-        # to the gateway.
+        # The request is whole: from here its client's leaving (Connection.watch) ends its wait for
+        # a call slot, then its call: no batch item not yet run starts, nothing more goes upstream.
         unwatch = conn.watch(cancellation.cancel)
     taken = None if cancellation.is_set else await conn.wait_for_slot(SLOT_WAIT)
     if not taken:

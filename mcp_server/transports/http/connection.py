@@ -287,7 +287,7 @@ class Connection(asyncio.BufferedProtocol):
         """
         if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
-            return _nothing
+            return unwatched
         self._on_gone = on_gone
 
         def unwatch() -> None:
@@ -785,5 +785,5 @@ def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, bytes | memoryview]]:
             yield at, view[at : at + WRITE_SLICE]
 
 
-def _nothing() -> None:
-    return None
+def unwatched() -> None:
+    """The unwatch of a call that was never watched: nothing to undo."""

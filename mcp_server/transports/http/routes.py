@@ -18,7 +18,7 @@ from mcp_server.ops import records
 from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
-from mcp_server.transports.http.connection import Connection
+from mcp_server.transports.http.connection import Connection, unwatched
 from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.transports.http.flow import STREAM_BACKLOG
 from mcp_server.transports.http.head import Head, Refusal
@@ -242,7 +242,7 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
         if credential[0] is not None and server.door.signed_in(credential[0]):
             credential = (credential[0], "signed_in")  # its failures say to sign in again, not to make a token
     cancellation = Cancellation()
-    unwatch = _nothing
+    unwatch = unwatched
     if server.dispatcher.is_blocking(parsed):
         # The request is whole: from here its client's leaving (Connection.watch) ends its wait for
         # a call slot, then its call: no batch item not yet run starts, nothing more goes upstream.
@@ -390,10 +390,6 @@ async def _serve_message(
         answer = reply.message
         parts = await off_loop(lambda: encode(answer), server.pacing) if run.heavy else encode(answer)
         await conn.respond(reply.status, parts, extra=extra)
-
-
-def _nothing() -> None:
-    return None
 
 
 ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], Awaitable[None]]]] = {

@@ -300,6 +300,14 @@ def _key_lines(loaded: Loaded, keys: KeySet, jwks_uri: str) -> list[Line]:
     return lines
 
 
+# Why no member tool works, by the token's state, where the state alone says it.
+_WHY_NOT: Final = {
+    "absent": "they need a member token",
+    "no_sign_in": "members cannot sign in (above)",
+    "refused": "the token was refused",
+}
+
+
 def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> list[Line]:
     working: list[str] = []
     broken: dict[str, list[str]] = defaultdict(list)  # reason → tool names (or "name (scope)")
@@ -307,25 +315,17 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
     sign_in: list[str] = []
     for tool in sorted(tools, key=lambda t: t.name):
         scope: str = tool.entry.get("scope") or ""
+        state = token.state
         if not reachable:
             broken["no gateway answers"].append(tool.name)
-        elif tool.public:
+        elif tool.public or (state == "valid" and scope in token.scopes):
             working.append(tool.name)
-        elif token.state == "valid":
-            if scope in token.scopes:
-                working.append(tool.name)
-            else:
-                broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
-        elif token.state == "absent":
-            broken["they need a member token"].append(tool.name)
-        elif token.state == "sign_in":
-            sign_in.append(tool.name)
-        elif token.state == "no_sign_in":
-            broken["members cannot sign in (above)"].append(tool.name)
-        elif token.state == "refused":
-            broken["the token was refused"].append(tool.name)
-        elif token.state == "no_profile_scope" and scope == PROFILE_SCOPE:
+        elif state == "valid" or (state == "no_profile_scope" and scope == PROFILE_SCOPE):
             broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
+        elif state == "sign_in":
+            sign_in.append(tool.name)
+        elif state in _WHY_NOT:
+            broken[_WHY_NOT[state]].append(tool.name)
         else:
             unknown.append(tool.name)
     lines = []

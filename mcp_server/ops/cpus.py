@@ -1,6 +1,4 @@
-"""How many CPUs this process may actually use.
-
-Its affinity mask and its cgroup CPU quota (v1 and v2) both count.
+"""How many CPUs this process may use: its affinity and cgroup CPU quota.
 
 `os.cpu_count()` counts the host's CPUs. A container (Cloud Run, Kubernetes, `docker --cpus`) is
 held to fewer by a CFS quota, and a process pinned with taskset to fewer by its affinity; both
@@ -28,10 +26,7 @@ Reader = Callable[[str], str | None]
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """One cgroup line of /proc/self/mountinfo.
-
-    What part of the hierarchy is visible where.
-    """
+    """One cgroup line of /proc/self/mountinfo: which hierarchy part is where."""
 
     root: str  # the hierarchy path shown at the mount point ("/" unless namespaced or bind-mounted)
     point: str  # where it is mounted
@@ -40,9 +35,7 @@ class Mount:
 
 
 def parse_proc_cgroup(text: str) -> dict[str, str]:
-    """`/proc/self/cgroup` → {controller: path}.
-
-    The v2 (unified) path is under the key "".
+    """`/proc/self/cgroup` → {controller: path}, v2's (unified) path under "".
 
     Lines are `hierarchy-id:controller-list:path` (cgroups(7)); v1 lists controllers, v2 is `0::path`.
     """
@@ -98,10 +91,7 @@ def parse_mountinfo(text: str) -> list[Mount]:
 
 
 def parse_cpu_max(text: str | None) -> float | None:
-    """cgroup v2 `cpu.max` → CPUs allowed, or None for no limit.
-
-    The text is `$MAX $PERIOD`; MAX may be `max`.
-    """
+    """cgroup v2 `cpu.max` (`$MAX $PERIOD`) → CPUs allowed; None for no limit."""
     if text is None:
         return None
     parts = text.split()
@@ -131,12 +121,10 @@ def _ratio(quota: str, period: str) -> float | None:
 
 
 def usable(affinity: int, quota: float | None) -> int:
-    """Whole CPUs a process can keep busy, at least 1.
+    """Whole CPUs a process can keep busy: affinity cut to quota, at least 1.
 
-    Its affinity, cut to its quota rounded up.
-
-    Rounded up, as Go's GOMAXPROCS does: a quota of 1.5 CPUs keeps two workers busy part-time
-    rather than leaving half a CPU unused.
+    The quota rounded up, as Go's GOMAXPROCS does: a quota of 1.5 CPUs keeps two workers busy
+    part-time rather than leaving half a CPU unused.
     """
     count = max(1, affinity)
     if quota is not None:
@@ -145,10 +133,7 @@ def usable(affinity: int, quota: float | None) -> int:
 
 
 def _directory(mount: Mount, path: str) -> str:
-    """Where cgroup `path` lives under `mount`.
-
-    `path` is from /proc/self/cgroup; the mount point when it is not below the mount's root.
-    """
+    """Where cgroup `path` (from /proc/self/cgroup) lives under `mount`."""
     root = mount.root.rstrip("/")
     if root == "":
         relative = path
@@ -174,9 +159,7 @@ def _ancestors(directory: str, stop: str) -> list[str]:
 
 
 def cgroup_quota(read: Reader) -> float | None:
-    """The tightest CPU quota over this cgroup and its visible ancestors.
-
-    cgroup v1 and v2 alike.
+    """The tightest CPU quota, v1 or v2, of this cgroup and visible ancestors.
 
     A hybrid layout (v1 controllers plus a v2 unified mount) holds the cpu controller in one of
     the two, so both are read and the smaller limit wins; a parent's quota binds its children.
@@ -205,10 +188,7 @@ def cgroup_quota(read: Reader) -> float | None:
 
 
 def affinity() -> int:
-    """CPUs the scheduler lets this process run on.
-
-    sched_getaffinity on Linux; elsewhere every CPU.
-    """
+    """CPUs the scheduler lets this process run on (every CPU off Linux)."""
     if sys.platform == "linux":
         try:
             return len(os.sched_getaffinity(0))
@@ -218,10 +198,7 @@ def affinity() -> int:
 
 
 def read_text(path: str) -> str | None:
-    """A small file's text, or None when it cannot be read.
-
-    Absent, unreadable, or not a file.
-    """
+    """A small file's text; None if absent, unreadable, or not a file."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read(65536)

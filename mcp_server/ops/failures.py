@@ -5,8 +5,8 @@ locals: the gateway connection, the request's bytes, the client's connection and
 exception that is caught and kept (a gateway failure handed to the retry policy as a value, a
 cancelled call's reason) would keep all of that alive; and since the frame that keeps it is among
 those its traceback holds, it is a cycle that reference counting never frees and the collector
-(ops/heap.py: a young generation of 200,000 objects) frees late (BENCHMARKS.md). So a failure kept
-as a value keeps its type, its message and its fields, and nothing of where it was raised.
+(ops/heap.py's large young generation) frees late (BENCHMARKS.md). So a failure kept as a value
+keeps its type, its message and its fields, and nothing of where it was raised.
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ E = TypeVar("E", bound=BaseException)
 
 
 def as_value(exc: E) -> E:
-    """`exc` as a verdict, not a trace: no traceback, cause or context.
-
-    The exceptions it was raised from or during are dropped with the traceback.
-    """
+    """`exc` as a verdict, not a trace: no traceback, cause or context."""
     exc.__traceback__ = None
     exc.__context__ = None
     exc.__cause__ = None

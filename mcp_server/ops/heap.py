@@ -36,10 +36,7 @@ OLD: Final = 10  # middle collections between considering a full one (CPython's,
 
 
 def settle() -> None:
-    """Collect start-up's garbage, freeze what remains, set the thresholds.
-
-    Called once start-up is done.
-    """
+    """After start-up: collect its garbage, freeze the rest, set thresholds."""
     gc.collect()  # start-up's own cycles go now; frozen, they would stay for good
     gc.freeze()
     gc.set_threshold(YOUNG, MIDDLE, OLD)

@@ -1,7 +1,5 @@
 """The listening socket: bound once, shared, closed without resetting.
 
-It is bound once and shared by workers, and closed without resetting a queued connection.
-
 When a listening socket closes, the kernel resets every connection it had completed but nobody
 had accepted yet, and a client (a load balancer above all) may already have sent a request on
 it. So a drain first stops new handshakes (a socket filter that drops bare SYNs: a client then
@@ -50,10 +48,7 @@ class _Program(ctypes.Structure):
 
 
 def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
-    """A listening TCP socket on host:port, non-blocking, shareable by workers.
-
-    Port 0 takes any free one.
-    """
+    """A listening TCP socket on host:port (0: any), non-blocking, for workers."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -76,10 +71,7 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
 
 
 def refuse_new(sock: socket.socket) -> bool:
-    """Stop new handshakes on `sock`; False where the platform cannot.
-
-    The platform may have no socket filters: closing alone must do.
-    """
+    """Stop new handshakes on `sock`; False where there are no socket filters."""
     if sys.platform != "linux":
         return False
     program = (_Instruction * len(DROP_BARE_SYN))(*(_Instruction(*op) for op in DROP_BARE_SYN))
@@ -95,12 +87,11 @@ def refuse_new(sock: socket.socket) -> bool:
 def accept_queued(
     sock: socket.socket, handle: Callable[[socket.socket, object], None], *, settle: float, limit: float
 ) -> int:
-    """Accept and hand over every queued connection; return the count.
+    """Accept and hand over queued connections until none came for `settle` s.
 
-    It accepts until none arrived for `settle` s, at most `limit` s.
-
-    After `refuse_new`, only handshakes already under way can still complete: `settle` covers
-    their last round trip. Other processes sharing the socket may win some connections: fine.
+    At most `limit` s; returns the count. After `refuse_new`, only handshakes already under way can
+    still complete: `settle` covers their last round trip. Other processes sharing the socket may
+    win some connections: fine.
     """
     accepted = 0
     end = time.monotonic() + limit
@@ -130,10 +121,8 @@ def _accept_all(sock: socket.socket, handle: Callable[[socket.socket, object], N
     while time.monotonic() < end:
         try:
             conn, address = sock.accept()
-        except (BlockingIOError, InterruptedError):
-            break
         except OSError:
-            break
+            break  # the queue is empty (EAGAIN), or the socket failed
         accepted += 1
         handle(conn, address)
     return accepted

@@ -1,7 +1,4 @@
-"""Logging to stderr, configured once, with token redaction.
-
-Text for a terminal, or one JSON object per line.
-"""
+"""Logging to stderr, configured once and redacted: text or JSON lines."""
 
 from __future__ import annotations
 
@@ -57,10 +54,7 @@ def redact(token: str | None) -> str:
 
 
 def register_secret(value: str) -> None:
-    """A value the log filter scrubs wherever it would otherwise appear.
-
-    Belt and braces.
-    """
+    """A value the log filter scrubs wherever it appears (belt and braces)."""
     if len(value) >= 8:
         with _lock:
             _secrets.add(value)
@@ -78,9 +72,7 @@ class _ScrubSecrets(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if _secrets:
             message = record.getMessage()
-            scrubbed = message
-            for secret in _secrets:
-                scrubbed = scrubbed.replace(secret, redact(secret))
+            scrubbed = scrub(message)
             if scrubbed != message:
                 record.msg, record.args = scrubbed, None
         return True
@@ -94,10 +86,7 @@ class Scrubber(Protocol):
 
 
 class Credentials(Protocol):
-    """A request as the log filter sees it: its values, as a scrubber.
-
-    The request is a core.context.RequestContext.
-    """
+    """A request as the log filter sees it (a core.context.RequestContext)."""
 
     def redactor(self) -> Scrubber | None: ...
 
@@ -128,18 +117,13 @@ def request_bound(ctx: Credentials) -> Iterator[None]:
 
 
 def request_scrubber() -> Scrubber | None:
-    """The scrubber of the request being handled in this context.
-
-    None outside one, or when it carries nothing.
-    """
+    """The scrubber of the request handled in this context, if it has one."""
     ctx = _request.get()
     return None if ctx is None else ctx.redactor()
 
 
 class RequestFilter(logging.Filter):
-    """Scrubs a record made while a request is handled.
-
-    Both its message and any traceback it carries.
+    """Scrubs a record made while a request is handled, traceback and all.
 
     A record that changes gets its traceback folded into its message (and exc_info cleared), so
     every formatter, text or JSON, writes the scrubbed text and none formats the original again.
@@ -232,17 +216,14 @@ class JsonFormatter(logging.Formatter):
 
 
 class StderrHandler(logging.Handler):
-    """Formatted lines handed to a writer thread of their own.
-
-    No thread that serves ever waits on stderr.
+    """Lines handed to a writer thread, so no serving thread waits on stderr.
 
     A line is formatted (and scrubbed) on the thread that logs it, then queued; the writer thread
     writes what is queued at most FLUSH_AFTER seconds later, a slice of FORMAT_SLICE lines per
     system call, at once for a warning or worse or on a terminal. A line logged with
     `extra=AHEAD` is written next, before the rest of the queue. Should stderr stop being read (a
     client may ignore it), lines beyond MAX_WAITING bytes are dropped and counted, and the count
-    is written when stderr moves again: serving never blocks on a log line. logging.shutdown (at
-    exit) writes the rest.
+    is written when stderr moves again. logging.shutdown (at exit) writes the rest.
     """
 
     def __init__(self, fd: int, *, interactive: bool = False) -> None:
@@ -267,9 +248,8 @@ class StderrHandler(logging.Handler):
     def _forked(self) -> None:
         """The handler afresh in a child just forked (--workers).
 
-        No writer thread came along, and its lock may be held.
-
-        Lines the parent had queued are the parent's to write; the child starts empty.
+        No writer thread came along, and its lock may be held; lines the parent had queued are
+        the parent's to write.
         """
         self._cond = threading.Condition(threading.Lock())
         self._write_lock = threading.Lock()
@@ -280,9 +260,7 @@ class StderrHandler(logging.Handler):
         self.in_place = False
 
     def write_in_place(self) -> None:
-        """Each line is written by the thread that logs it, from now on.
-
-        No writer thread runs.
+        """From now on, each line is written by the thread that logs it.
 
         For a process that must fork with no other thread alive (the --workers supervisor).
         """
@@ -299,9 +277,7 @@ class StderrHandler(logging.Handler):
             self._thread = None
 
     def handle(self, record: logging.LogRecord) -> bool:
-        """Queue a per-message record as it is; the writer thread formats it.
-
-        A per-message record is records.py's.
+        """Queue a per-message record (records.py's); the writer formats it.
 
         It is finished (nothing in it changes any more) and made after its request was handled
         (no request's credentials are bound to the thread then), so its filters and formatter may
@@ -340,9 +316,7 @@ class StderrHandler(logging.Handler):
         self._queue(line, len(line), urgent=self.interactive or record.levelno >= logging.WARNING)
 
     def _write_now(self, data: bytes) -> bool:
-        """Write `data` on this thread, if that cannot wait.
-
-        False (nothing written) where it might.
+        """Write `data` on this thread if that cannot wait; False if it might.
 
         A thread that serves never waits on stderr: so only a line stderr takes whole at once (no
         longer than PIPE_BUF, stderr ready for it, the writer thread not in the middle of a write).
@@ -369,10 +343,7 @@ class StderrHandler(logging.Handler):
             signals.start(self._thread)  # a stop signal must reach the main thread, not this one
 
     def _line(self, item: str | logging.LogRecord) -> str:
-        """A queued item as the text to write.
-
-        A line already made, or a deferred record, filtered and formatted.
-        """
+        """A queued item as text: a line already made, or a record formatted."""
         if isinstance(item, str):
             return item
         try:
@@ -457,10 +428,7 @@ class StderrHandler(logging.Handler):
                 self._lines, self._size = [], 0
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Wait until every line queued so far is written.
-
-        At most `timeout` seconds.
-        """
+        """Wait up to `timeout` s until every line queued so far is written."""
         with self._cond:
             if self._thread is None:
                 return
@@ -501,10 +469,7 @@ if sys.platform != "win32":  # Windows has no fork
 
 
 def flush() -> None:
-    """Write every log line queued so far.
-
-    For a process about to leave by os._exit, which runs no atexit.
-    """
+    """Write every queued log line (before os._exit, which runs no atexit)."""
     for handler in list(_HANDLERS):
         handler.flush()
 
@@ -520,19 +485,13 @@ def mark_pid() -> None:
 
 
 def write_in_place() -> None:
-    """No log writer thread in this process from now on.
-
-    See StderrHandler.write_in_place.
-    """
+    """Log lines written in place from now on: no writer thread here."""
     for handler in list(_HANDLERS):
         handler.write_in_place()
 
 
 def _stderr_handler() -> logging.Handler:
-    """The writer thread's handler, on a descriptor of its own for fd 2.
-
-    A plain one where stderr is no file.
-    """
+    """A StderrHandler on a dup of fd 2; a plain one where stderr is no file."""
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):

@@ -1,6 +1,4 @@
-"""One structured record per MCP message.
-
-What was asked, how it ended, the gateway's part, the time.
+"""One record per MCP message: what was asked, how it ended, the time.
 
 A transport makes a `Record` as a message arrives and hands it to the dispatcher on the
 RequestContext; the dispatcher fills in the protocol facts, the gateway seam reports each upstream
@@ -110,10 +108,7 @@ WELL_KNOWN: Final = "/.well-known/"
 
 
 class Attempt(NamedTuple):
-    """One upstream exchange as the request's record sees it.
-
-    Its status or failure cause, time and span.
-    """
+    """One upstream exchange as a record sees it: status or cause, time, span."""
 
     status: int | None  # the gateway's HTTP status; None when no answer was had
     cause: str | None  # the GatewayFailure cause when there was no answer
@@ -125,9 +120,7 @@ class Attempt(NamedTuple):
 
 
 def clip(value: str) -> str:
-    """A client-chosen string fit for one log line.
-
-    Printable characters only, at most CLIENT_TEXT of them.
+    """A client-chosen string fit for a log line: printable, CLIENT_TEXT long.
 
     A cut shows how much was left out: `GETGETGET…(+59872)`.
     """
@@ -151,10 +144,8 @@ def _logfmt(value: str) -> str:
 class HttpFacts:
     """The HTTP side of a record (Cloud Logging's `httpRequest`).
 
-    It holds no header's value but User-Agent's.
-
-    Method, path and User-Agent are held as the client sent them; `clip` cuts them as they are
-    written.
+    It holds no header's value but User-Agent's. Method, path and User-Agent are held as the client
+    sent them; `clip` cuts them as they are written.
     """
 
     method: str
@@ -169,9 +160,7 @@ class HttpFacts:
 
 
 class Record:
-    """One MCP message as the operator sees it.
-
-    Over HTTP, with the request that carried it.
+    """One MCP message as the operator sees it (over HTTP, with its request).
 
     Attributes not set for a message keep the class's defaults: a record is made per message, so
     it is made with as little work as possible.
@@ -204,10 +193,7 @@ class Record:
     # ---- filled in by the dispatcher and the gateway seam ---------------------------------------
 
     def begin(self, message: object) -> None:
-        """The message this record is about.
-
-        The dispatcher calls this as it starts on one.
-        """
+        """Take the message this record is about (the dispatcher, as it starts)."""
         if isinstance(message, Request):
             self.method, self.rpc_id = message.method, message.id
             self._meta = message.params.get("_meta")
@@ -221,10 +207,7 @@ class Record:
 
     @property
     def trace(self) -> Trace:
-        """This request's trace, made on first use.
-
-        The caller's, continued, or a new one.
-        """
+        """This request's trace, made on first use: the caller's continued, or new."""
         trace = self._trace
         if trace is None:
             meta, inbound = self._meta, self.inbound
@@ -238,10 +221,7 @@ class Record:
 
     @property
     def traced(self) -> Trace | None:
-        """The trace to log: the one in use, or the caller's.
-
-        None when neither exists (nothing to join).
-        """
+        """The trace to log: the one in use, or the caller's; None if neither."""
         if self._trace is None:
             meta = self._meta
             if (isinstance(meta, dict) and "traceparent" in meta) or (self.inbound and self.inbound[0] is not None):
@@ -261,10 +241,7 @@ class Record:
             self.paid = True
 
     def fail(self, kind: str) -> None:
-        """Why a call ended as an error, when it is first known.
-
-        Later guesses do not overwrite it.
-        """
+        """Why a call ended as an error: the first reason given stays."""
         if self.failure is None:
             self.failure = kind if kind in FAILURE_KINDS else "other"
 
@@ -296,10 +273,7 @@ class Record:
 
     @property
     def payment_outcome(self) -> str | None:
-        """What became of a carried payment (the payments metric).
-
-        None when no payment was involved.
-        """
+        """What became of a carried payment (payments metric); None if none."""
         if self.payment is not None:
             return self.payment
         if not self.paid or not self.attempts:
@@ -352,10 +326,7 @@ class Record:
         return clip(rid)
 
     def __str__(self) -> str:
-        """The text form: one line.
-
-        logfmt, after the HTTP request line when there is one.
-        """
+        """The text form: one logfmt line, after the HTTP request line if any."""
         if self.text is None:
             self.text = self._render()
         return self.text
@@ -378,7 +349,7 @@ class Record:
             parts.append(f"code={self.code}")
         if self.failure is not None:
             parts.append(f"failure={self.failure}")
-        parts.append(f"ms={((self.ended or time.perf_counter()) - self.started) * 1000:.1f}")
+        parts.append(f"ms={self.seconds * 1000:.1f}")
         if self.version:
             parts.append(f"rev={self.version}")
         if self.client is not None:
@@ -389,7 +360,7 @@ class Record:
         rid = self._rpc_id()
         if rid is not None:
             parts.append(f"id={rid}" if isinstance(rid, int) else f"id={_logfmt(rid)}")
-        trace = self._trace if self._trace is not None else self.traced
+        trace = self.traced
         if trace is not None:
             parts.append(f"trace={trace.trace_id} span={trace.span_id}")
         return " ".join(parts)
@@ -551,10 +522,7 @@ def _short_records() -> bool:
 
 
 def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
-    """Count the record and log it.
-
-    Counted when metrics are on; logged when the access logger is on.
-    """
+    """Count the record (if metrics are on) and log it (if its logger is on)."""
     if record.ended is None:
         record.ended = time.perf_counter()
     if metrics is not None:
@@ -568,10 +536,7 @@ def finish(record: Record, metrics: ServerMetrics | None = None) -> None:
 
 
 def count(record: Record, metrics: ServerMetrics) -> None:
-    """What one record adds to the metrics.
-
-    Every label value is from a fixed set.
-    """
+    """Add one record to the metrics; every label value is from a fixed set."""
     from mcp_server.ops.metrics import REQUEST_OUTCOMES, STATUS_CLASSES, bounded
 
     if record.outcome == "accepted":

@@ -1,6 +1,4 @@
-"""Which thread a stop signal reaches: the main thread alone.
-
-Only the main thread takes one, so a stop is acted on at once.
+"""Which thread a stop signal reaches: the main thread alone, at once.
 
 POSIX hands a process-directed signal to any thread that does not block it. CPython's C handler
 then only sets a flag, and the Python handler runs on the main thread at its next bytecode: a
@@ -26,9 +24,7 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 @contextmanager
 def held() -> Iterator[None]:
-    """SIGTERM and SIGINT blocked in this thread for the block's length.
-
-    Every thread started inside inherits the block.
+    """SIGTERM and SIGINT blocked in this thread (and its new ones) meanwhile.
 
     A stop signal sent meanwhile waits, pending, and is delivered once the mask is restored.
     """
@@ -43,10 +39,7 @@ def held() -> Iterator[None]:
 
 
 def start(thread: threading.Thread) -> None:
-    """`thread.start()`, the new thread blocking the stop signals.
-
-    The new thread blocks them from its first instruction.
-    """
+    """`thread.start()`, the new thread blocking stop signals from the first."""
     with held():
         thread.start()
 
@@ -58,9 +51,6 @@ def block() -> None:
 
 
 def unblock() -> None:
-    """Let the stop signals reach this thread again.
-
-    Called on the main thread, once its handlers are set.
-    """
+    """Let the stop signals reach this (main) thread again, its handlers set."""
     if sys.platform != "win32":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

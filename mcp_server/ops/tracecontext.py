@@ -116,12 +116,10 @@ def _value_ok(value: str) -> bool:
 
 
 def parse_tracestate(value: object) -> str | None:
-    """A `tracestate` value → the list to forward, or None.
+    """A `tracestate` → the list to forward (512 characters at most), or None.
 
-    At most 512 characters; None when invalid or empty.
-
-    Several header fields arrive joined with commas (RFC 9110 §5.3), which is the same list.
-    Invalid as a whole: a malformed member, a key present twice, more than 32 members.
+    Several header fields arrive joined with commas (RFC 9110 §5.3), which is the same list. None
+    when empty, or invalid as a whole: a malformed member, a key present twice, over 32 members.
     """
     if not isinstance(value, str) or len(value) > MAX_INPUT:
         return None
@@ -154,9 +152,7 @@ def _truncate(members: list[str]) -> str:
 
 
 class Trace:
-    """The trace one MCP request belongs to.
-
-    The caller's, continued, or one this server started.
+    """The trace one MCP request belongs to: the caller's continued, or ours.
 
     `span_id` is this server's span for the request; each upstream call gets a span of its own.
     A plain class rather than a frozen dataclass: one is made per request, and the first upstream
@@ -197,9 +193,7 @@ class Trace:
 
     @classmethod
     def resume(cls, traceparent: object, tracestate: object, source: str) -> Trace | None:
-        """The caller's trace with a new span of ours, or None.
-
-        None when its `traceparent` is not valid.
+        """The caller's trace with a new span of ours; None if traceparent is bad.
 
         "If the vendor failed to parse traceparent, it MUST NOT attempt to parse tracestate."
         """
@@ -214,10 +208,7 @@ class Trace:
         return bool(self.flags & SAMPLED)
 
     def outbound(self) -> tuple[str, str]:
-        """(`traceparent`, span id) for one upstream call.
-
-        The same trace and flags, with the call's new span id.
-        """
+        """(`traceparent`, span id) for one upstream call: same trace, new span."""
         span = self._spare
         if span is None:
             span = new_span_id()
@@ -227,9 +218,7 @@ class Trace:
 
 
 def from_carriers(meta: object, traceparent: str | None, tracestate: str | None) -> Trace:
-    """The trace of a request: from `_meta`, else the headers, else a new one.
-
-    Each source is taken only when valid.
+    """A request's trace: from valid `_meta`, else valid headers, else new.
 
     `_meta` wins over headers: it names the client's span for this very message (the OpenTelemetry
     MCP conventions: "Instrumentations SHOULD propagate trace context inside MCP request

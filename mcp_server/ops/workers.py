@@ -1,6 +1,4 @@
-"""`--workers N`: N pre-forked processes on ONE listening socket.
-
-Under a single-threaded supervisor.
+"""`--workers N`: N pre-forked processes on one socket, under a supervisor.
 
 The supervisor binds the socket (`listener.listen`), forks the workers (each inherits it and
 accepts from the one kernel queue) and replaces any worker that dies. On SIGTERM or SIGINT it
@@ -51,19 +49,13 @@ FAILED_TURNS: Final = 5
 
 
 class Lifeline:
-    """In a worker: the read end of the supervisor's pipe.
-
-    EOF means the whole instance is stopping.
-    """
+    """In a worker: the supervisor's pipe, whose EOF means the instance stops."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def watch(self, on_instance_stop: Callable[[], None]) -> None:
-        """Call `on_instance_stop()` when the supervisor stops or dies.
-
-        Once, from a thread of its own.
-        """
+        """Call `on_instance_stop()` once when the supervisor stops or dies."""
 
         def wait() -> None:
             try:
@@ -92,10 +84,7 @@ class _Slot:
 
 @dataclass
 class Supervisor:
-    """Starts, watches, replaces and stops the workers.
-
-    Everything runs on the one thread that forks.
-    """
+    """Starts, watches, replaces and stops workers, on the thread that forks."""
 
     listener: socket.socket
     count: int
@@ -116,10 +105,7 @@ class Supervisor:
     _life_w: int = -1
 
     def serve(self) -> int:
-        """Run the workers until SIGTERM or SIGINT; the exit code.
-
-        0 when every worker then drained and exited 0.
-        """
+        """Run the workers until SIGTERM or SIGINT; 0 if all then drained cleanly."""
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
         if threading.active_count() != 1:
@@ -181,10 +167,7 @@ class Supervisor:
             self._sleep(wait)
 
     def _turn(self) -> float | None:
-        """One pass: reap, start or stop workers.
-
-        How long to sleep before the next, or None once all have stopped.
-        """
+        """Reap, start or stop workers; seconds to the next pass, None at the end."""
         if sys.platform == "win32":
             raise RuntimeError(_NO_FORK)
         self._reap()
@@ -212,10 +195,7 @@ class Supervisor:
         return max(0.0, min(pending) - now) if pending else 3600.0
 
     def _sleep(self, wait: float) -> None:
-        """Sleep until `wait` seconds pass or a signal arrives.
-
-        Any signal writes to the wake-up fd.
-        """
+        """Sleep `wait` seconds, or until a signal writes to the wake-up fd."""
         try:
             ready, _, _ = select.select([self._wake_r], [], [], wait)
         except InterruptedError:
@@ -227,10 +207,7 @@ class Supervisor:
                 pass
 
     def _give_up(self) -> None:
-        """The loop cannot go on: the workers drain, as if we died.
-
-        Each worker reads end-of-file on its lifeline and drains.
-        """
+        """The loop cannot go on: the workers drain (lifeline EOF), as if we died."""
         self.failed += 1
         if not self.stopping:
             self.stopping = True
@@ -325,9 +302,7 @@ _NO_FORK: Final = "--workers forks worker processes, and Windows has no fork(): 
 
 
 def unsupported() -> str | None:
-    """Why --workers cannot run on this system, or None where it can.
-
-    One sentence for the operator.
+    """Why --workers cannot run here, in one sentence; None where it can.
 
     A worker is the supervisor forked without exec. Windows has no fork(). macOS has it, but
     Apple's frameworks, which CPython loads there for TLS roots, proxies and name lookups, are not
@@ -345,10 +320,7 @@ def unsupported() -> str | None:
 
 
 def next_backoff(previous: float, lived: float) -> float:
-    """Seconds before a dead worker's replacement starts.
-
-    No wait after a long life, doubling in a crash loop.
-    """
+    """Seconds to a replacement: 0 after a long life, doubling in a crash loop."""
     if lived >= QUICK_DEATH:
         return 0.0
     return min(MAX_BACKOFF, max(FIRST_BACKOFF, previous * 2))
@@ -396,9 +368,7 @@ def _flush() -> None:
 def supervise(
     listener: socket.socket, count: int, run: Run, *, stop_timeout: float, others: Sequence[socket.socket] = ()
 ) -> int:
-    """Serve with `count` workers until SIGTERM or SIGINT; the exit code.
-
-    Each worker runs `run(listener, lifeline)`.
+    """Serve with `count` workers running `run(listener, lifeline)`; exit code.
 
     `others`: more listening sockets the workers serve (`run` knows them); the supervisor keeps its
     copies open, so their queues outlive any worker, and closes them when the instance stops.

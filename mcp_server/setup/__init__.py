@@ -1,4 +1,1 @@
-"""Set-up: the command line, the Config, `check`, `install`.
-
-One frozen Config; the client configs.
-"""
+"""Set-up: the command line, the one frozen Config, `check`, `install`."""

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mcp_server import __version__
-from mcp_server.ops import logs
+from mcp_server.ops import logs, signals
 from mcp_server.setup.config import Config, ConfigError, from_env, parse_args
 
 if TYPE_CHECKING:
@@ -42,10 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refusal is not None:
         sys.stderr.write(f"fairwins-mcp: {refusal}\n")
         return 2
-    if config.http_port is None and sys.platform != "win32":
+    if config.http_port is None:
         # Held back until stdio.run has its handlers in place (it answers what was read, then
         # exits 0), so that a stop during start-up is no KeyboardInterrupt traceback.
-        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+        signals.block()
     logs.configure(config.log_level, config.log_format, config.trace_project)
     if config.http_workers is not None:
         logs.mark_pid()  # several processes share this stderr: each JSON record names its own
@@ -63,10 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(config: Config) -> int:
-    """`fairwins-mcp check`: the doctor's report.
-
-    Logging is configured as serving has it.
-    """
+    """`fairwins-mcp check`: the doctor's report, logging as serving has it."""
     from mcp_server.setup import doctor  # deferred, like the transports: serving never loads it
 
     logs.configure(config.log_level, config.log_format, config.trace_project)
@@ -115,10 +111,7 @@ def _announce(config: Config) -> None:
 
 
 def _serve_http(config: Config, dispatcher: Dispatcher) -> int:
-    """Serve Streamable HTTP; the exit code once it stops.
-
-    This process alone, or a supervisor and its workers on the one listening socket.
-    """
+    """Serve Streamable HTTP, alone or as a workers' supervisor; the exit code."""
     import shutil
     import tempfile
 

@@ -1,7 +1,7 @@
 """Where MCP clients keep their server lists, and how to merge an entry.
 
-Pure, no I/O: how this server's entry is merged into a client's list. Used only by `fairwins-mcp
-install` (mcp_server/setup/install.py); serving never loads it.
+The merge is text in, text out; `fairwins-mcp install` (setup/install.py) reads and writes the
+files. Serving never loads this module.
 """
 
 from __future__ import annotations
@@ -27,20 +27,16 @@ FIX_IT: Final = "nothing was changed. Fix it or move it aside, then run this aga
 
 
 class InstallError(Exception):
-    """Nothing was changed, for the reason in the message.
-
-    The message is one or two sentences for stderr.
-    """
+    """Nothing was changed, for the reason in the message (a sentence or two)."""
 
 
 def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.PurePath) -> pathlib.PurePath:
-    """Claude Desktop's claude_desktop_config.json on `platform`.
+    """Claude Desktop's config file on `platform` (a sys.platform value).
 
-    `platform` is a sys.platform value; the path is the one Desktop itself reads.
-
-    macOS: ~/Library/Application Support/Claude. Windows: the MSIX package's
-    LocalCache\\Roaming\\Claude when that package is installed, else %APPDATA%\\Claude. Linux (community
-    builds; Electron's appData): $XDG_CONFIG_HOME/Claude, else ~/.config/Claude.
+    claude_desktop_config.json where Desktop itself reads it. macOS: ~/Library/Application
+    Support/Claude. Windows: the MSIX package's LocalCache\\Roaming\\Claude when that package is
+    installed, else %APPDATA%\\Claude. Linux (community builds; Electron's appData):
+    $XDG_CONFIG_HOME/Claude, else ~/.config/Claude.
     """
     if platform == "darwin":
         return home / "Library" / "Application Support" / "Claude" / CONFIG_NAME
@@ -68,10 +64,7 @@ def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.Pur
 
 
 def server_entry(command: str, args: Sequence[str], url: str, token: str | None) -> dict[str, Any]:
-    """This server as Claude Desktop's and Claude Code's `mcpServers` value.
-
-    Over stdio, launched by absolute path.
-    """
+    """This server as Claude's `mcpServers` value: stdio, by absolute path."""
     env = {URL_VARIABLE: url}
     if token:
         env[TOKEN_VARIABLE] = token
@@ -88,10 +81,7 @@ class Merge:
 
 
 def differences(old: Any, new: dict[str, Any]) -> tuple[str, ...]:
-    """What differs between two entries, named without their values.
-
-    An env value may be a token.
-    """
+    """What differs between two entries, by name only (a value may be a token)."""
     if not isinstance(old, dict):
         return ("the whole entry",)
     found = [key for key in sorted(set(old) | set(new)) if key != "env" and old.get(key) != new.get(key)]
@@ -128,10 +118,7 @@ _NO_VALUE: Final = {
 
 
 def _skip(text: str, pos: int) -> int:
-    """The position after JSON's whitespace from `pos`.
-
-    JSON's whitespace is space, tab, LF and CR; nothing else.
-    """
+    """The position after JSON's whitespace (space, tab, LF, CR) from `pos`."""
     found = _WHITESPACE.match(text, pos)
     return found.end() if found else pos
 
@@ -149,10 +136,7 @@ class JsonSyntaxError(ValueError):
 
 @dataclass(frozen=True)
 class Span:
-    """A value's place in the text: [start, end), kind, and top members.
-
-    An object's members are kept at the top two levels.
-    """
+    """A value's place in the text: [start, end), kind, members (two levels)."""
 
     start: int
     end: int
@@ -193,9 +177,7 @@ def _key(text: str, pos: int, frame: _Open) -> int:
 
 
 def scan(text: str) -> Span:
-    """The one JSON value `text` holds, checked against JSON's grammar.
-
-    JsonSyntaxError where it breaks the grammar.
+    """The one JSON value `text` holds; JsonSyntaxError where it breaks it.
 
     Iterative, so any depth of nesting is read (JSON.parse reads it too) and the answer is total.
     """
@@ -239,10 +221,7 @@ def scan(text: str) -> Span:
 
 
 def _scalar(text: str, pos: int, char: str) -> Span:
-    """The string, number or literal that starts at `pos`.
-
-    `char` is its first character.
-    """
+    """The string, number or literal at `pos`, whose first character is `char`."""
     if char == '"':
         found, kind = _STRING.match(text, pos), "string"
     elif char == "-" or "0" <= char <= "9":
@@ -269,8 +248,6 @@ def _last(members: Sequence[Member], key: str) -> Member | None:
 
 def _once(text: str, members: Sequence[Member], key: str, what: str, where: str) -> None:
     """InstallError naming the lines when `key` is a member more than once.
-
-    A merge would hide one copy.
 
     JSON.parse keeps the last of repeated names, so whichever copy this wrote into, the other
     would be lost to Claude Desktop or come back on the next edit by hand; the member decides.
@@ -323,9 +300,7 @@ def _json(value: Any, *, indent: str | None, base: str, newline: str) -> str:
 
 
 def _inserted(text: str, into: Span, key: str, value: Any, unit: str, *, spread: bool) -> str:
-    """`text` with `"key": value` added as the object's last member.
-
-    The object is the one at `into`; every other byte is kept.
+    """`text` with `"key": value` last in the object at `into`, all else kept.
 
     Written as the members around it are: on lines of their own, lined up, or all on one line.
     `spread` says which for an empty object, which has no members to follow.
@@ -358,10 +333,7 @@ def _replaced(text: str, old: Member, value: Any, unit: str) -> str:
 
 
 def _decoded(text: str) -> Any:
-    """A checked JSON value as Python reads it, or None when nested too deep.
-
-    Too deep for Python's parser.
-    """
+    """A checked JSON value as Python reads it; None if too deep for Python."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -371,10 +343,9 @@ def _decoded(text: str) -> Any:
 def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool, where: str) -> Merge:
     """The config with `entry` as mcpServers[name], every other byte kept.
 
-    Every byte outside that entry is kept; InstallError if it must not be merged.
-
-    A name repeated on the path written ("mcpServers", or `name` inside it) is refused, naming its
-    lines: JSON.parse keeps only the last, and a merge into one copy would hide the other.
+    InstallError if it must not be merged: a name repeated on the path written ("mcpServers", or
+    `name` inside it) is refused, naming its lines, since JSON.parse keeps only the last and a
+    merge into one copy would hide the other.
     """
     original = existing or ""
     text = original.removeprefix(BOM)
@@ -422,10 +393,7 @@ def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool
 def claude_code_argv(
     claude: str, scope: str, name: str, entry: dict[str, Any], *, token_value: str | None = None
 ) -> list[str]:
-    """`claude mcp add` for `entry`.
-
-    `token_value` stands in for the token when given (for printing).
-    """
+    """`claude mcp add` for `entry`; `token_value` stands in for the token."""
     argv = [claude, "mcp", "add", "--scope", scope, "--transport", "stdio", name]
     for key, value in entry["env"].items():
         shown = token_value if key == TOKEN_VARIABLE and token_value is not None else value

@@ -26,9 +26,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class OAuth:
-    """The hosted door as an OAuth resource server.
-
-    Where members sign in, and for what.
+    """The hosted door as an OAuth resource server: where members sign in.
 
     `public_url` is the MCP endpoint as clients reach it, `issuer` the authorization server that
     issues the access tokens, `resource` the audience they carry: the public URL, or a parent of
@@ -41,10 +39,7 @@ class OAuth:
 
     @property
     def metadata_url(self) -> str:
-        """Where the resource's metadata is.
-
-        RFC 9728 §3.1: the well-known name goes before its path.
-        """
+        """Where the resource's metadata is (RFC 9728 §3.1: well-known name first)."""
         parts = urllib.parse.urlsplit(self.resource)
         path = parts.path.rstrip("/")
         return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN_RESOURCE}{path}"
@@ -103,10 +98,7 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
 
 
 def _peer_cap(env: Mapping[str, str], args: argparse.Namespace | None, flag: str, name: str) -> int | None:
-    """A per-peer cap from its flag (which wins) or its variable.
-
-    A whole number, 0 meaning no cap.
-    """
+    """A per-peer cap from its flag (which wins) or variable; 0 means no cap."""
     given = getattr(args, flag, None)
     if given is not None:
         if given < 0:
@@ -132,10 +124,9 @@ def _setting(env: Mapping[str, str], name: str) -> str | None:
 def token_refusal(token: str, where: str) -> str | None:
     """Why a member token cannot be used as it is; None when it can.
 
-    `where` names where it came from.
-
-    Every way a token enters (FAIRWINS_API_TOKEN, so a bundle's user_config too; `install`'s stdin
-    or prompt) is held to this; an HTTP caller's bearer to the same two rules (transports/http/routes.py).
+    `where` names where it came from. Every way a token enters (FAIRWINS_API_TOKEN, so a bundle's
+    user_config too; `install`'s stdin or prompt) is held to this; an HTTP caller's bearer to the
+    same two rules (transports/http/routes.py).
     """
     if not all("!" <= ch <= "~" for ch in token):
         # It goes upstream in an HTTP header: a space, a control character or anything outside
@@ -158,10 +149,7 @@ def token_refusal(token: str, where: str) -> str | None:
 
 
 def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> Config:
-    """The server's settings from its environment and flags, each checked.
-
-    ConfigError names a bad one.
-    """
+    """The settings from environment and flags; ConfigError names a bad one."""
     idle_timeout, drain_idle = _idle(env)
     token = _setting(env, "FAIRWINS_API_TOKEN")
     refusal = None if token is None else token_refusal(token, "FAIRWINS_API_TOKEN")
@@ -216,10 +204,7 @@ def _idle(env: Mapping[str, str]) -> tuple[float, float]:
 
 
 def _logging(env: Mapping[str, str], args: argparse.Namespace | None, cloud_run: bool) -> tuple[str, str]:
-    """The log level and format.
-
-    Cloud Run reads JSON lines as structured entries, a terminal gets text.
-    """
+    """The log level and format: JSON lines for Cloud Run, text elsewhere."""
     level = env.get("FAIRWINS_MCP_LOG_LEVEL", "info").strip().lower() or "info"
     if level not in LOG_LEVELS:
         raise ConfigError(f"FAIRWINS_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
@@ -231,10 +216,7 @@ def _logging(env: Mapping[str, str], args: argparse.Namespace | None, cloud_run:
 
 
 def _origins(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[str, ...]:
-    """The browser origins allowed besides loopback; never a wildcard.
-
-    From the variable and the flags.
-    """
+    """The browser origins allowed besides loopback, from variable and flags."""
     origins = [o.strip() for o in env.get("FAIRWINS_MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
     origins += list(getattr(args, "allowed_origin", None) or [])
     for origin in origins:
@@ -244,10 +226,7 @@ def _origins(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[s
 
 
 def _doors(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[OAuth | None, bool]:
-    """OAuth mode's settings, and whether the fw1 door stays open beside it.
-
-    Only its flag keeps the fw1 door open.
-    """
+    """OAuth mode's settings, and whether its flag keeps the fw1 door open."""
     oauth = _oauth(env, args)
     both_doors = bool(getattr(args, "accept_fw1_tokens", False))
     if both_doors and oauth is None:
@@ -274,9 +253,8 @@ _OAUTH_SETTINGS: Final = (
 def _oauth(env: Mapping[str, str], args: argparse.Namespace | None) -> OAuth | None:
     """The OAuth settings, checked together; None when none is set.
 
-    A flag wins over its variable.
-
-    The variables are read in HTTP mode only (one environment may serve both); a flag needs --http.
+    A flag wins over its variable. The variables are read in HTTP mode only (one environment may
+    serve both); a flag needs --http.
     """
     http = getattr(args, "http", None) is not None
     given: dict[str, tuple[str, str]] = {}  # attribute -> (value, the name it was given under)
@@ -315,10 +293,7 @@ def _oauth(env: Mapping[str, str], args: argparse.Namespace | None) -> OAuth | N
 
 
 def _secure_url(value: str, name: str) -> urllib.parse.SplitResult:
-    """`value` as an absolute https URL; ConfigError naming `name` if not.
-
-    http is allowed on a loopback address.
-    """
+    """`value` as an absolute https URL (http on loopback), or ConfigError."""
     try:
         parts = urllib.parse.urlsplit(value)
         host = (parts.hostname or "").lower()
@@ -350,11 +325,9 @@ def _origin(parts: urllib.parse.SplitResult) -> str:
 
 
 def _metrics_address(env: Mapping[str, str], args: argparse.Namespace | None) -> tuple[str, int] | None:
-    """Where the metrics listener binds.
+    """Where the metrics listener binds: `--metrics` (which wins) or variable.
 
-    `--metrics [HOST:PORT]` (which wins) or FAIRWINS_MCP_METRICS.
-
-    The variable is read and unused over stdio (one environment may serve both); the flag needs --http.
+    FAIRWINS_MCP_METRICS is read and unused over stdio (one environment may serve both); the flag needs --http.
     """
     given = getattr(args, "metrics", None)
     if given is not None:
@@ -374,10 +347,9 @@ def _metrics_address(env: Mapping[str, str], args: argparse.Namespace | None) ->
 def metrics_address(text: str) -> tuple[str, int]:
     """A metrics address → (host, port); ValueError saying why not.
 
-    `HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (loopback).
-
-    The host is an IP address (or `localhost`, read as 127.0.0.1): a name that resolves elsewhere
-    could put the metrics on an interface the operator did not mean.
+    `HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (loopback). The host is an IP address (or
+    `localhost`, read as 127.0.0.1): a name that resolves elsewhere could put the metrics on an
+    interface the operator did not mean.
     """
     value = text.strip()
     host, port = "", value
@@ -392,7 +364,7 @@ def metrics_address(text: str) -> tuple[str, int]:
         host, _, port = value.rpartition(":")
         if ":" in host:
             raise ValueError(f"{text!r}: an IPv6 address goes in brackets ([::1]:9464)")
-    if not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+    if not _is_port(port):
         raise ValueError(f"{text!r} has no port number (0-65535) after the host")
     if host in ("", "localhost"):
         host = METRICS_DEFAULT[0]
@@ -411,10 +383,7 @@ def _metrics_flag(text: str) -> tuple[str, int]:
 
 
 def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | None:
-    """The worker count: 1 to 256, or `auto` (0).
-
-    `--workers` (which wins) or FAIRWINS_MCP_WORKERS.
-    """
+    """The worker count, 1 to 256 or `auto` (0): `--workers` or its variable."""
     raw = getattr(args, "workers", None)
     name = "--workers"
     if raw is not None and getattr(args, "http", None) is None:
@@ -431,21 +400,19 @@ def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | N
     return int(raw)
 
 
-def _port(text: str) -> int:
-    """A TCP port in ASCII digits, 0 to 65535.
+def _is_port(text: str) -> bool:
+    """Whether `text` is a TCP port in ASCII digits (int() also takes "٨٠")."""
+    return text.isascii() and text.isdigit() and len(text) <= 5 and int(text) <= 65535
 
-    int() alone also takes "٨٠" and "+80".
-    """
-    if not (text.isascii() and text.isdigit()) or len(text) > 5 or int(text) > 65535:
+
+def _port(text: str) -> int:
+    if not _is_port(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
     return int(text)
 
 
 def _count(text: str) -> int:
-    """A whole number in ASCII digits, 0 or more.
-
-    int() alone also takes "٨" and "+8".
-    """
+    """A whole number in ASCII digits, 0 or more (int() also takes "٨")."""
     if not (text.isascii() and text.isdigit()) or len(text) > 9:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)")
     return int(text)

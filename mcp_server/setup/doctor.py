@@ -1,6 +1,4 @@
-"""`fairwins-mcp check`: the gateway, the token and the tools.
-
-Does the gateway answer, is the token good, and which tools will work, in plain lines.
+"""`fairwins-mcp check`: the gateway, the token and the tools, in words.
 
 It reads the same Config as the server and asks the gateway through the same seam, two GETs
 only (`/status`, and `/v1/member/me` when a token is set): nothing priced, nothing that acts.
@@ -194,10 +192,7 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
 
 
 def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
-    """The resource, and the authorization server as the server reads it.
-
-    Its metadata, then its keys.
-    """
+    """The resource, the issuer's metadata and keys, read as the server does."""
     covers = f" (covering {oauth.public_url})" if oauth.resource != oauth.public_url else ""
     lines = [
         Line(
@@ -223,10 +218,7 @@ def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
 
 
 async def _load_keys(issuer: Issuer) -> str | None:
-    """The server's own fetch of the metadata and keys.
-
-    On a loop of the check's own, closed with it.
-    """
+    """The server's own fetch of metadata and keys, on a loop of the check's."""
     try:
         return await issuer.load_keys()
     finally:
@@ -234,10 +226,7 @@ async def _load_keys(issuer: Issuer) -> str | None:
 
 
 def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
-    """Which well-known URL answered, and what sign-in needs of it.
-
-    What a member's client needs of the metadata to sign in.
-    """
+    """Which well-known URL answered, and what sign-in needs of its metadata."""
     document = metadata.document
     kind = "RFC 8414" if metadata.url == metadata_urls(oauth.issuer)[0] else "OpenID Connect discovery"
     lines = [Line(OK, "issuer", f"{oauth.issuer}: metadata read from {metadata.url} ({kind}); its issuer matches")]
@@ -291,10 +280,7 @@ def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
 
 
 def _key_lines(loaded: Loaded, keys: KeySet, jwks_uri: str) -> list[Line]:
-    """How many keys were loaded, each by kid and algorithm.
-
-    The ones left out, and why.
-    """
+    """The keys loaded, each by kid and algorithm, and those left out and why."""
     named = []
     for kid in dict.fromkeys(loaded.kids):
         algs = ", ".join(sorted({key.alg for key in keys.candidates(kid)})) or "never used: the set has other keys"
@@ -314,6 +300,14 @@ def _key_lines(loaded: Loaded, keys: KeySet, jwks_uri: str) -> list[Line]:
     return lines
 
 
+# Why no member tool works, by the token's state, where the state alone says it.
+_WHY_NOT: Final = {
+    "absent": "they need a member token",
+    "no_sign_in": "members cannot sign in (above)",
+    "refused": "the token was refused",
+}
+
+
 def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> list[Line]:
     working: list[str] = []
     broken: dict[str, list[str]] = defaultdict(list)  # reason → tool names (or "name (scope)")
@@ -321,25 +315,17 @@ def _tool_lines(tools: list[GatewayTool], reachable: bool, token: _Token) -> lis
     sign_in: list[str] = []
     for tool in sorted(tools, key=lambda t: t.name):
         scope: str = tool.entry.get("scope") or ""
+        state = token.state
         if not reachable:
             broken["no gateway answers"].append(tool.name)
-        elif tool.public:
+        elif tool.public or (state == "valid" and scope in token.scopes):
             working.append(tool.name)
-        elif token.state == "valid":
-            if scope in token.scopes:
-                working.append(tool.name)
-            else:
-                broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
-        elif token.state == "absent":
-            broken["they need a member token"].append(tool.name)
-        elif token.state == "sign_in":
-            sign_in.append(tool.name)
-        elif token.state == "no_sign_in":
-            broken["members cannot sign in (above)"].append(tool.name)
-        elif token.state == "refused":
-            broken["the token was refused"].append(tool.name)
-        elif token.state == "no_profile_scope" and scope == PROFILE_SCOPE:
+        elif state == "valid" or (state == "no_profile_scope" and scope == PROFILE_SCOPE):
             broken["the token lacks their scope"].append(f"{tool.name} ({scope})")
+        elif state == "sign_in":
+            sign_in.append(tool.name)
+        elif state in _WHY_NOT:
+            broken[_WHY_NOT[state]].append(tool.name)
         else:
             unknown.append(tool.name)
     lines = []
@@ -380,10 +366,7 @@ def diagnose(config: Config, gateway: Gateway, now: dt.datetime | None = None) -
 
 
 def run(config: Config, out: TextIO, *, gateway: Gateway | None = None, now: dt.datetime | None = None) -> int:
-    """Write the report to `out`.
-
-    0 when everything a member needs works, 1 otherwise.
-    """
+    """Write the report to `out`; 0 if all a member needs works, else 1."""
     if gateway is None:
         from mcp_server.setup.server import build_gateway
 

@@ -1,7 +1,5 @@
 """`fairwins-mcp install`: this server put into a client's configuration.
 
-`fairwins-mcp install claude-desktop|claude-code`; the token is never shown.
-
 claude-desktop edits Claude Desktop's claude_desktop_config.json (at the operating system's own
 path; mcp_server/setup/client_configs.py): our entry goes in, every other byte stays, a backup of
 the file is kept, and a different entry of the same name is replaced only with --force. A file
@@ -137,10 +135,7 @@ def _token(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO) -> t
 def _settings(
     args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, *, ask_token: bool = True
 ) -> tuple[str, str | None, str]:
-    """(gateway URL, token or None, where the token came from), checked.
-
-    Checked as the server will read them.
-    """
+    """(gateway URL, token or None, its source), checked as the server would."""
     url = (args.url or env.get(URL_VARIABLE, "") or PUBLIC_RELAY).strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -164,10 +159,7 @@ def _settings(
 
 
 def _launch() -> tuple[str, list[str]]:
-    """This interpreter with `-m mcp_server`, once seen to import this package.
-
-    It is checked the way a client starts it.
-    """
+    """This interpreter with `-m mcp_server`, checked as a client starts it."""
     command, args = sys.executable, ["-m", "mcp_server"]
     if not command or not os.path.isabs(command):
         raise InstallError("cannot tell which Python is running this; run fairwins-mcp from an installed package")
@@ -199,10 +191,7 @@ def _shown(entry: dict[str, Any], token: str | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Existing:
-    """The configuration file as found: real path, bytes and status.
-
-    The real path is through any symlink.
-    """
+    """The config file as found: real path (through links), bytes, status."""
 
     target: pathlib.Path
     data: bytes | None  # None: no such file
@@ -218,17 +207,11 @@ else:
 
 
 class ChangedMeanwhile(InstallError):
-    """The file changed between being read and replaced: nothing was written.
-
-    Claude Desktop saved it meanwhile.
-    """
+    """The file changed (Desktop saved it) after it was read: nothing written."""
 
 
 def _read(path: pathlib.Path) -> _Existing:
-    """The file at `path`, through symlinks, or a refusal.
-
-    Refused when it is not one this can safely replace.
-    """
+    """The file at `path`, through symlinks; refused if not safely replaceable."""
     # Written through the link: replacing a symlink by a regular file would cut it from the file it
     # points at (a dotfiles repository, a synced folder), which Desktop would then no longer see.
     target = pathlib.Path(os.path.realpath(path))
@@ -251,10 +234,7 @@ def _read(path: pathlib.Path) -> _Existing:
 
 
 def _mode(found: _Existing, holds_token: bool) -> int:
-    """The new file's mode: the old one's, or 0600 for a new file.
-
-    Never readable by others when it holds a token.
-    """
+    """The new file's mode: the old one's or 0600, never others' with a token."""
     mode = stat.S_IMODE(found.status.st_mode) if found.status else 0o600
     return mode & ~0o077 if holds_token else mode
 
@@ -262,11 +242,9 @@ def _mode(found: _Existing, holds_token: bool) -> int:
 def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> pathlib.Path | None:
     """Atomically replace the file `found` with `data`, backing up its bytes.
 
-    `path` may be a link to it.
-
-    The new file is written beside the target, with its mode and owner, and renamed over it, so a
-    reader sees the old file or the new, never a part; if the file changed since it was read (Desktop
-    saves its settings there), nothing is written.
+    `path` may be a link to it. The new file is written beside the target, with its mode and owner,
+    and renamed over it, so a reader sees the old file or the new, never a part; if the file
+    changed since it was read (Desktop saves its settings there), nothing is written.
     """
     target = found.target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -295,9 +273,7 @@ def _write(path: pathlib.Path, found: _Existing, data: bytes, mode: int) -> path
 
 
 def _keep_owner(fd: int, owner: os.stat_result | None) -> None:
-    """Keep a member's file theirs when run as root (sudo).
-
-    Otherwise their Desktop could not read it.
+    """Keep a member's file theirs under sudo, so their Desktop can read it.
 
     Windows has no owner ids to give back: a file written there belongs to whoever ran this.
     """
@@ -327,10 +303,7 @@ def _backup(path: pathlib.Path, data: bytes, owner: os.stat_result | None) -> pa
 
 
 def _sync_directory(directory: pathlib.Path) -> None:
-    """The rename itself made durable (POSIX).
-
-    Where a directory cannot be opened, the OS's own guarantee stands.
-    """
+    """Make the rename durable (POSIX), where the directory can be opened."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -344,10 +317,7 @@ def _sync_directory(directory: pathlib.Path) -> None:
 
 
 def _merged(path: pathlib.Path, name: str, entry: dict[str, Any], force: bool) -> tuple[_Existing, Merge]:
-    """The file as it is now, and the merge of `entry` into it.
-
-    InstallError when it must not be merged.
-    """
+    """The file as it is and `entry` merged in; InstallError if it must not."""
     found = _read(path)
     existing = None
     if found.data is not None:
@@ -362,9 +332,7 @@ def _merged(path: pathlib.Path, name: str, entry: dict[str, Any], force: bool) -
 
 @contextmanager
 def _locked(target: pathlib.Path) -> Iterator[None]:
-    """Hold a lock file beside `target` for the block: one install at a time.
-
-    The lock file is `.<name>.lock`.
+    """Hold a lock file `.<name>.lock` by `target`: one install at a time.
 
     Made with O_CREAT | O_EXCL, which creates a file only when none is there, atomically, on every
     platform (POSIX, and CREATE_NEW on Windows): no fcntl, no msvcrt. It holds this process's id, for

@@ -1,7 +1,4 @@
-"""Composition: the shipped catalog over one gateway.
-
-Snapshot tools, build_intent, resources, prompts.
-"""
+"""Composition: the shipped tools, resources and prompts over one gateway."""
 
 from __future__ import annotations
 

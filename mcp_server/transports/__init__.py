@@ -1,4 +1,1 @@
-"""Transports: stdio lines and Streamable HTTP.
-
-The only code that touches a client's bytes.
-"""
+"""Transports, stdio and Streamable HTTP: the only code on client bytes."""

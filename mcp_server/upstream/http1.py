@@ -1,6 +1,4 @@
-"""HTTP/1.1 for the gateway client, sans-I/O.
-
-A request as one bytes value, the answer read from bytes given.
+"""HTTP/1.1 for the gateway client, sans-I/O: bytes out, answers in.
 
 Only what the gateway seam needs, so the gateway is reached without http.client or email:
 Content-Length, chunked and read-to-close bodies, interim 1xx answers skipped, a cap on the head
@@ -32,17 +30,11 @@ class HeadTooLarge(ProtocolError):
 
 
 class BodyTooLarge(Exception):
-    """The body is over the cap.
-
-    Announced by its Content-Length, or found while reading.
-    """
+    """The body is over the cap, by its Content-Length or found while reading."""
 
 
 class Closed(ConnectionResetError):
-    """The connection ended before the answer was whole.
-
-    `partial`: some of the answer had arrived.
-    """
+    """The connection ended before the answer was whole (`partial`: part came)."""
 
     def __init__(self, partial: bool) -> None:
         super().__init__("the connection closed in the middle of the answer" if partial else "the connection closed")
@@ -50,10 +42,7 @@ class Closed(ConnectionResetError):
 
 
 class TunnelRefused(OSError):
-    """The proxy answered CONNECT with a status other than 2xx.
-
-    No tunnel, nothing sent through it.
-    """
+    """The proxy refused CONNECT (not 2xx): no tunnel, nothing sent through it."""
 
     def __init__(self, status: int) -> None:
         super().__init__(f"the proxy refused the tunnel ({status})")
@@ -61,10 +50,7 @@ class TunnelRefused(OSError):
 
 
 class Response:
-    """One final answer: its status, header fields and whole body.
-
-    The header fields as received, as latin-1 text.
-    """
+    """One final answer: status, header fields (latin-1 text) and whole body."""
 
     __slots__ = ("body", "headers", "keep_alive", "status")
 
@@ -76,10 +62,7 @@ class Response:
 
 
 def host_header(host: str, port: int, default_port: int) -> str:
-    """The Host field value.
-
-    An IPv6 literal in brackets, the port only when it is not the default.
-    """
+    """The Host field: an IPv6 literal in brackets, a port only if not default."""
     if not host.isascii():
         host = host.encode("idna").decode("ascii")
     shown = f"[{host}]" if ":" in host else host
@@ -92,9 +75,7 @@ _UNSAFE_NAME: Final = re.compile(r"[\r\n\x00: ]")
 
 
 def encode_request(method: str, target: str, fields: list[tuple[str, str]], body: bytes | None) -> bytes:
-    """The request head (and body) as one bytes value.
-
-    ValueError for anything that could split it.
+    """The request as bytes; ValueError for anything that could split it.
 
     A CR, LF or NUL inside a field would let a value start a header (or a request) of its own,
     and a space or control character in the target would end the request line early.
@@ -118,10 +99,7 @@ Reading = Generator[None, bytes, T]
 
 
 class Parser:
-    """The answer's rules, sans-I/O.
-
-    The bytes read past the last answer, and generators that need more.
-    """
+    """The answer's rules as generators fed bytes, keeping bytes read past one."""
 
     __slots__ = ("_buf",)
 
@@ -133,10 +111,7 @@ class Parser:
         return len(self._buf)
 
     def response(self, max_head: int, max_body: int, head_request: bool = False) -> Reading[Response]:
-        """One final answer; interim 1xx answers skipped.
-
-        Its keep_alive is False if bytes follow it.
-        """
+        """One final answer, 1xx skipped; keep_alive False if bytes follow it."""
         status, headers, http11 = yield from self.head(max_head)
         while 100 <= status < 200 and status != 101:
             status, headers, http11 = yield from self.head(max_head)  # "100 Continue" and other interim answers
@@ -182,10 +157,7 @@ class Parser:
         self._buf += chunk
 
     def head(self, max_head: int) -> Reading[tuple[int, tuple[tuple[str, str], ...], bool]]:
-        """The next head on the wire: (status, header fields, keep-alive).
-
-        Keep-alive as HTTP/1.1 has it by default.
-        """
+        """The next head: (status, header fields, keep-alive by HTTP/1.1 default)."""
         buf = self._buf
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -279,14 +251,13 @@ def quiet(buffered: int, held: bool, fd: int) -> bool:
     """Whether nothing has arrived on a connection past its last answer.
 
     No byte, no end, no error; it never waits. The rule of the gateway's pool (upstream/aio.py),
-    asked of a kept-alive connection as its answer ends and again before it carries another
-    request. Bytes past an answer answer no request of ours (a
-    duplicated answer, a 408 written before an idle close): read as the answer to the next
-    request, they would hand one caller another's data. An end means the next request would go
-    nowhere. Such a connection is dropped, as urllib3 and Go's net/http drop it, before anything
-    is written on it. What arrived may be anywhere: read by the parser past the answer
-    (`buffered`), held in memory by the stream beside it (`held`: TLS records, decrypted or not;
-    what the loop has delivered), or still in the kernel (`fd`).
+    asked of a kept-alive connection as its answer ends and again before it carries another request.
+    Bytes past an answer answer no request of ours (a duplicated answer, a 408 written before an
+    idle close): read as the answer to the next request, they would hand one caller another's data.
+    An end means the next request would go nowhere. Such a connection is dropped, as urllib3 and
+    Go's net/http drop it, before anything is written on it. What arrived may be anywhere: read by
+    the parser past the answer (`buffered`), held in memory by the stream beside it (`held`: TLS
+    records, decrypted or not; what the loop has delivered), or still in the kernel (`fd`).
     """
     return not buffered and not held and not readable(fd)
 
@@ -307,10 +278,7 @@ def readable(fd: int) -> bool:
 
 
 def parse_head(head: bytes) -> tuple[int, tuple[tuple[str, str], ...], bool]:
-    """Status line and header fields → (status, fields, keep-alive).
-
-    The third is whether the connection is kept alive by default. ProtocolError if malformed.
-    """
+    """A head → (status, fields, keep-alive by default); ProtocolError if bad."""
     end = head.find(b"\n")
     status_line = (head if end < 0 else head[:end]).rstrip(b"\r")
     version, _, rest = status_line.partition(b" ")

@@ -1,6 +1,4 @@
-"""The authorization server's signing keys, fetched on the event loop.
-
-Through the outbound seam.
+"""The authorization server's signing keys, fetched by the outbound seam.
 
 In OAuth mode (docs/authorization.md) every access token is checked against the keys its issuer
 publishes: the issuer's metadata (RFC 8414, or OpenID Connect discovery) names `jwks_uri`, and
@@ -25,10 +23,7 @@ MAX_METADATA_BYTES: Final = 64 * 1024  # an authorization server's metadata is a
 
 
 def metadata_urls(issuer: str) -> tuple[str, str]:
-    """Where an issuer's metadata may be.
-
-    RFC 8414's well-known name first, then OpenID Connect's.
-    """
+    """Where an issuer's metadata may be: RFC 8414's name first, then OIDC's."""
     parts = urllib.parse.urlsplit(issuer)
     path = parts.path.rstrip("/")
     origin = f"{parts.scheme}://{parts.netloc}"
@@ -40,10 +35,7 @@ def metadata_urls(issuer: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Metadata:
-    """An issuer's metadata as read.
-
-    The well-known URL that gave it, the document, its `jwks_uri`.
-    """
+    """An issuer's metadata as read: its URL, the document, its `jwks_uri`."""
 
     url: str
     document: Mapping[str, object]
@@ -51,10 +43,7 @@ class Metadata:
 
 
 class Issuer:
-    """One authorization server: its metadata and its keys.
-
-    The metadata names `jwks_uri`; the keys are loaded into `keys`.
-    """
+    """One authorization server: its metadata, and its keys loaded into `keys`."""
 
     def __init__(self, issuer: str, keys: KeySet, *, timeout: float = 10.0) -> None:
         self.issuer = issuer
@@ -68,10 +57,7 @@ class Issuer:
         return None if self.metadata is None else self.metadata.jwks_uri
 
     async def load_keys(self) -> str | None:
-        """Fetch the key set, and the first time the metadata naming it.
-
-        None, or why it failed.
-        """
+        """Fetch the key set (the first time, its metadata too); None, or why not."""
         if self.metadata is None:
             problems = []
             for url in metadata_urls(self.issuer):
@@ -118,10 +104,7 @@ class Issuer:
 
 
 async def _get(url: str, max_body: int, timeout: float) -> bytes | str:
-    """The body of a 200 answer to GET `url` through the outbound seam.
-
-    Or a sentence saying why not.
-    """
+    """The body of a 200 answer to GET `url` (outbound seam), or why not."""
     parts = urllib.parse.urlsplit(url)
     gateway = Gateway(f"{parts.scheme}://{parts.netloc}", timeout=timeout, max_body=max_body, attempts=2)
     if gateway.config_problem is not None:

@@ -1,6 +1,4 @@
-"""The buffer a loop's thread reads every socket into.
-
-For the loop's protocol objects.
+"""The buffer a loop's protocol objects read every socket into, per thread.
 
 A plain asyncio.Protocol is handed a new bytes object for every read, made at the transport's
 256 KiB maximum and then shrunk to what arrived. That size is past glibc's mmap threshold, so
@@ -21,10 +19,7 @@ _local = threading.local()
 
 
 def receive_buffer() -> memoryview:
-    """This thread's buffer, valid until the loop reads again.
-
-    Copy out of it before returning.
-    """
+    """This thread's buffer, valid until the loop reads again: copy out first."""
     view: memoryview | None = getattr(_local, "view", None)
     if view is None:
         view = _local.view = memoryview(bytearray(SIZE))

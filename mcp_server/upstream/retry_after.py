@@ -1,6 +1,4 @@
-"""Retry-After (RFC 9110 §10.2.3) read totally.
-
-Any header value in, a wait in seconds or None out.
+"""Retry-After (RFC 9110 §10.2.3), read totally: seconds, or None.
 
 `Retry-After = HTTP-date / delay-seconds`. delay-seconds are ASCII digits only (str.isdigit
 also admits "²" and "١", which int() refuses); an HTTP-date is one of the three forms of
@@ -37,10 +35,7 @@ def _forms() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """The wait a Retry-After value asks for.
-
-    0 for a date already past; None when absent or unreadable.
-    """
+    """The wait a Retry-After value asks for: 0 if past; None if absent or bad."""
     if value is None:
         return None
     value = value.strip(" \t")
@@ -53,11 +48,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 
 def http_date(value: str, now: float) -> float | None:
-    """An HTTP-date (any of its three forms) as a POSIX timestamp.
+    """An HTTP-date (any of its three forms) as a POSIX timestamp, or None.
 
-    None if it is not one, or no real time.
-
-    `now` places an rfc850-date's two-digit year.
+    None too for no real time. `now` places an rfc850-date's two-digit year.
     """
     import datetime as dt  # a date is rare: not worth loading at start
 

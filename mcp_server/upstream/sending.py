@@ -32,26 +32,17 @@ HOLD_CONNECTIONS: Final = 64
 
 
 class Held(Protocol):
-    """A connection with bytes held.
-
-    Each write of it is held, or sent after what it holds, never before.
-    """
+    """A connection holding bytes: a write is held or sent after, never before."""
 
     def send_held(self) -> None:
-        """Hand what is held to the transport.
-
-        Nothing when the connection is gone.
-        """
+        """Hand what is held to the transport (nothing if the connection is gone)."""
         ...
 
     def abort(self) -> None: ...
 
 
 class Outbox:
-    """A loop's connections holding bytes this turn.
-
-    Each is sent once the turn's work is done.
-    """
+    """A loop's connections holding bytes, sent once the turn's work is done."""
 
     __slots__ = ("_holding", "_loop", "_scheduled")
 
@@ -99,10 +90,7 @@ class Outbox:
 
 
 def taken(held: list[bytes]) -> bytes:
-    """What a connection holds, as one piece for one write.
-
-    `held` is left empty.
-    """
+    """What a connection holds as one piece for one write; `held` is emptied."""
     data = held[0] if len(held) == 1 else b"".join(held)
     held.clear()
     return data
@@ -112,10 +100,7 @@ _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = weakre
 
 
 def outbox(loop: asyncio.AbstractEventLoop) -> Outbox:
-    """`loop`'s outbox.
-
-    Shared by the client connections and the gateway connections on it.
-    """
+    """`loop`'s outbox, shared by its client and gateway connections."""
     found = _outboxes.get(loop)
     if found is None:
         found = _outboxes[loop] = Outbox(loop)

@@ -1,6 +1,4 @@
-"""TLS to the gateway: the one verifying context, and its failures.
-
-A name for each way it fails.
+"""TLS to the gateway: the one verifying context, and its failures named.
 
 Imported on the first call to an https:// gateway, never at start. Verification is never
 relaxed: the context is the standard library's default (the system's CA certificates, or the
@@ -59,10 +57,7 @@ PLAIN_HTTP: Final = (
 
 
 class HandshakeError(ssl.SSLError):
-    """The TLS handshake failed.
-
-    `detail` says why in words a member can act on.
-    """
+    """The handshake failed; `detail` says why in words a member can act on."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -70,10 +65,7 @@ class HandshakeError(ssl.SSLError):
 
 
 def context() -> ssl.SSLContext:
-    """The client context for every https:// gateway.
-
-    The standard library's verifying default.
-    """
+    """Every https:// gateway's context: the standard library's verifying one."""
     ctx = ssl.create_default_context()
     ctx.minimum_version = max(ctx.minimum_version, ssl.TLSVersion.TLSv1_2)
     ctx.set_alpn_protocols(["http/1.1"])
@@ -81,10 +73,7 @@ def context() -> ssl.SSLContext:
 
 
 def look_at_first(first: bytes) -> None:
-    """A handshake's first bytes from the server, looked at.
-
-    HandshakeError when there are none, or they are plain HTTP.
-    """
+    """Check a handshake's first bytes: HandshakeError if none or plain HTTP."""
     if not first:
         raise HandshakeError("the TLS handshake failed: it closed the connection without answering")
     if first[0] not in _TLS_RECORD_TYPES and _plain_http(first):
@@ -125,10 +114,7 @@ def describe_handshake(exc: ssl.SSLError, host: str) -> str:
 
 
 def describe(exc: ssl.SSLError) -> str:
-    """Any TLS failure, in words.
-
-    The handshake's own sentence, or a connection that failed later.
-    """
+    """Any TLS failure in words: the handshake's sentence, or a later failure."""
     if isinstance(exc, HandshakeError):
         return exc.detail
     return f"the TLS connection failed ({_reason(exc)})"

@@ -1,7 +1,5 @@
 """Streamable HTTP, inbound: a server on one event loop.
 
-The request head and body framing (pure), the gate, admission, and the server.
-
 Layers, each a module: `head` (bytes of a request head → a `Head` or a `Refusal`), `reader`
 (sans-I/O: bytes in, head and body events out), `gate` (who may ask what), `door` (the hosted door
 in OAuth mode), `admission` (how many connections and unfinished heads each peer may hold),

@@ -1,6 +1,4 @@
-"""Who gets a connection: the bound, per-peer caps and a reserve.
-
-The reserve is small, and answers health checks only.
+"""Who gets a connection: the bound, per-peer caps, a health-check reserve.
 
 Pure bookkeeping behind one lock (no sockets): the server asks `connect(peer)` on accept and
 `head_started(peer)` when a request head begins to arrive, and gives both back when done. A peer
@@ -30,10 +28,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Turned:
-    """A connection refused on accept, and the answer it gets.
-
-    The answer's status, short code and sentence.
-    """
+    """A connection refused on accept, and its answer: status, code, sentence."""
 
     status: int
     error: str
@@ -63,10 +58,7 @@ class Admission:
             return self._open + self._reserve
 
     def connect(self, peer: str) -> Slot | Turned:
-        """The slot a new connection from `peer` takes, or its refusal.
-
-        A main slot, or a reserve slot (health checks only).
-        """
+        """The slot a new connection from `peer` takes, or its refusal."""
         limits = self.limits
         with self._lock:
             counts = self._peers.get(peer)

@@ -1,19 +1,16 @@
 """One client connection on the event loop, its requests answered in turn.
 
-Its bytes are fed to the sans-I/O reader, and each request is answered in turn.
-
 The socket work is here and only here: the protocol object the loop calls with bytes, an end or
-a loss, and the connection's one coroutine that waits for them within the idle and read
-deadlines, writes answers under one deadline for the whole answer, and closes in stages after a
-refusal. Which bytes are a request is the reader's decision, made from the head before any route
-runs; a connection whose request body was not read to its end is closed after the answer, so no
-byte of a body is ever read as the next request.
+a loss, and the connection's one coroutine that feeds them to the sans-I/O reader within the idle
+and read deadlines, writes answers under one deadline for the whole answer, and closes in stages
+after a refusal. Which bytes are a request is the reader's decision, made from the head before
+any route runs; a connection whose request body was not read to its end is closed after the
+answer, so no byte of a body is ever read as the next request.
 
 What each event means (an end, a reset, bytes during a call, a deadline passed) is the
-lifecycle table's to say (lifecycle.py), and this code does what it says. A client that leaves
-while its request waits (for a call slot, then for its call) is let go at once: the loop tells
-this protocol, the table says the client left, and the wait for a slot ends and the call's
-cancellation is thrown. A request waits from the moment it is whole (`watch`).
+lifecycle table's to say (lifecycle.py). A client that leaves while its request waits (for a
+call slot, then for its call; from the moment the request is whole, `watch`) is let go at once:
+the wait for a slot ends and the call's cancellation is thrown.
 
 Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
 connection raises, its coroutine catches, logs and ends that connection with; its last steps
@@ -65,16 +62,11 @@ TIMED_OUT: Final = Refusal(408, "request_timeout", "The request did not arrive i
 
 
 class Gone(Exception):
-    """The client closed or reset the connection.
-
-    Nothing more can be answered on it.
-    """
+    """The client closed or reset the connection: nothing more can be answered."""
 
 
 class Host(Protocol):
-    """What a connection and its routes use of the server that accepted it.
-
-    The server is a server.McpHTTPServer.
+    """What a connection and its routes use of server.McpHTTPServer.
 
     A Protocol: the server imports this module and hands itself over; nothing here imports it back.
     """
@@ -96,10 +88,7 @@ class Host(Protocol):
     def begin(self) -> None: ...
 
     async def acquire_slot(self, wait: float) -> bool:
-        """One of the in-flight bound's slots.
-
-        Waits at most `wait` seconds for one; False if none came.
-        """
+        """Take an in-flight slot within `wait` seconds; False if none came."""
         ...
 
     def release_slot(self) -> None: ...
@@ -114,10 +103,7 @@ class Host(Protocol):
 
 
 class Connection(asyncio.BufferedProtocol):
-    """The loop's protocol object for one accepted socket.
-
-    With the coroutine that serves its requests.
-    """
+    """The loop's protocol object for one accepted socket, and its coroutine."""
 
     # Slots: an idle keep-alive connection is this object, its transport and its waiting coroutine,
     # and thousands of them may be open at once.
@@ -198,10 +184,7 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def linger(self) -> bool:
-        """Whether the connection closes in stages after its last answer.
-
-        The stages are `_linger_close`'s.
-        """
+        """Whether the connection closes in stages (`_linger_close`) at its end."""
         return self.life.linger
 
     @property
@@ -235,10 +218,7 @@ class Connection(asyncio.BufferedProtocol):
         return True  # half-closed: the requests it sent before its end are still answered
 
     def _unread(self) -> bool:
-        """Bytes of the client's not yet served.
-
-        In this buffer, or already in the reader's (a pipelined request).
-        """
+        """Bytes of the client's not yet served, here or in the reader (pipelined)."""
         return bool(self._buf) or self.reader.pending > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -261,11 +241,7 @@ class Connection(asyncio.BufferedProtocol):
             waiter.set_result(True)
 
     async def _wait(self, until: float) -> bool:
-        """Wait for something to happen on the connection.
-
-        Bytes, an end, room to write, a drain: until `until` (time.monotonic()); False when the
-        time ran out first.
-        """
+        """Wait for bytes, an end, room to write or a drain; False at `until`."""
         left = until - time.monotonic()
         if left <= 0:
             return False
@@ -285,10 +261,7 @@ class Connection(asyncio.BufferedProtocol):
             self._waiter = None
 
     def _alarm(self) -> None:
-        """The timer: the wait under way ends now.
-
-        Unless it ends later than the timer was set for.
-        """
+        """The timer: the wait under way ends now, unless it now ends later."""
         self._timer = None
         waiter = self._waiter
         if waiter is None or waiter.done():
@@ -301,26 +274,20 @@ class Connection(asyncio.BufferedProtocol):
         waiter.set_result(False)
 
     def wake(self) -> None:
-        """Called by the server when a drain begins.
-
-        A connection waiting idle looks at its limit again.
-        """
+        """A drain begins: a connection waiting idle looks at its limit again."""
         if self.life.drain_begins():
             self._wake()
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_gone` if the client leaves before the call is unwatched.
-
-        Unwatched: before the returned function is called.
+        """Call `on_gone` if the client leaves before the returned unwatch.
 
         Called when a request is whole, before it waits for a call slot. A connection already
         reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
-        still in the kernel: `_ended_in_kernel`) came with the request is the table's to say
-        (`Lifecycle.call_begins`).
+        still in the kernel) came with the request is the table's to say (`Lifecycle.call_begins`).
         """
         if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
-            return _nothing
+            return unwatched
         self._on_gone = on_gone
 
         def unwatch() -> None:
@@ -330,10 +297,7 @@ class Connection(asyncio.BufferedProtocol):
         return unwatch
 
     def _ended_in_kernel(self) -> bool:
-        """Whether the client's end is the next thing on the socket.
-
-        A peek: nothing is taken from the transport.
-        """
+        """Whether the client's end is the next thing on the socket (a peek)."""
         sock = self._sock
         if sock is None or self._buf:
             return False
@@ -481,9 +445,7 @@ class Connection(asyncio.BufferedProtocol):
     # ---- reading ------------------------------------------------------------------------------
 
     async def _recv(self, until: float) -> bytes:
-        """The bytes read so far (at least one), waiting until `until`.
-
-        TimeoutError, or Gone.
+        """The bytes read so far (at least one); TimeoutError at `until`, or Gone.
 
         TimeoutError once `until` has passed, even with bytes here: a client that trickles its
         request in, a byte at a time, is held to the deadline all the same.
@@ -503,9 +465,7 @@ class Connection(asyncio.BufferedProtocol):
         return data
 
     async def _await_request(self) -> bool:
-        """Wait, idle, for the next request's first bytes.
-
-        False when the connection should close instead.
+        """Wait, idle, for the next request's first bytes; False to close instead.
 
         The idle limit counts from the end of the last answer and shortens to the drain's grace
         when a drain begins, even for a connection already waiting (the drain wakes it).
@@ -521,10 +481,7 @@ class Connection(asyncio.BufferedProtocol):
         return bool(self._buf)
 
     async def _read_head(self) -> Head | Refusal | None:
-        """The next request's head, or why it is refused.
-
-        None when the connection ends between requests.
-        """
+        """The next request's head, or why it is refused; None if the client ends."""
         reader = self.reader
         self.deadline = 0.0
         while True:
@@ -563,10 +520,7 @@ class Connection(asyncio.BufferedProtocol):
         self.life.reading()
 
     async def _count_head(self) -> bool:
-        """A head under way, counted against its peer's.
-
-        Admission.head_started; False when refused for it (answered, and closed).
-        """
+        """Count a head under way against its peer's; False if refused (closed)."""
         if self._counted_head or not self.reader.in_head:
             return True
         if self.server.admission.head_started(self.peer):
@@ -582,10 +536,7 @@ class Connection(asyncio.BufferedProtocol):
             self.server.admission.head_done(self.peer)
 
     async def read_body(self, limit: int, *, keep: bool = True) -> bytes | Refusal | None:
-        """The request's body, up to `limit` bytes.
-
-        Dropped when not `keep`; a Refusal, or None if the client left.
-        """
+        """The body up to `limit` bytes (dropped unless `keep`), Refusal or None."""
         reader = self.reader
         reader.body_limit = limit
         self.life.reading()  # again, after an interim answer ("100 Continue")
@@ -608,9 +559,7 @@ class Connection(asyncio.BufferedProtocol):
                 return None
 
     async def drop_body(self, request: Head) -> bool:
-        """Read and drop a body no route wants.
-
-        False when the request is over (answered or its client gone).
+        """Read and drop a body no route wants; False if answered or client gone.
 
         Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
         answer closes the connection: a body over that size, and the body of a client that waits
@@ -635,17 +584,12 @@ class Connection(asyncio.BufferedProtocol):
     # ---- writing ------------------------------------------------------------------------------
 
     def start_answer(self) -> None:
-        """An answer begins: its write deadline starts.
-
-        It must be out, whole, within write_timeout from now (one deadline, not one per slice).
-        """
+        """An answer begins: out, whole, within write_timeout (not one per slice)."""
         self._answer_until = self.loop.time() + self.server.write_timeout
         self.life.answer_begins()
 
     def write(self, data: bytes | memoryview) -> bool:
-        """Queue `data` for the client.
-
-        False (and the connection closes) once it is gone.
+        """Queue `data` for the client; False (and the connection closes) if gone.
 
         A small write is held to the end of the loop's turn (upstream/sending.py); a large one is
         sent at once, after what is held. Safe from any thread: bytes written from elsewhere are
@@ -681,10 +625,7 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(data)
 
     def send_held(self) -> None:
-        """Hand the transport what this connection holds.
-
-        The outbox calls it at the end of the turn.
-        """
+        """Hand the transport what is held (the outbox calls it at the turn's end)."""
         if not self._held:
             return
         data = sending.taken(self._held)
@@ -700,12 +641,10 @@ class Connection(asyncio.BufferedProtocol):
         return self.transport.get_write_buffer_size() + self._held_size
 
     async def flush(self) -> bool:
-        """Wait until the client has taken enough to queue more.
+        """Wait until the client has taken enough to queue more; False if cut off.
 
-        Within the answer's deadline; False (and the connection is cut off) when it has not read
-        its answer by then, or is gone.
-
-        A client that reads just fast enough gets no more time than one that reads nothing: the
+        Cut off when it has not read its answer within the answer's deadline, or is gone. A client
+        that reads just fast enough gets no more time than one that reads nothing: the
         deadline counts from the answer's first byte.
         """
         while self._writing_paused and not self.life.lost:
@@ -723,10 +662,9 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def abort(self) -> None:
-        """Cut the connection off now, with a reset.
+        """Cut the connection off now with a reset, dropping what the kernel holds.
 
-        So what the kernel still holds for the client is dropped too (a plain close would go on
-        sending it, at the client's pace).
+        A plain close would go on sending it, at the client's pace.
         """
         self.life.aborted()
         self._held.clear()  # dropped, with what the kernel holds
@@ -751,9 +689,7 @@ class Connection(asyncio.BufferedProtocol):
         close: bool = False,
         linger: bool | None = None,
     ) -> None:
-        """Status line, headers and body, and the access line.
-
-        In one write when small.
+        """Status line, headers and body (one write when small), and access line.
 
         The connection closes after this answer when asked, when the request said so, while the
         server drains, or when the request's body was not read to its end: whatever is left of
@@ -781,17 +717,14 @@ class Connection(asyncio.BufferedProtocol):
     async def send_answer(self, parts: Sequence[Part]) -> bool:
         """An answer's bytes, written within its deadline; False if not all went.
 
-        `parts` go as fast as the client takes them, within the deadline `start_answer` set; when
-        the client left or missed the deadline, the rest is dropped and the connection closes.
-        Every last write of an answer goes this way (a JSON answer, an event stream's answer), so
-        it is held to that one deadline, and never to a bound meant for anything else.
+        Every last write of an answer goes this way (a JSON answer, an event stream's), so it is
+        held to the one deadline `start_answer` set, never to a bound meant for anything else; when
+        the client left or missed it, the rest is dropped and the connection closes.
         """
-        # A large answer is queued piece by piece as jsonrpc.encode made it, never joined, and
-        # only as fast as the client takes it: a slice of at most WRITE_SLICE bytes at a time, with
-        # the loop's other work between two slices. A multi-megabyte piece handed to the transport
-        # whole is one send() that copies as much as the kernel takes (megabytes on loopback), and
-        # every other connection waited for it (bench.fairness: most of the small calls' p99 beside
-        # 4 MB answers).
+        # A large answer is queued piece by piece as jsonrpc.encode made it, never joined, at most
+        # WRITE_SLICE bytes at a time with the loop's other work between slices, and only as fast
+        # as the client takes it: a multi-megabyte piece handed to the transport whole is one send()
+        # copying megabytes on loopback while every other connection waits (bench.fairness).
         for at, chunk in _slices(parts):
             if at:
                 await asyncio.sleep(0)  # one turn of the loop for the others
@@ -813,11 +746,9 @@ class Connection(asyncio.BufferedProtocol):
         self.life.answer_ends()
 
     async def _linger_close(self) -> None:
-        """Close in stages after refusing a request.
+        """Close in stages after refusing a request whose body may still arrive.
 
-        Its body may still be arriving (RFC 9112 §9.6).
-
-        Closing with unread bytes makes the kernel send a reset, which can destroy the refusal
+        RFC 9112 §9.6: closing with unread bytes makes the kernel send a reset, which can destroy the refusal
         before the client reads it; so the sending half is closed first (once the refusal is out)
         and the rest read and dropped until the client closes, for at most LINGER_SECONDS.
         """
@@ -844,10 +775,7 @@ class Connection(asyncio.BufferedProtocol):
 
 
 def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, bytes | memoryview]]:
-    """Each piece of `parts`, WRITE_SLICE bytes at a time.
-
-    As (where the slice starts in its piece, the slice).
-    """
+    """Each piece of `parts` in WRITE_SLICE slices: (offset in piece, slice)."""
     for piece in pieces(parts):
         if len(piece) <= WRITE_SLICE:
             yield 0, piece  # whole: a held write keeps it as it is, not copied out of a view
@@ -857,5 +785,5 @@ def _slices(parts: Sequence[Part]) -> Iterator[tuple[int, bytes | memoryview]]:
             yield at, view[at : at + WRITE_SLICE]
 
 
-def _nothing() -> None:
-    return None
+def unwatched() -> None:
+    """The unwatch of a call that was never watched: nothing to undo."""

@@ -1,6 +1,4 @@
-"""The drain's clock: how long each step of a stop may take.
-
-Pure, as is how long an idle connection stays open.
+"""The drain's clock (pure): how long each step of a stop may take.
 
 A stop that a load balancer survives (docs/hosting.md, "Hosted mode"):
 
@@ -35,10 +33,7 @@ class Timings:
     settle: float = SETTLE
 
     def idle_limit(self, draining: bool) -> float:
-        """Seconds an idle keep-alive connection stays open.
-
-        Counted from the end of its last answer.
-        """
+        """Seconds an idle keep-alive connection stays open after its last answer."""
         return min(self.idle_grace, self.idle_timeout) if draining else self.idle_timeout
 
     @property
@@ -52,8 +47,5 @@ class Timings:
 
     @property
     def total(self) -> float:
-        """The longest a whole stop may take, pre-stop included.
-
-        What a supervisor should wait before SIGKILL.
-        """
+        """The longest a stop may take, pre-stop included: the wait before SIGKILL."""
         return self.prestop + SETTLE_LIMIT + self.limit

@@ -1,11 +1,10 @@
 """The HTTP gate: a pure function of method, path and headers.
 
-It is applied before any body is read.
-
-Order matters: who may ask (Host, Origin) is settled before what they ask (method, media types,
-size, protocol version), so a refused browser page learns nothing else about the server. The
-request's framing was decided before the gate ran (head.py): a head whose framing is ambiguous
-never reaches it. Total: any header value, however malformed, is a decision, never an exception.
+Applied before any body is read. Order matters: who may ask (Host, Origin) is settled before what
+they ask (method, media types, size, protocol version), so a refused browser page learns nothing
+else about the server. The request's framing was decided before the gate ran (head.py): a head whose
+framing is ambiguous never reaches it. Total: any header value, however malformed, is a decision,
+never an exception.
 """
 
 from __future__ import annotations
@@ -46,10 +45,7 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Serve it: `route` names the route, `cors` the origin to echo, if any.
-
-    Routes are named in routes.ROUTES.
-    """
+    """Serve it: `route` names a routes.ROUTES entry, `cors` an origin to echo."""
 
     route: str
     cors: str | None = None
@@ -70,8 +66,6 @@ class Refuse:
 
 def normalise_origin(origin: str) -> str | None:
     """`scheme://host[:port]`, lower-cased, default ports dropped, or None.
-
-    None when it is not an origin.
 
     Whatever the value ("http://[::1", "http://]", a port out of range), the answer is None, not
     an exception: urlsplit raises ValueError for some of them, and so may reading .port.
@@ -105,10 +99,7 @@ def _is_loopback_name(host: str) -> bool:
 
 
 def _host_name(host_header: str) -> str | None:
-    """The host part of a Host header.
-
-    "localhost:8790" → "localhost", "[::1]:1" → "[::1]".
-    """
+    """The host of a Host header ("[::1]:1" → "[::1]"); None if malformed."""
     value = host_header.strip().lower()
     if value.startswith("["):
         end = value.find("]")
@@ -139,10 +130,7 @@ def _media_type(value: str) -> str:
 
 
 def accepts(accept: str | None, media: str) -> bool:
-    """Whether an Accept header admits `media` (a type/subtype).
-
-    It does by naming it, by a wildcard, or by being absent.
-    """
+    """Whether an Accept header admits `media`: by name, wildcard, or absence."""
     if accept is None or not accept.strip():
         return True  # no Accept header means anything is acceptable (RFC 9110 §12.5.1)
     major = media.split("/", 1)[0]
@@ -182,10 +170,7 @@ def check(
 
 
 def _other_route(method: str, route_path: str, policy: Policy) -> Admit | Refuse | None:
-    """The decision for a path besides /mcp that this server answers, or None.
-
-    None for any other path.
-    """
+    """The decision for a path besides /mcp that this server answers, or None."""
     plain = PLAIN_ROUTES.get(route_path)
     if plain is not None and (plain[0] != "metrics" or policy.metrics):
         route, methods = plain
@@ -203,10 +188,7 @@ def _other_route(method: str, route_path: str, policy: Policy) -> Admit | Refuse
 
 
 def _mcp(method: str, headers: Mapping[str, str], policy: Policy) -> Admit | Refuse:
-    """The decision for a request to /mcp: who may ask before what is asked.
-
-    Origin is settled first.
-    """
+    """The decision for a request to /mcp: who may ask (Origin) before what."""
     cors: str | None = None
     origin = headers.get("origin")
     if origin is not None:
@@ -249,10 +231,7 @@ def _mcp(method: str, headers: Mapping[str, str], policy: Policy) -> Admit | Ref
 
 
 def _framing(headers: Mapping[str, str], policy: Policy, cors: str | None) -> tuple[bool, int] | Refuse:
-    """How the body is framed, (chunked, Content-Length), or a refusal.
-
-    A framing this server does not serve is refused.
-    """
+    """The body's framing (chunked, Content-Length), or why it is refused."""
     encoding = headers.get("transfer-encoding")
     if encoding is not None:
         if encoding.strip().lower() != "chunked" or "content-length" in headers:

@@ -73,10 +73,7 @@ class Lifecycle:
 
     @property
     def ended(self) -> bool:
-        """Whether the client sends nothing more.
-
-        Once what was read is served, it is over.
-        """
+        """Whether the client sends nothing more (ENDED or LOST)."""
         return self.side is not Side.OPEN
 
     @property
@@ -94,9 +91,7 @@ class Lifecycle:
         return True
 
     def end(self, unread: bool) -> bool:
-        """The client's end was read.
-
-        CANCEL when it is the watched call's client leaving.
+        """The client's end was read; CANCEL when the watched call's client leaves.
 
         `unread`: bytes of the client's not yet served came before it (it is a half-close).
         """
@@ -106,10 +101,7 @@ class Lifecycle:
         return first and not self.pipelined and not unread and self._leave()
 
     def reset(self) -> bool:
-        """The connection is gone (reset, or closed).
-
-        CANCEL when a call was watched.
-        """
+        """The connection is gone (reset, or closed); CANCEL if a call was watched."""
         self.side = Side.LOST
         return self._leave()
 
@@ -127,9 +119,7 @@ class Lifecycle:
         self.phase = Phase.READING
 
     def call_begins(self, unread: bool, end_next: Callable[[], bool]) -> bool:
-        """A request is whole and its call waits, its client watched.
-
-        False if the client is gone.
+        """A whole request's call waits, its client watched; False if gone.
 
         A client already gone has its call cancelled at once, and is not watched. `unread`:
         bytes of the client's are here after the request (it pipelines). `end_next` says
@@ -153,10 +143,7 @@ class Lifecycle:
         self.phase = Phase.ANSWERING
 
     def last_answer(self, linger: bool) -> None:
-        """The answer about to be written is the connection's last.
-
-        `linger`: close in stages after it (a refusal, its request possibly still arriving).
-        """
+        """The next answer is the last; `linger`: close in stages after it."""
         self.closing = True
         self.linger = self.linger or linger
 
@@ -166,10 +153,7 @@ class Lifecycle:
             self.phase = Phase.IDLE
 
     def lingers(self) -> None:
-        """The refusal is out and our half closed.
-
-        What arrives is read and dropped.
-        """
+        """The refusal is out, our half closed: what arrives is read and dropped."""
         self.phase = Phase.LINGERING
         self.dropping = True
 
@@ -184,10 +168,7 @@ class Lifecycle:
         self.phase = Phase.CLOSED
 
     def drain_begins(self) -> bool:
-        """The server drains: True when the connection waits idle.
-
-        It then re-reads its limit.
-        """
+        """A drain begins: True if the connection idles (it re-reads its limit)."""
         return self.phase is Phase.IDLE
 
     def deadline(self) -> Deadline:

@@ -1,7 +1,5 @@
 """The one event loop both transports serve on.
 
-How it is made, who owns its failures, how a stop signal ends it.
-
 One loop per process serves stdio, or the MCP listener and the metrics listener. Every failure on
 it has an owner (docs/architecture.md, "Who owns a failure"): a connection's coroutine owns what
 serving that connection raises, the server that started the coroutine owns its outcome, a gateway
@@ -37,10 +35,7 @@ T = TypeVar("T")
 
 
 class Closable(Protocol):
-    """What the end of the loop needs of a connection.
-
-    Its transport and its coroutine.
-    """
+    """What the end of the loop needs of a connection: transport, coroutine."""
 
     @property
     def transport(self) -> asyncio.Transport | None: ...
@@ -50,9 +45,7 @@ class Closable(Protocol):
 
 
 def new_loop(selector: selectors.BaseSelector | None = None) -> asyncio.AbstractEventLoop:
-    """A selector loop on every platform.
-
-    epoll on Linux, kqueue on macOS, select on Windows.
+    """A selector loop on every platform: epoll, kqueue, or select on Windows.
 
     The accept is ours: the loop tells us the listening socket is readable (add_reader), which
     Windows' default proactor loop does not offer (the price: select() stops at 512 sockets there,
@@ -95,10 +88,7 @@ class Guard:
         log.error("a failure on the event loop had no owner (a bug; the server goes on): %s", message, exc_info=exc)
 
     def fail(self, exc: BaseException, why: str = "the event loop cannot go on") -> None:
-        """The loop cannot go on.
-
-        Everything waiting on `until` returns, and the process exits non-zero.
-        """
+        """The loop cannot go on: all waiting on `until` returns; exit non-zero."""
         if self.fatal is None:
             log.critical("%s: %s", why, exc, exc_info=exc)
             self.fatal = exc
@@ -119,8 +109,6 @@ class Guard:
 
 def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
     """The transport in whose own step the failure was raised, if it was.
-
-    Its failure is that connection's.
 
     asyncio reports a transport's scheduled steps (its socket's close() raising as it ends, say)
     with the handle alone, whose callback it may already have cleared; the callback's owner, or
@@ -143,9 +131,7 @@ def _transport_of(context: dict[str, Any]) -> asyncio.BaseTransport | None:
 def on_stop_signals(
     loop: asyncio.AbstractEventLoop, handler: Callable[[int], None], signals: Iterable[int] = STOP_SIGNALS
 ) -> Callable[[], None]:
-    """Call `handler(signum)` on the loop for each of `signals`.
-
-    Returns what undoes it.
+    """Call `handler(signum)` on the loop for each signal; returns its undo.
 
     The Python handler queues `handler` with `call_soon_threadsafe`, which always lands: the
     queue is a list, and the byte it also writes to the loop's self-pipe may be dropped when the
@@ -190,10 +176,7 @@ def on_stop_signals(
 
 
 def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> None:
-    """Cut off every connection still open, and close the loop.
-
-    Their coroutines finish first.
-    """
+    """Cut off every open connection, let coroutines finish, close the loop."""
     if loop.is_closed():
         return
     from mcp_server.upstream import aio
@@ -214,10 +197,7 @@ def close(loop: asyncio.AbstractEventLoop, connections: Iterable[Closable]) -> N
 
 
 def _finish(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
-    """Run `work` to its end on `loop`.
-
-    On a loop that cannot run any more (its selector broke), drop it.
-    """
+    """Run `work` to its end on `loop`; dropped if the loop cannot run (broke)."""
     try:
         loop.run_until_complete(work)
     except BaseException:

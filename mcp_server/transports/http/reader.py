@@ -1,6 +1,4 @@
-"""Sans-I/O request reading, in the manner of h11.
-
-Bytes in (`feed`), events out (`next_event`).
+"""Sans-I/O request reading, as h11: bytes in (`feed`), events out.
 
 Events, in order, for each request on a connection: its `Head` (or a `Refusal`), then `Data` for
 every piece of its body, then `END`. `NEED_DATA` is a value, not an exception: feed more bytes
@@ -38,10 +36,7 @@ class NeedData:
 
 
 class EndOfBody:
-    """The body (possibly empty) has been read whole.
-
-    The next request may follow.
-    """
+    """The body (maybe empty) was read whole; the next request may follow."""
 
     __slots__ = ()
 
@@ -64,10 +59,7 @@ _HEAD, _LENGTH, _SIZE, _CHUNK, _CHUNK_END, _TRAILER, _DONE, _ERROR = range(8)
 
 
 class RequestReader:
-    """One connection's requests, one after another.
-
-    Call `next_request()` after each END.
-    """
+    """One connection's requests in turn; call `next_request()` after each END."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -101,10 +93,7 @@ class RequestReader:
 
     @property
     def started(self) -> bool:
-        """Some of the next request has arrived.
-
-        A byte of its head, or the empty line before it.
-        """
+        """Some of the next request has arrived (a head byte, or the empty line)."""
         return self._state == _HEAD and (self._blank or len(self._buf) > self._pos)
 
     @property
@@ -114,18 +103,12 @@ class RequestReader:
 
     @property
     def body_done(self) -> bool:
-        """The current request was read to the end of its body.
-
-        The next bytes are the next request.
-        """
+        """The request was read to its body's end; the next bytes are the next's."""
         return self._state == _DONE
 
     @property
     def pending(self) -> int:
-        """Bytes received and not yet consumed.
-
-        A pipelined request, or the rest of a body.
-        """
+        """Bytes received, not yet consumed: a pipelined request, or body."""
         return len(self._buf) - self._pos
 
     def next_request(self) -> None:
@@ -240,10 +223,7 @@ class RequestReader:
         return Data(bytes(self._buf[start : start + n]))
 
     def _line(self) -> bytes | Refusal | None:
-        """The next CRLF-ended line of a chunked body, without its CRLF.
-
-        None if it has not arrived.
-        """
+        """The next CRLF-ended line of a chunked body, bare; None if not here."""
         buf, pos = self._buf, self._pos
         lf = buf.find(b"\n", pos, pos + MAX_HEAD_BYTES + 1)
         if lf < 0:
@@ -254,10 +234,7 @@ class RequestReader:
         return bytes(buf[pos : lf - 1])
 
     def _chunked(self) -> Event:
-        """A chunked body's next event.
-
-        Each state is read in turn (None: it moved on) until one has an event.
-        """
+        """A chunked body's next event: each state in turn until one has one."""
         while True:
             state = self._state
             if state == _CHUNK:
@@ -283,10 +260,7 @@ class RequestReader:
         return None
 
     def _chunk_size(self) -> Event | None:
-        """A chunk-size line.
-
-        The next chunk's size, or the last chunk's zero before the trailers.
-        """
+        """A chunk-size line: the next chunk's size, or the last chunk's zero."""
         if self._buf.find(b"\n", self._pos, self._pos + MAX_CHUNK_LINE + 1) < 0:
             if len(self._buf) - self._pos > MAX_CHUNK_LINE:
                 return self._refuse(400, "bad_framing", "A chunk-size line is over 1 KiB")
@@ -308,10 +282,7 @@ class RequestReader:
         return None
 
     def _trailer(self) -> Event | None:
-        """A trailer line, read and ignored.
-
-        Each must be a field line; END after the empty one.
-        """
+        """A trailer line, checked and ignored; END after the empty one."""
         line = self._line()
         if line is None or isinstance(line, Refusal):
             return NEED_DATA if line is None else line

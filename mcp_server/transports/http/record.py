@@ -1,7 +1,4 @@
-"""One HTTP request as the access log sees it.
-
-Its HTTP facts around the MCP message's own record, logged once.
-"""
+"""One HTTP request as the access log sees it, around its MCP record."""
 
 from __future__ import annotations
 
@@ -22,9 +19,7 @@ CLIENT_LEFT: Final = 499
 
 @dataclass(slots=True)
 class Exchange:
-    """An HTTP request's record, from its first byte to its log line.
-
-    Filled in as the request is read and answered; logged once.
+    """An HTTP request's record, from its first byte to its one log line.
 
     `record` is the request's records.Record: the dispatcher fills in its MCP message (one POST,
     one message); a JSON-RPC batch's messages get records of their own, logged before this one.
@@ -45,10 +40,7 @@ class Exchange:
     error: str | None = None  # a refusal's code (its JSON-RPC error's data.error)
 
     def log(self, metrics: ServerMetrics | None = None) -> None:
-        """The request's one record, never a credential.
-
-        Its method, path, status, duration and MCP message.
-        """
+        """Log the request's one record: HTTP facts and MCP message, no credential."""
         if self.logged:
             return
         self.logged = True

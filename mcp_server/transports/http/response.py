@@ -52,10 +52,7 @@ def head(
     extra: Mapping[str, str] | None = None,
     close: bool = False,
 ) -> bytes:
-    """An answer's status line and header section.
-
-    `length` None: the body is chunked (an SSE stream).
-    """
+    """An answer's status line and headers; `length` None: chunked (SSE)."""
     lines = [f"HTTP/1.1 {status} {REASONS.get(status, '')}", f"Server: {SERVER_HEADER}", f"Date: {http_date()}"]
     if content_type is not None:
         lines.append(f"Content-Type: {content_type}")
@@ -91,19 +88,15 @@ REFUSAL_CODES: Final[dict[str, int]] = {
 def error_body(code: str, message: str, request_id: Id | None = None) -> bytes:
     """A refusal as the body of a JSON-RPC error response.
 
-    `message` is the sentence, `data.error` the refusal's code.
-
-    `request_id` is the request's id when its body was read before it was refused; else null.
+    `message` is the sentence, `data.error` the refusal's code, and `request_id` the request's id
+    when its body was read before it was refused (else null).
     """
     error = error_object(REFUSAL_CODES.get(code, INVALID_REQUEST), message, {"error": code})
     return dumps(error_response(request_id, error))
 
 
 def error_code(body: bytes) -> str | None:
-    """The refusal's code in a body error_body made, else None.
-
-    Any other body (a dispatcher's JSON-RPC error, say) has none.
-    """
+    """The refusal's code in a body error_body made; None for any other body."""
     try:
         value = json.loads(body)
     except ValueError:

@@ -1,7 +1,5 @@
 """The routes: /healthz, /metrics, CORS preflight, POST /mcp, refusals.
 
-`refuse` answers a request the gate refused.
-
 Each is `route(connection, head, decision)`. A route that has no use for a body drops it first
 (`Connection.drop_body`), so a body never outlives its request; POST /mcp reads its own.
 """
@@ -20,7 +18,7 @@ from mcp_server.ops import records
 from mcp_server.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
-from mcp_server.transports.http.connection import Connection
+from mcp_server.transports.http.connection import Connection, unwatched
 from mcp_server.transports.http.driver import Run, drive, off_loop
 from mcp_server.transports.http.flow import STREAM_BACKLOG
 from mcp_server.transports.http.head import Head, Refusal
@@ -69,10 +67,7 @@ async def health(conn: Connection, head: Head, decision: gate.Admit) -> None:
 
 
 async def metrics(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /metrics: the Prometheus text exposition.
-
-    On the metrics listener or, when asked, the MCP port.
-    """
+    """GET /metrics: Prometheus text, on its own listener or the MCP port."""
     registry = conn.server.exports
     if not await conn.drop_body(head):
         return
@@ -133,10 +128,7 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
 
 
 async def resource_metadata(conn: Connection, head: Head, decision: gate.Admit) -> None:
-    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728).
-
-    Where members sign in, for OAuth mode.
-    """
+    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728, OAuth)."""
     door = conn.server.door
     if not await conn.drop_body(head) or door is None:
         return
@@ -177,10 +169,7 @@ _MALFORMED_BEARER: Final = (
 
 
 def _escape(credential: tuple[str | None, str]) -> str | None:
-    """The escape in a caller's own bearer (redaction.escape_in), refused.
-
-    The environment's was checked at start.
-    """
+    """The escape in a caller's own bearer (the env's was checked at start)."""
     token, source = credential
     if source != "header" or token is None or ("%" not in token and "\\" not in token):
         return None
@@ -190,10 +179,7 @@ def _escape(credential: tuple[str | None, str]) -> str | None:
 
 
 def _request_id(body: bytes) -> Id | None:
-    """The id of the request in `body`, for a refusal that read it, or None.
-
-    None for a batch, a notification or no request.
-    """
+    """The id of the request in `body`; None for a batch, notification or none."""
     message = parse(body)
     return message.id if isinstance(message, Request) else None
 
@@ -256,12 +242,10 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
         if credential[0] is not None and server.door.signed_in(credential[0]):
             credential = (credential[0], "signed_in")  # its failures say to sign in again, not to make a token
     cancellation = Cancellation()
-    unwatch = _nothing
+    unwatch = unwatched
     if server.dispatcher.is_blocking(parsed):
-        # The request is whole: from here its client is watched, and its leaving (a reset, or an
-        # end that comes from now on with nothing of the client's unread) ends its wait for a call
-        # slot, then its call: every item of a batch not yet run stops, and nothing more is sent
-        # to the gateway.
+        # The request is whole: from here its client's leaving (Connection.watch) ends its wait for
+        # a call slot, then its call: no batch item not yet run starts, nothing more goes upstream.
         unwatch = conn.watch(cancellation.cancel)
     taken = None if cancellation.is_set else await conn.wait_for_slot(SLOT_WAIT)
     if not taken:
@@ -406,10 +390,6 @@ async def _serve_message(
         answer = reply.message
         parts = await off_loop(lambda: encode(answer), server.pacing) if run.heavy else encode(answer)
         await conn.respond(reply.status, parts, extra=extra)
-
-
-def _nothing() -> None:
-    return None
 
 
 ROUTES: Final[dict[str, Callable[[Connection, Head, gate.Admit], Awaitable[None]]]] = {

@@ -1,15 +1,13 @@
-"""The core's share for large answers while small calls are answered.
+"""Large answers' share of the core (SHARE) while small calls are answered.
 
-While small calls are being answered, large ones take at most SHARE of the core.
-
-One process answers on one core at a time. Reading, checking and encoding a 4 MB answer takes
-some 50 ms of CPU in the executor (driver.off_loop); two clients asking for such answers one after
+One process answers on one core at a time. Reading, checking and encoding a 4 MB answer takes some
+50 ms of CPU in the executor (driver.off_loop); two clients asking for such answers one after
 another would take most of the core, and the small calls beside them would get what is left
-(bench.fairness measures it). So the CPU the
-executor spends is counted against a budget that grows at SHARE of the wall clock (up to BURST
-saved), and while small calls contend for the core, a large answer waits for the budget before
-its work starts, and its thread sleeps between two slices of the work while the budget is spent
-(driver.Pacer: once started, a thread holding the interpreter lock would take half the core).
+(bench.fairness measures it). So the CPU the executor spends is counted against a budget that grows
+at SHARE of the wall clock (up to BURST saved), and while small calls contend for the core, a large
+answer waits for the budget before its work starts, and its thread sleeps between two slices of the
+work while the budget is spent (driver.Pacer: once started, a thread holding the interpreter lock
+would take half the core).
 
 The share is a ceiling under contention, never a cap on an idle core. Small calls contend for
 RECENT after one was answered: long enough to span the moments between two calls of a steady load
@@ -38,8 +36,8 @@ SHARE: Final = 0.1  # of the wall clock, the CPU large answers may take while sm
 # Seconds of CPU a large answer may take at once, saved while the share was unused: a few of the
 # pacer's slices (0.1 s let a whole 4 MB answer run unpaced after a quiet moment).
 BURST: Final = 0.005
-# Seconds after a small call was answered during which small calls contend. At 5 ms, on a busy
-# machine, bench.fairness's small calls beside 4 MB answers had their p99 1.7× alone (1.3× at 20).
+# Seconds after a small call was answered during which small calls contend (tuned with
+# bench.fairness, BENCHMARKS.md: 5 ms was too short on a busy machine).
 RECENT: Final = 0.02
 # Seconds since the loop last said it ran after which it is behind: beyond its beat (driver.BEAT)
 # and a busy turn's length, so a loop that is merely busy is not taken for one that is stopped.
@@ -49,10 +47,7 @@ ROUNDING: Final = 1e-9  # seconds of CPU: a debt this small is the clocks' arith
 
 
 class Share:
-    """The executor's CPU budget.
-
-    `wait(now)` before a large answer's work, `spent(cpu, now)` after it.
-    """
+    """The executor's CPU budget: `wait(now)` before large work, `spent` after."""
 
     def __init__(self, share: float = SHARE, burst: float = BURST, recent: float = RECENT, late: float = LATE) -> None:
         self.share, self.burst, self.recent, self.late = share, burst, recent, late
@@ -68,10 +63,7 @@ class Share:
             self.updated = now
 
     def _contention(self, now: float) -> float:
-        """How long small calls may still contend for the core.
-
-        Seconds from `now` (0: they do not).
-        """
+        """Seconds from `now` small calls may still contend for the core (0: none)."""
         window = self.last_small + self.recent - now
         if window > 0:
             return window
@@ -87,9 +79,7 @@ class Share:
         self.loop_ran_at = now
 
     def wait(self, now: float) -> float:
-        """Seconds a large answer's work waits before it asks again.
-
-        0: it goes on now.
+        """Seconds a large answer's work waits before asking again (0: go on now).
 
         Only while small calls contend and the budget is spent; and no longer than until they may
         have stopped, so a large answer alone never waits out a debt no small call is there to
@@ -103,7 +93,7 @@ class Share:
             return min(-self.budget / self.share, contention) if contention else 0.0
 
     def spent(self, cpu: float, now: float) -> None:
-        """`cpu` seconds spent on a large answer.
+        """Count `cpu` seconds spent on a large answer.
 
         While no small call contends, the debt is at most this answer's: what large answers took of
         an idle core is owed to no one.

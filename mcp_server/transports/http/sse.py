@@ -1,7 +1,4 @@
-"""An SSE answer, begun only by the first notification.
-
-Until one comes, the answer is plain JSON.
-"""
+"""An SSE answer, begun by the first notification (until then, plain JSON)."""
 
 from __future__ import annotations
 
@@ -18,10 +15,7 @@ _END: Final = b"0\r\n\r\n"  # the chunked body's last chunk
 
 
 def _event(message: JSONObject | Encoded) -> list[Part]:
-    """One event as one chunk of the stream.
-
-    In the pieces jsonrpc.encode made: a large answer is not joined.
-    """
+    """One event as one chunk, in jsonrpc.encode's pieces: large ones unjoined."""
     parts = encode(message)
     size = len(_EVENT) + sum(len(part) for part in parts) + 2
     chunk = [f"{size:x}\r\n".encode("ascii") + _EVENT, *parts, b"\n\n\r\n"]
@@ -29,9 +23,7 @@ def _event(message: JSONObject | Encoded) -> list[Part]:
 
 
 class Stream:
-    """Notifications as they come, then the answer, as an event stream.
-
-    Progress and log notifications, then the answer, as `text/event-stream` in chunks.
+    """Progress and log notifications, then the answer, as an event stream.
 
     `write` sends a notification's bytes on the connection and says whether it could; once it
     could not, the client is gone (or not reading) and nothing more is written. The answer is not

@@ -1,15 +1,9 @@
 """The JSON Schema subset the tool table uses, with messages naming fields.
 
-Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum,
-exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems, anyOf
-(the output schemas: when no branch fits, the first branch's complaint is the one given).
-Annotation keywords (title, description, default, $schema…) are ignored by the check;
-`with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
-schema's keywords once into a checker; `check` compiles and checks in one go. `compile_verdict`
-turns a schema into generated Python that says only whether a value fits (the checker's verdict,
-faster; the checker then words a misfit). `compile_bulk` checks a list of values at once with the C
-built-ins (a gateway answer's thousand wagers): it only ever vouches for the whole list, and what
-it cannot vouch for goes to the verdict.
+The keywords read are `CHECKED`; annotations (title, description, default…) are ignored.
+Three readers of the one subset: `compile_schema` words the first misfit, `compile_verdict` is
+generated Python that only says whether a value fits, and `compile_bulk` vouches for a whole list
+at once with the C built-ins (a gateway answer's thousand wagers) or leaves it to the verdict.
 """
 
 from __future__ import annotations
@@ -72,10 +66,7 @@ def _end_anchors(source: str) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """JSON equality for enum and const: true is not 1, false is not 0.
-
-    Python says they are.
-    """
+    """JSON equality for enum and const: true is not 1 (Python says it is)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
@@ -106,19 +97,12 @@ def _where(path: str) -> str:
 
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
-    """None when `value` satisfies `schema`; else one sentence naming why.
-
-    It names the first bad field.
-    """
+    """None when `value` fits `schema`; else a sentence naming the first misfit."""
     return compile_schema(schema)(value, path)
 
 
 def compile_schema(schema: dict[str, Any]) -> Checker:
-    """`check` for one schema, its keywords read once.
-
-    What a long-lived schema checks with on every call. The schema must not change afterwards (the
-    tool table's never do).
-    """
+    """`check` for one schema, its keywords read once (so it must not change)."""
     own = _compile_own(schema)
     branches = schema.get("anyOf")
     if not (isinstance(branches, list) and branches):
@@ -157,10 +141,7 @@ def _branch_types(schema: Any) -> list[str] | None:
 
 
 def _must_be(names: list[str]) -> str:
-    """The "must be" phrase for a list of types.
-
-    "must be a string", "must be a string or an array", "must be a string, an array or null".
-    """
+    """The "must be" phrase for types: "must be a string, an array or null"."""
     words = [n if n == "null" else ("an " if n[0] in "aeiou" else "a ") + n for n in names]
     return "must be " + (f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0])
 
@@ -201,13 +182,13 @@ def _compile_own(schema: dict[str, Any]) -> Checker:
             return None if _same(value, constant) else f"{_where(path)} must be {constant!r}"
 
         steps.append(is_const)
-    bounds = [(schema[key], test, f"must be {words} {schema[key]}") for key, test, words in _BOUNDS if key in schema]
+    bounds = [(schema[key], out, f"must be {words} {schema[key]}") for key, out, _, words in _BOUNDS if key in schema]
     if bounds:
 
         def in_bounds(value: Any, path: str) -> str | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                for limit, test, must in bounds:
-                    if not test(value, limit):
+                for limit, out, must in bounds:
+                    if out(value, limit):
                         return f"{_where(path)} {must}"
             return None
 
@@ -240,19 +221,18 @@ def _anything(value: Any, path: str) -> str | None:
     return None
 
 
-_BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str]] = [
-    ("minimum", lambda v, limit: not v < limit, "at least"),
-    ("maximum", lambda v, limit: not v > limit, "at most"),
-    ("exclusiveMinimum", lambda v, limit: not v <= limit, "greater than"),
-    ("exclusiveMaximum", lambda v, limit: not v >= limit, "less than"),
+# Each bound: its keyword, the comparison a value out of bounds meets (as a function and as
+# source for the verdict), and what a value within must be.
+_BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str, str]] = [
+    ("minimum", operator.lt, "<", "at least"),
+    ("maximum", operator.gt, ">", "at most"),
+    ("exclusiveMinimum", operator.le, "<=", "greater than"),
+    ("exclusiveMaximum", operator.ge, ">=", "less than"),
 ]
 
 
 def _sizes(low: int | None, high: int | None, fewer: str, more: str) -> Callable[[int], str | None]:
-    """The complaint a length earns against its bounds, or None.
-
-    Bounds: minLength/maxLength, minItems/maxItems.
-    """
+    """The complaint a length earns against min/max bounds, or None."""
     too_few = fewer.format(low)
     too_many = more.format(high)
 
@@ -343,10 +323,7 @@ def _join(path: str, name: str) -> str:
 
 
 def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `arguments` with absent top-level properties' defaults.
-
-    Each absent property's `default` is filled in.
-    """
+    """A copy of `arguments` with absent top-level properties' defaults."""
     filled = dict(arguments)
     for name, sub in schema.get("properties", {}).items():
         if name not in filled and isinstance(sub, dict) and "default" in sub:
@@ -363,10 +340,7 @@ Verdict = Callable[[Any], bool]  # True exactly when the checker finds nothing
 def compile_verdict(schema: dict[str, Any]) -> Verdict:
     """`check(value, schema) is None` as one generated function.
 
-    The function is straight-line Python generated from the schema.
-
-    What a caller needs that only asks whether a value fits (a gateway answer read in pieces,
-    answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
+    Straight-line Python, with none of the checker's paths, sentences or calls per keyword; the
     checker runs only for a value this refuses, to word why.
     """
     known = _VERDICTS.get(id(schema))
@@ -386,10 +360,7 @@ _VERDICTS: dict[int, tuple[dict[str, Any], Verdict]] = {}
 
 
 class _Source:
-    """The lines of one verdict function per schema, and their constants.
-
-    anyOf branches get functions of their own.
-    """
+    """The lines of one verdict function per schema, and their constants."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -413,10 +384,7 @@ class _Source:
         return name
 
     def _checks(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
-        """Lines that return False when `v` breaks `schema`.
-
-        The checker's keywords, with the same meaning.
-        """
+        """Lines that return False when `v` breaks `schema`."""
         pad = "    " * depth
         wanted = schema.get("type")
         if wanted is not None:
@@ -451,12 +419,12 @@ class _Source:
 
     def _numbers(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
         """Lines for the bounds of a number."""
-        bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
+        bounds = [(sign, schema[key]) for key, _, sign, _ in _BOUNDS if key in schema]
         if bounds:
             number = "True" if known in ("integer", "number") else None
             out.append(f"{pad}if {number or f'isinstance({v}, (int, float)) and not isinstance({v}, bool)'}:")
-            for key, limit in bounds:
-                out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
+            for sign, limit in bounds:
+                out.append(f"{pad}    if {v} {sign} {self.constant(limit)}: return False")
 
     def _text(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
         """Lines for a string's length and pattern."""
@@ -524,12 +492,6 @@ _TYPE_TESTS: dict[str, str] = {
     "array": "isinstance({v}, list)",
     "null": "{v} is None",
 }
-_BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
-    "minimum": "{v} < {limit}",
-    "maximum": "{v} > {limit}",
-    "exclusiveMinimum": "{v} <= {limit}",
-    "exclusiveMaximum": "{v} >= {limit}",
-}
 
 
 # ---- many values at once ---------------------------------------------------------------------
@@ -537,17 +499,9 @@ _BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
 Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one
 BulkStep = Callable[[list[Any], set[type]], bool]  # one keyword over the values, given their types
 
-# What `_TYPES` accepts, as exact types: parsed JSON holds no subclasses. An integral float is an
-# integer to the checker; it is left to the checker here (the exact types would refuse it).
-_EXACT: dict[str, frozenset[type]] = {
-    "string": frozenset({str}),
-    "integer": frozenset({int}),
-    "number": frozenset({int, float}),
-    "boolean": frozenset({bool}),
-    "object": frozenset({dict}),
-    "array": frozenset({list}),
-    "null": frozenset({type(None)}),
-}
+# `_TYPES` as exact types: parsed JSON holds no subclasses. An integral float is an integer to the
+# checker; it is left to the checker here (the exact types would refuse it).
+_EXACT: dict[str, frozenset[type]] = {name: frozenset(types) for name, types in _TYPES.items()}
 _NUMBERS = frozenset({int, float})
 _MANY_NAMES: Final = 64  # other names (additionalProperties) checked a column each; more: one by one
 _ABSENT = object()
@@ -581,10 +535,7 @@ def _checks_nothing(schema: dict[str, Any]) -> bool:
 
 
 def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema allows when `type` is all it checks.
-
-    None: it checks more, or no type.
-    """
+    """The exact types a schema allows when `type` is all it checks, else None."""
     keywords = CHECKED & schema.keys()
     if keywords != {"type"}:
         return None
@@ -592,10 +543,7 @@ def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
 
 
 def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema's `type` allows.
-
-    None: no `type`, or a name not known here.
-    """
+    """The exact types a schema's `type` allows; None if absent or unknown."""
     wanted = schema.get("type")
     if wanted is None:
         return None
@@ -608,16 +556,11 @@ def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
 def compile_bulk(schema: dict[str, Any]) -> Bulk:
     """A check of many values at once: True only if each would pass `check`.
 
-    It is sound where it says yes.
-
-    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
-    `operator.contains`...), so a thousand values cost no Python per value. A keyword that
-    applies to one type (a length, a pattern, items, properties) is checked on the values of that
-    type, picked out in C, so a type union (`["string", "array"]`) is settled as one type is; so
-    are other names an open object gives a schema (additionalProperties), a column each, and an
-    anyOf whose values each type's group fits some branch of (a nullable). Whatever it cannot
-    settle so (an integral float, an enum of objects, a group no branch settles) it answers
-    False, and the caller checks those values one by one.
+    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`),
+    so a thousand values cost no Python per value; a keyword for one type (a length, a pattern,
+    items, properties) sees only the values of that type, so unions, additionalProperties (a
+    column per name) and a nullable's anyOf settle as one type does. What it cannot settle (an
+    integral float, an enum of objects) is False: the caller checks those values one by one.
     """
     values = _bulk_values(schema)
     if values is None:
@@ -653,11 +596,8 @@ def _bulk_values(schema: dict[str, Any]) -> list[BulkStep] | None:
 
 
 def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for a number's bounds.
-
-    The least and the greatest number are checked against each.
-    """
-    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
+    """The step for a number's bounds: the least and greatest against each."""
+    bounds = [(schema[key], out) for key, out, _, _ in _BOUNDS if key in schema]
     if not bounds:
         return None
 
@@ -666,16 +606,13 @@ def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
             return True  # bounds apply to numbers only (true is no number here)
         numbers = values if types <= _NUMBERS else list(compress(values, map(_NUMBERS.__contains__, map(type, values))))
         low, high = min(numbers), max(numbers)
-        return all(test(low, limit) and test(high, limit) for limit, test in bounds)
+        return not any(out(low, limit) or out(high, limit) for limit, out in bounds)
 
     return in_bounds
 
 
 def _bulk_any_of(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for anyOf, settled a type's group at a time.
-
-    The values each fit some branch.
-    """
+    """The step for anyOf, settled a type's group at a time."""
     branches = schema.get("anyOf")
     if not (isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches)):
         return None
@@ -697,14 +634,11 @@ def _never(values: list[Any]) -> bool:
 
 
 def _of(values: list[Any], kind: type) -> list[Any]:
-    """The values of exactly this type, in one pass in C.
-
-    The rest are other keywords' to check.
-    """
+    """The values of exactly this type, in one pass in C."""
     return list(compress(values, map(operator.is_, map(type, values), repeat(kind))))
 
 
-def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+def _bulk_text(schema: dict[str, Any]) -> BulkStep | None:
     low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
     if low is None and high is None and source is None:
         return None
@@ -724,15 +658,12 @@ def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool]
 
 
 def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
-    """The values `name` has in each object that has it.
-
-    `everywhere`: each one has it, already checked.
-    """
+    """The values `name` has in each object that has it (`everywhere`: all do)."""
     column = list(map(operator.methodcaller("get", name, _ABSENT), values))
     return column if everywhere else [v for v in column if v is not _ABSENT]
 
 
-def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+def _bulk_list(schema: dict[str, Any]) -> BulkStep | None:
     low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
     each = compile_bulk(items) if isinstance(items, dict) and not _checks_nothing(items) else None
     if low is None and high is None and each is None:
@@ -751,7 +682,7 @@ def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool]
     return lists
 
 
-def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
+def _bulk_object(schema: dict[str, Any]) -> BulkStep | None:
     properties: dict[str, Any] = schema.get("properties", {})
     required: list[str] = schema.get("required", [])
     extra = schema.get("additionalProperties", True)

@@ -97,7 +97,7 @@ def _where(path: str) -> str:
 
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
-    """None when `value` fits `schema`; else a sentence naming the first misfit."""
+    """None if `value` fits `schema`, else a sentence naming the first misfit."""
     return compile_schema(schema)(value, path)
 
 

@@ -404,7 +404,7 @@ DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_
 
 
 def loads(data: bytes | str) -> Any:
-    """Strict JSON (UTF-8, no NaN/Infinity); else ValueError, too deep included."""
+    """Strict JSON (UTF-8, no NaN/Infinity); else ValueError, depth included."""
     try:
         if isinstance(data, str):
             if data.startswith("\ufeff"):  # as json.loads: a text that kept its BOM was decoded wrongly

@@ -1,7 +1,4 @@
-"""Prompts: wager-review and portfolio-briefing.
-
-Instruction templates that name the tools and instruct no action.
-"""
+"""Prompts wager-review and portfolio-briefing: tools named, no action."""
 
 from __future__ import annotations
 
@@ -27,9 +24,7 @@ MAX_CHAIN_ID: Final = 9007199254740991  # the chainId maximum of the tool table'
 
 
 def _chain_id(text: str) -> int | None:
-    """A chain id written as text, or None.
-
-    ASCII digits only, within get_wagers' own schema bounds.
+    """A chain id written as ASCII digits within get_wagers' bounds, or None.
 
     str.isdigit also admits "١٣٧" and "²", which int() refuses, and int() refuses more than 4,300
     digits: the length is checked first. "00137" is chain 137.
@@ -45,10 +40,7 @@ def _user(text: str) -> JSONObject:
 
 
 def chain_ids_from_status(value: Any) -> list[str]:
-    """The chain ids a /status answer says are on, whatever its shape.
-
-    A list or a map.
-    """
+    """The chain ids a /status answer (a list or a map) says are on."""
     chains = value.get("chains") if isinstance(value, dict) else None
     found: list[str] = []
     items = chains.items() if isinstance(chains, dict) else enumerate(chains) if isinstance(chains, list) else []

@@ -20,10 +20,7 @@ GUIDE_URI: Final = "fairwins://guide"
 
 
 class GuideResource:
-    """The custody guide, embedded.
-
-    An agent can learn the custody model before it has a working token.
-    """
+    """The custody guide, embedded: readable before any working token."""
 
     uri = GUIDE_URI
     ttl_ms = 3_600_000
@@ -49,10 +46,7 @@ class GuideResource:
 
 
 class GatewayResource:
-    """A public gateway document, read live on every request.
-
-    Unreadable is an error, never empty.
-    """
+    """A public gateway document, read live; unreadable is an error, not empty."""
 
     ttl_ms = 0  # live: never serve a stale copy as if it were current
     cache_scope = "public"

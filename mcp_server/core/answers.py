@@ -230,7 +230,7 @@ class _Array(_Container):
         The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
         chunks' length, at which the braces since s[i] balance: that is between two items,
         unless a string holds brackets (then the decode says no). A "}, {" between the objects of
-        an inner array (a market's outcomes) is passed over. None: no item ends within reach.
+        an inner array (a market's outcomes) is passed over.
         """
         at, reach = i + self.chunk, i + 2 * self.chunk
         # The braces are counted whatever the plan: items read whole may hold arrays of objects too
@@ -380,8 +380,7 @@ class Reader:
 
     `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
     plan: a walked object without its streamed arrays, else whole): what the result's notes read.
-    `chunk` is how many characters of an array are decoded at once; an answer of at most `small`
-    characters is decoded and checked whole.
+    `chunk` and `small` are CHUNK and SMALL, smaller in tests.
     """
 
     def __init__(

@@ -27,7 +27,7 @@ def _end_anchors(source: str) -> str:
     """`$` outside a character class becomes `\\Z`.
 
     JSON Schema patterns are ECMA-262, where `$` (no m flag) matches only at the end of the input;
-    Python's `$` also matches before a final newline, which let "usd-coin\\n" pass `^[a-z-]+$`.
+    Python's `$` also matches before a final newline, so "usd-coin\\n" would pass `^[a-z-]+$`.
     """
     out: list[str] = []
     i, in_class = 0, False

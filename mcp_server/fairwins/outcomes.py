@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server.core import redaction
+from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.ops.logs import redact
-from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Outcome
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.jsonrpc import (
+    INTERNAL_ERROR,
     MAX_DEPTH,
     JSONObject,
+    McpError,
     NumberTooLong,
     Verbatim,
     dumps_in_slices,
@@ -283,6 +287,25 @@ def _answered(outcome: GatewayResponse, wording: Wording, scope: str) -> Failure
     if status >= 400:
         return Failure("refused_request", status, code, detail=quoted)
     return Failure("unreadable_answer", status, code)
+
+
+def read_public(
+    gateway: Gateway, wording: Wording, path: str, what: str, ctx: RequestContext, data: Any = None
+) -> Steps[tuple[Any, bytes]]:
+    """A public GET's JSON and body, or McpError(-32603) in the contract's words."""
+    record = ctx.record
+    outcome: Outcome = yield gateway.step(
+        GatewayRequest("GET", path), ctx.cancellation, trace=record.trace, observe=record.attempt
+    )
+    if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+        value, problem = read_json(outcome)
+        if problem is None:
+            return value, outcome.body
+        failure = Failure("unreadable_answer", detail=problem)
+    else:
+        failure = classify(outcome, wording, timeout=gateway.timeout)
+    record.fail(failure.kind)
+    raise McpError(INTERNAL_ERROR, wording.say(failure, what), data)
 
 
 def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:

@@ -7,9 +7,9 @@ from typing import Any, Final
 from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
-from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, McpError
+from mcp_server.fairwins.outcomes import Wording, read_public
+from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import INVALID_PARAMS, JSONObject, McpError
 
 HONESTY: Final = (
     "For every chain the tools report as unreadable or not-configured, name the chain and say it "
@@ -106,21 +106,9 @@ class WagerReview:
     def complete_steps(self, argument: str, value: str, ctx: RequestContext) -> Steps[list[str]]:
         if argument != "chainId":
             return []
-        record = ctx.record
-        outcome: Outcome = yield self.gateway.step(
-            GatewayRequest("GET", "/status"), ctx.cancellation, trace=record.trace, observe=record.attempt
-        )
         what = "the chains that are on (gateway status)"
-        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            status, problem = read_json(outcome)
-            if problem is None:
-                return [c for c in chain_ids_from_status(status) if c.startswith(value)]
-            failure = Failure("unreadable_answer", detail=problem)
-        else:
-            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
-        record.fail(failure.kind)
-        message = self.wording.say(failure, what)
-        raise McpError(INTERNAL_ERROR, message)
+        status, _ = yield from read_public(self.gateway, self.wording, "/status", what, ctx)
+        return [c for c in chain_ids_from_status(status) if c.startswith(value)]
 
 
 class PortfolioBriefing:

@@ -653,13 +653,19 @@ def _bulk_text(node: _Node) -> BulkStep | None:
         if str not in types:
             return True
         strings = values if len(types) == 1 else _of(values, str)
-        if low is not None or high is not None:
-            sizes = list(map(len, strings))
-            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
-                return False
+        if not _lengths_within(strings, low, high):
+            return False
         return pattern is None or all(map(pattern.search, strings))
 
     return texts
+
+
+def _lengths_within(group: list[Any], low: int | None, high: int | None) -> bool:
+    """Whether each length in `group` (not empty) is within `low` and `high`."""
+    if low is None and high is None:
+        return True
+    sizes = list(map(len, group))
+    return (low is None or min(sizes) >= low) and (high is None or max(sizes) <= high)
 
 
 def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
@@ -678,10 +684,8 @@ def _bulk_list(node: _Node) -> BulkStep | None:
         if list not in types:
             return True
         arrays = values if len(types) == 1 else _of(values, list)
-        if low is not None or high is not None:
-            sizes = list(map(len, arrays))
-            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
-                return False
+        if not _lengths_within(arrays, low, high):
+            return False
         return each is None or each(list(chain.from_iterable(arrays)))
 
     return lists

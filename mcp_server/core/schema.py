@@ -646,26 +646,25 @@ def _of(values: list[Any], kind: type) -> list[Any]:
 def _bulk_text(node: _Node) -> BulkStep | None:
     if not node.text:
         return None
-    low, high, source = node.min_length, node.max_length, node.pattern
-    pattern = _pattern(source) if source is not None else None
+    pattern = _pattern(node.pattern) if node.pattern is not None else None
+    matches = None if pattern is None else lambda strings: all(map(pattern.search, strings))
+    return _sized(str, node.min_length, node.max_length, matches)
 
-    def texts(values: list[Any], types: set[type]) -> bool:
-        if str not in types:
+
+def _sized(kind: type, low: int | None, high: int | None, rest: Callable[[list[Any]], bool] | None) -> BulkStep:
+    """The step for one type's values: their lengths within bounds, then `rest`."""
+
+    def step(values: list[Any], types: set[type]) -> bool:
+        if kind not in types:
             return True
-        strings = values if len(types) == 1 else _of(values, str)
-        if not _lengths_within(strings, low, high):
-            return False
-        return pattern is None or all(map(pattern.search, strings))
+        group = values if len(types) == 1 else _of(values, kind)
+        if low is not None or high is not None:
+            sizes = list(map(len, group))
+            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
+                return False
+        return rest is None or rest(group)
 
-    return texts
-
-
-def _lengths_within(group: list[Any], low: int | None, high: int | None) -> bool:
-    """Whether each length in `group` (not empty) is within `low` and `high`."""
-    if low is None and high is None:
-        return True
-    sizes = list(map(len, group))
-    return (low is None or min(sizes) >= low) and (high is None or max(sizes) <= high)
+    return step
 
 
 def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
@@ -679,16 +678,8 @@ def _bulk_list(node: _Node) -> BulkStep | None:
     each = _bulk(node.items) if node.items is not None and node.items.checked else None
     if low is None and high is None and each is None:
         return None
-
-    def lists(values: list[Any], types: set[type]) -> bool:
-        if list not in types:
-            return True
-        arrays = values if len(types) == 1 else _of(values, list)
-        if not _lengths_within(arrays, low, high):
-            return False
-        return each is None or each(list(chain.from_iterable(arrays)))
-
-    return lists
+    items = None if each is None else lambda arrays: each(list(chain.from_iterable(arrays)))
+    return _sized(list, low, high, items)
 
 
 def _bulk_object(node: _Node) -> BulkStep | None:

@@ -652,7 +652,7 @@ def _bulk_text(node: _Node) -> BulkStep | None:
 
 
 def _sized(kind: type, low: int | None, high: int | None, rest: Callable[[list[Any]], bool] | None) -> BulkStep:
-    """The step for one type's values: their lengths within bounds, then `rest`."""
+    """The step for one type's values: their lengths, then `rest`."""
 
     def step(values: list[Any], types: set[type]) -> bool:
         if kind not in types:

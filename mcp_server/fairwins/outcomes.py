@@ -292,7 +292,7 @@ def _answered(outcome: GatewayResponse, wording: Wording, scope: str) -> Failure
 def read_public(
     gateway: Gateway, wording: Wording, path: str, what: str, ctx: RequestContext, data: Any = None
 ) -> Steps[tuple[Any, bytes]]:
-    """A public GET's JSON and body, or McpError(-32603) in the contract's words."""
+    """A public GET's JSON and body, or McpError(-32603) saying why not."""
     record = ctx.record
     outcome: Outcome = yield gateway.step(
         GatewayRequest("GET", path), ctx.cancellation, trace=record.trace, observe=record.attempt

@@ -34,7 +34,7 @@ class Abandoned(BaseException):
 
 
 def pause() -> None:
-    """A slice of long work ended; the thread's pacer, if any, may make it wait."""
+    """A slice of long work ended: the thread's pacer, if any, may wait here."""
     pacer: Callable[[], None] | None = getattr(_local, "pacer", None)
     if pacer is not None:
         pacer()

@@ -1,9 +1,10 @@
 """The JSON Schema subset the tool table uses, with messages naming fields.
 
-The keywords read are `CHECKED`; annotations (title, description, default…) are ignored.
-Three readers of the one subset: `compile_schema` words the first misfit, `compile_verdict` is
-generated Python that only says whether a value fits, and `compile_bulk` vouches for a whole list
-at once with the C built-ins (a gateway answer's thousand wagers) or leaves it to the verdict.
+`_read` reads a schema's `CHECKED` keywords once (annotations such as title, description and
+default are ignored) for three readers: `compile_schema` words the first misfit,
+`compile_verdict` is generated Python that only says whether a value fits, and `compile_bulk`
+vouches for a whole list at once with the C built-ins (a gateway answer's thousand wagers) or
+leaves it to the verdict.
 """
 
 from __future__ import annotations

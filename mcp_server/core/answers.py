@@ -1,23 +1,20 @@
 """A gateway answer read once and never held whole.
 
-It is parsed in pieces and checked against the outputSchema as it is read. This reading is a fast
-path with no say of its own. It vouches for an answer (JSON that `jsonrpc.loads` accepts and that
-fits the schema, no name repeated in an object it walks) or it doubts, and a doubted answer is read
-the exact way (outcomes.read_json and the compiled checker), which gives every failure its wording.
-So it only has to be sound: whatever it vouches for, the exact reading accepts.
+It is parsed in pieces and checked against the outputSchema as it is read: a fast path with no say
+of its own. It vouches for an answer (JSON that `jsonrpc.loads` accepts and that fits the schema, no
+name repeated in an object it walks) or it doubts, and a doubted answer is read the exact way
+(outcomes.read_json and the checker), which words every failure. So it only has to be sound.
 
 The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
-each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk; by the
-generated verdict, schema.compile_verdict, one by one only where the bulk check cannot vouch), then
-dropped. Items that hold arrays of their own (a market's outcomes) are decoded a chunk at a time
-too, so many small items cost what few large ones do; where no item ends within two chunks' length,
-items are walked, never decoded whole. An object holding such an array is walked name by name: its
-other values are decoded whole and kept (the skeleton that the notes on a chain's state are made
-from), and it is checked with the streamed properties taken as checked, which they were. A schema
-whose anyOf branches name a streamed property is not streamed there; the answer's own anyOf is read
-as its first branch, the answer the tool exists for (an answer fitting another branch is doubted,
-and the exact reading accepts it). An answer of at most SMALL characters is decoded and checked
-whole, which is faster there.
+each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk, else one
+by one with schema.compile_verdict), then dropped. Items that hold arrays of their own (a market's
+outcomes) are decoded a chunk at a time too; where no item ends within two chunks' length, items
+are walked, never decoded whole. An object holding such an array is walked name by name: its other
+values are decoded whole and kept (the skeleton the notes on a chain's state are made from), and
+it is checked with the streamed properties taken as checked, which they were. A schema whose anyOf
+branches name a streamed property is not streamed there; the answer's own anyOf is read as its
+first branch, the answer the tool exists for (one fitting another branch is doubted, and the exact
+reading accepts it). An answer of at most SMALL characters is decoded and checked whole.
 
 What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
 """
@@ -80,10 +77,7 @@ class _Doubt(Exception):
 
 class _Plan(Protocol):
     def read(self, s: str, i: int) -> tuple[Any, int]:
-        """The value starting at s[i]: (what is kept of it, its end).
-
-        s[i] is its first character, not whitespace.
-        """
+        """The value starting at s[i], not whitespace: (what is kept, its end)."""
 
 
 def _skip(s: str, i: int) -> int:
@@ -103,14 +97,29 @@ class _Whole:
         return value, end
 
 
-class _Array:
-    """An array read a chunk of items at a time.
+class _Container:
+    """A plan for arrays or objects; a value of another kind is checked whole."""
 
-    Item by item where no chunk can be had, or kept walked.
-    """
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+
+    @functools.cached_property
+    def fits(self) -> Verdict:
+        """The schema's verdict, compiled when the first such value comes (rare)."""
+        return compile_verdict(self.schema)
+
+    def _other(self, s: str, i: int) -> tuple[Any, int]:
+        value, end = _SCAN(s, i)
+        if not self.fits(value):
+            raise _Doubt
+        return value, end
+
+
+class _Array(_Container):
+    """An array read a chunk of items at a time, else item by item."""
 
     def __init__(self, schema: dict[str, Any], items: dict[str, Any], plan: _Plan, chunk: int) -> None:
-        self.schema = schema
+        super().__init__(schema)
         self.chunk = chunk
         self.low: int | None = schema.get("minItems")
         self.high: int | None = schema.get("maxItems")
@@ -120,20 +129,9 @@ class _Array:
         self.bulk = compile_bulk(items) if checks else None
         self.each = compile_verdict(items) if checks else None
 
-    @functools.cached_property
-    def fits(self) -> Verdict:
-        """The schema's verdict, for a value that is not an array after all.
-
-        Rare, so compiled when the first one comes.
-        """
-        return compile_verdict(self.schema)
-
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "[":
-            value, end = _SCAN(s, i)
-            if not self.fits(value):
-                raise _Doubt
-            return value, end
+            return self._other(s, i)
         i = _skip(s, i + 1)
         kept: list[Any] = []
         count = 0
@@ -232,12 +230,12 @@ class _Array:
         The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
         chunks' length, at which the braces since s[i] balance: that is between two items,
         unless a string holds brackets (then the decode says no). A "}, {" between the objects of
-        an inner array (a market's outcomes) is passed over. None: no item ends within reach.
+        an inner array (a market's outcomes) is passed over.
         """
         at, reach = i + self.chunk, i + 2 * self.chunk
         # The braces are counted whatever the plan: items read whole may hold arrays of objects too
         # (a relayed market's outcomes, typed but open), and a chunk cut between two of those
-        # would not decode, the array then read item by item (it did, for most of a markets answer).
+        # would not decode, the array then read item by item.
         depth, counted, last = 0, i, False
         while True:
             found = None if last else following.after(at)
@@ -267,14 +265,11 @@ class _Array:
             raise _Doubt
 
 
-class _Object:
-    """An object walked name by name.
-
-    The streamed properties are read as they come, the rest kept and checked.
-    """
+class _Object(_Container):
+    """An object walked name by name: streamed properties read as they come."""
 
     def __init__(self, schema: dict[str, Any], fields: dict[str, _Plan]) -> None:
-        self.schema = schema
+        super().__init__(schema)
         self.fields = fields
         properties = schema.get("properties", {})
         # The object as kept (streamed values replaced) is checked against the schema with those
@@ -282,20 +277,9 @@ class _Object:
         taken = {name: ({} if name in fields else sub) for name, sub in properties.items()}
         self.shallow = compile_verdict({**schema, "properties": taken})
 
-    @functools.cached_property
-    def fits(self) -> Verdict:
-        """The schema's verdict, for a value that is not an object after all.
-
-        Rare, so compiled when the first one comes.
-        """
-        return compile_verdict(self.schema)
-
     def read(self, s: str, i: int) -> tuple[Any, int]:
         if s[i] != "{":
-            value, end = _SCAN(s, i)
-            if not self.fits(value):
-                raise _Doubt
-            return value, end
+            return self._other(s, i)
         # Whitespace is looked at before it is skipped: a gateway's compact JSON has none.
         kept: dict[str, Any] = {}
         fields, space, scan, string = self.fields, _SPACE.match, _SCAN, _STRING
@@ -343,10 +327,7 @@ def _allows(schema: dict[str, Any], name: str) -> bool:
 
 
 def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
-    """How to read a value of `schema`.
-
-    Streamed where it holds an array of checked items, else whole.
-    """
+    """How to read a value of `schema`: streamed where it holds checked arrays."""
     plan = (
         _object_plan(schema, chunk)
         or _array_plan(schema, chunk)
@@ -356,10 +337,7 @@ def _plan(schema: dict[str, Any], chunk: int, root: bool = False) -> _Plan:
 
 
 def _object_plan(schema: dict[str, Any], chunk: int) -> _Object | None:
-    """An object walked field by field.
-
-    Used when some property (outside anyOf's) is streamed.
-    """
+    """An object walked field by field, if some property (not anyOf's) streams."""
     if not _allows(schema, "object") or _VALUE_KEYWORDS & schema.keys():
         return None
     branches = schema.get("anyOf", [])
@@ -374,10 +352,7 @@ def _object_plan(schema: dict[str, Any], chunk: int) -> _Object | None:
 
 
 def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
-    """An array read in chunks.
-
-    Used when the array checks nothing but its items and its size.
-    """
+    """An array read in chunks, if it checks nothing but its items and size."""
     items = schema.get("items")
     if _allows(schema, "array") and isinstance(items, dict) and not (CHECKED & schema.keys()) - _ARRAY_KEYWORDS:
         return _Array(schema, items, _plan(items, chunk), chunk)
@@ -385,7 +360,7 @@ def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
 
 
 def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
-    """The plan of an answer's first anyOf branch with the answer's `type`.
+    """The plan of an answer's first anyOf branch, with the answer's `type`.
 
     Stricter than the schema (its first branch alone), so what it vouches for fits.
     """
@@ -403,12 +378,9 @@ def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
 class Reader:
     """Reads one tool's answers, vouching for each or doubting it.
 
-    `read(text)` returns the answer's skeleton when it vouches.
-
     `kept` names the answer's properties whose items stay in the skeleton (as kept by their own
     plan: a walked object without its streamed arrays, else whole): what the result's notes read.
-    `chunk` is how many characters of an array are decoded at once; an answer of at most `small`
-    characters is decoded and checked whole.
+    `chunk` and `small` are CHUNK and SMALL, smaller in tests.
     """
 
     def __init__(
@@ -425,17 +397,11 @@ class Reader:
 
     @property
     def streams(self) -> bool:
-        """Whether any part of an answer is read in pieces.
-
-        Otherwise the reading is one decode and one check.
-        """
+        """Whether any part of an answer is read in pieces (else decoded whole)."""
         return not isinstance(self._plan, _Whole)
 
     def read(self, text: str) -> tuple[bool, Any]:
-        """(True, the answer without its streamed arrays), or (False, None).
-
-        True when the answer is vouched for; False when in doubt.
-        """
+        """(True, the answer less its streamed arrays), or (False, None) in doubt."""
         try:
             if not text or text[0] == "\ufeff":
                 return False, None  # empty, or a byte order mark: the exact reading words it

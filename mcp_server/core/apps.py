@@ -26,10 +26,7 @@ ICON_VERSIONS: Final = frozenset({"2025-11-25", "2026-07-28"})
 
 
 def wants_ui(capabilities: object) -> bool:
-    """Whether client capabilities declare the UI extension's HTML profile.
-
-    The profile is listed in `mimeTypes` ("mimeTypes: REQUIRED").
-    """
+    """Whether client capabilities list the UI extension's HTML profile."""
     if not isinstance(capabilities, dict):
         return False
     extensions = capabilities.get("extensions")
@@ -39,10 +36,7 @@ def wants_ui(capabilities: object) -> bool:
 
 
 def with_extension(capabilities: JSONObject) -> JSONObject:
-    """Server capabilities that advertise the extension.
-
-    SEP-1724: under `extensions`, keyed by the extension's identifier.
-    """
+    """Server capabilities advertising the extension (SEP-1724: `extensions`)."""
     extensions = dict(capabilities.get("extensions") or {})
     extensions[UI_EXTENSION] = {}
     return {**capabilities, "extensions": extensions}
@@ -73,10 +67,7 @@ def views_session_id() -> str:
 
 
 def session_capabilities(session_id: str | None) -> JSONObject:
-    """The client capabilities a session id vouches for.
-
-    The views' declaration, or nothing.
-    """
+    """The client capabilities a session id vouches for: the views', or none."""
     if session_id is None or _VIEWS_SESSION.fullmatch(session_id.strip()) is None:
         return {}
     return {"extensions": {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}}

@@ -1,15 +1,14 @@
-"""The shapes of tools, resources, resource templates and prompts.
+"""The shapes of what a server offers: tools, resources, prompts, views.
 
-They are what a server offers. The dispatcher serves whatever `Catalog` it is given; the shipped
-server composes one from the snapshot and the gateway, and the conformance tests compose another
-from their fixtures.
+The dispatcher serves whatever `Catalog` it is given; the shipped server composes one from the
+snapshot and the gateway, and the conformance tests another from their fixtures.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from mcp_server.core.context import RequestContext
@@ -23,10 +22,7 @@ class Tool(Protocol):
     def definition(self) -> JSONObject: ...
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
-        """A CallToolResult.
-
-        Tool failures are results with isError; only protocol errors raise McpError.
-        """
+        """A CallToolResult (a failure has isError; only McpError raises)."""
         ...
 
 
@@ -38,10 +34,7 @@ class Resource(Protocol):
     def definition(self) -> JSONObject: ...
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
-        """The `contents` list.
-
-        Raises McpError naming why when a live source cannot be read.
-        """
+        """The `contents` list; McpError naming why a live source is unreadable."""
         ...
 
 
@@ -59,10 +52,7 @@ class ResourceTemplate(Protocol):
 
 
 class View(Protocol):
-    """An MCP Apps view (`ui://`).
-
-    Served only to a client that declared the UI extension (core/apps.py).
-    """
+    """An MCP Apps view (`ui://`), for clients declaring the extension."""
 
     # Read-only, so a frozen dataclass is one.
     @property
@@ -90,10 +80,7 @@ class Prompt(Protocol):
     def definition(self) -> JSONObject: ...
 
     def get(self, arguments: dict[str, str], ctx: RequestContext) -> JSONObject:
-        """`{"description"?, "messages"}`.
-
-        Raises McpError(-32602) for bad arguments.
-        """
+        """`{"description"?, "messages"}`; McpError(-32602) for bad arguments."""
         ...
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
@@ -101,8 +88,6 @@ class Prompt(Protocol):
 
 class Payments(Protocol):
     """How a catalogue words and guards calls that bring an x402 payment.
-
-    See fairwins.payments.
 
     The dispatcher decides whether a payment may be forwarded (one per inbound message, only to a
     tool that can be priced); the catalogue owns the sentences a caller reads about it.
@@ -112,10 +97,8 @@ class Payments(Protocol):
 
     def refused_unpriced(self, tool: str) -> JSONObject: ...
 
-    def guarded(self, call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject: ...
-
     def guarded_steps(self, call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObject]:
-        """`guarded` for a call made of steps (core/steps.py)."""
+        """The call's steps; its result always says what became of the payment."""
         ...
 
 
@@ -127,7 +110,6 @@ class Catalog:
     prompts: Sequence[Prompt] = ()
     instructions: str = ""
     list_ttl_ms: int = 300_000  # lists never vary per caller here, so clients may cache them
-    extra: dict[str, object] = field(default_factory=dict)
     payments: Payments | None = None  # None: a catalogue that takes no payment refuses every one
     views: Sequence[View] = ()  # MCP Apps views, offered only to clients that declare the extension
     icons: Sequence[JSONObject] = ()  # 2025-11-25 Icon objects for the server and for each tool (tool_icons)
@@ -162,8 +144,5 @@ def blob_contents(uri: str, mime_type: str, data: bytes) -> JSONObject:
 
 
 def embedded_resource(contents: JSONObject) -> JSONObject:
-    """A content block carrying a resource's contents inline.
-
-    Its `type` is `"resource"`.
-    """
+    """A content block (`"resource"`) carrying a resource's contents inline."""
     return {"type": "resource", "resource": contents}

@@ -1,7 +1,7 @@
 """What travels with a request: credential, payment, cancellation, record.
 
-And the sink its notifications go to. Transports create a `RequestContext` per request (nothing
-about a member outlives it); the dispatcher fills in the protocol facts; features read it and
+Transports create a `RequestContext` per request (nothing about a member outlives it), with the
+sink its notifications go to; the dispatcher fills in the protocol facts; features read it and
 report progress and logs through it.
 """
 
@@ -25,9 +25,7 @@ LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "err
 
 
 class PaymentAllowance:
-    """The one payment an inbound message may forward.
-
-    A message is one HTTP request or one stdio line.
+    """The one payment an HTTP request or stdio line may forward.
 
     Every context made for one message shares one allowance, so no path, however many calls a
     message carries, can spend a payment twice: the first claim wins, every later one is told
@@ -53,10 +51,7 @@ def _drop(_: JSONObject) -> None:
 
 @dataclass(slots=True)
 class RequestContext:
-    """One request's facts.
-
-    Transports set the first group; the dispatcher sets the second.
-    """
+    """One request's facts: transports fill the first group, protocol the rest."""
 
     bearer: str | None = field(default=None, repr=False)
     bearer_source: str = "none"  # "header", "signed_in" (an OAuth access token), "env" or "none"
@@ -82,9 +77,7 @@ class RequestContext:
     _redactor: tuple[tuple[str | None, Payment | None], Redactor | None] | None = field(default=None, repr=False)
 
     def redactor(self) -> Redactor | None:
-        """A redactor for this request's exact bearer and payment, or None.
-
-        None when it carries neither.
+        """A redactor for this request's exact bearer and payment, if it has any.
 
         Built on first use and rebuilt only if they change (a payment in `_meta` is added late).
         """
@@ -98,9 +91,7 @@ class RequestContext:
         return self._redactor[1]
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send `notifications/progress`, when the request asked for it.
-
-        Values must increase: a value that does not is skipped, not sent.
+        """Send `notifications/progress` if asked, unless not above the last.
 
         The first value may be 0 ("The progress value MUST increase with each notification" binds
         only the ones after it), so a 0-of-100 start is reported, not swallowed.
@@ -118,10 +109,7 @@ class RequestContext:
         self.send(notification("notifications/progress", params))
 
     def log(self, level: str, data: Any, logger: str = "fairwins-mcp") -> None:
-        """Send `notifications/message` when the request asked for this level.
-
-        A legacy session's level counts too.
-        """
+        """Send `notifications/message` if this level was asked for."""
         if self.log_level is None or self.cancellation.is_set:
             return
         if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):

@@ -1,9 +1,8 @@
 """The MCP dispatcher: one method table, one exception-to-wire boundary.
 
-It selects the era and the version. It knows nothing of sockets or pipes. A transport hands it a
-parsed message, the legacy session it belongs to and a fresh RequestContext; it returns the reply
-and the HTTP status that reply earns. Both eras are served (docs/protocol.md): the handshake
-revisions and the stateless 2026-07-28.
+A transport hands it a parsed message, its legacy session and a fresh RequestContext; it picks
+the era and version (docs/protocol.md: the handshake revisions and the stateless 2026-07-28) and
+returns the reply with the HTTP status it earns. It knows nothing of sockets or pipes.
 """
 
 from __future__ import annotations
@@ -122,10 +121,7 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """What to send back (None: nothing) and the HTTP status it earns.
-
-    The status is for the HTTP transport.
-    """
+    """What to send back (None: nothing) and the HTTP status it earns."""
 
     message: JSONObject | Encoded | None
     status: int = 200
@@ -135,10 +131,7 @@ Handler = Callable[[JSONObject, RequestContext, Session], "JSONObject | Steps[JS
 
 
 def decode_header_value(value: str) -> str | None:
-    """A header value with `=?base64?…?=` decoded; None if undecodable.
-
-    2026-07-28 Streamable HTTP: values are decoded before comparing.
-    """
+    """A header value with `=?base64?…?=` decoded; None if undecodable."""
     value = value.strip()
     if value.startswith("=?base64?") and value.endswith("?="):
         try:
@@ -219,19 +212,13 @@ class Dispatcher:
     # ---- entry points -------------------------------------------------------------------
 
     def is_blocking(self, message: Message | Batch) -> bool:
-        """Whether handling may wait on the network.
-
-        If so, a transport cancels it when its client leaves.
-        """
+        """Whether handling may wait on the network (cancelled if the client goes)."""
         if isinstance(message, Batch):
             return any(self.is_blocking(item) for item in message.items)
         return isinstance(message, Request) and message.method in BLOCKING_METHODS
 
     def scopes_needed(self, message: Message | Batch) -> tuple[str, ...]:
-        """The member scopes answering `message` takes.
-
-        A member tool's, for each call; () for the rest.
-        """
+        """The member scopes answering `message` takes (its tools' calls')."""
         if isinstance(message, Batch):
             return tuple(dict.fromkeys(scope for item in message.items for scope in self.scopes_needed(item)))
         if not isinstance(message, Request) or message.method != "tools/call":
@@ -241,25 +228,18 @@ class Dispatcher:
         return _scopes_of(tool) if tool is not None else ()
 
     def member_scopes(self) -> tuple[str, ...]:
-        """Every scope a call here may take, sorted.
-
-        An OAuth resource's `scopes_supported`.
-        """
+        """Every scope a call here may take, sorted: `scopes_supported`."""
         return tuple(sorted({scope for tool in self._tools.values() for scope in _scopes_of(tool)}))
 
     def handle(self, message: Message, session: Session, ctx: RequestContext) -> Reply:
         """One message → its reply, each step waited for on this thread.
 
-        Never raises: this is the exception-to-wire boundary. The message's record (ctx.record) is
-        filled in on the way: what was asked, and how it ended.
+        Never raises: this is the exception-to-wire boundary. ctx.record is filled in on the way.
         """
         return steps.run(self.handle_steps(message, session, ctx))
 
     def handle_steps(self, message: Message, session: Session, ctx: RequestContext) -> Steps[Reply]:
-        """`handle` as steps (core/steps.py), for any driver to wait on.
-
-        What it waits for is yielded.
-        """
+        """`handle` as steps (core/steps.py), for any driver to wait on."""
         ctx.record.begin(message)
         reply = yield from self._handle(message, session, ctx)
         if isinstance(message, Request):
@@ -272,9 +252,7 @@ class Dispatcher:
         if isinstance(message, ClientResponse):
             return Reply(None, 202)  # the server never asks, so any response is stale; drop it
         if isinstance(message, Notification):
-            if message.method == "notifications/initialized":
-                pass  # accepted; requests are served whether or not it arrived
-            return Reply(None, 202)
+            return Reply(None, 202)  # notifications/initialized too: requests never wait for it
         return (yield from self._request(message, session, ctx))
 
     def handle_batch(
@@ -284,10 +262,7 @@ class Dispatcher:
         make_ctx: Callable[[], RequestContext],
         cancellation: Cancellation | None = None,
     ) -> Reply:
-        """A JSON array, each step waited for on this thread.
-
-        See `handle_batch_steps`.
-        """
+        """`handle_batch_steps`, each step waited for on this thread."""
         return steps.run(self.handle_batch_steps(batch, session, make_ctx, cancellation))
 
     def handle_batch_steps(
@@ -298,8 +273,6 @@ class Dispatcher:
         cancellation: Cancellation | None = None,
     ) -> Steps[Reply]:
         """A JSON array's answers under 2025-03-26; refused under other revisions.
-
-        Answered within `batch_limits`.
 
         `cancellation` is the batch's: thrown (the client left), it stops the item in flight and
         every item after it, and the batch has no answer.
@@ -407,8 +380,6 @@ class Dispatcher:
     def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
         """The modern ladder's error for a request the gate refused on its version.
 
-        The HTTP gate refused it over its version header.
-
         The gate refuses an unsupported MCP-Protocol-Version before the body is read; once the
         drained body shows a modern request, its answer keeps the ladder's order (-32602 for
         missing _meta, then -32020 for a header that differs from the body, then -32022).
@@ -422,10 +393,7 @@ class Dispatcher:
         return None
 
     def _ladder(self, req: Request, ctx: RequestContext) -> dict[str, Any]:
-        """2026-07-28 validation in the conformance suite's order.
-
-        The order: _meta → headers → version.
-        """
+        """2026-07-28 validation in the conformance order: _meta, headers, version."""
         meta = req.params.get("_meta")
         if not isinstance(meta, dict):
             raise McpError(INVALID_PARAMS, "Invalid params: _meta is required in MCP 2026-07-28")
@@ -463,10 +431,7 @@ class Dispatcher:
         return self._server_info_icons if version in apps.ICON_VERSIONS else self.server_info
 
     def _tools_for(self, ctx: RequestContext) -> list[JSONObject]:
-        """tools/list for this request, shaped by its revision.
-
-        outputSchema from 2025-06-18, icons from 2025-11-25, views if negotiated.
-        """
+        """tools/list for this request: outputSchema, icons and views as it allows."""
         key = (
             ctx.version in STRUCTURED_OUTPUT_VERSIONS,
             ctx.version in apps.ICON_VERSIONS,
@@ -649,10 +614,7 @@ class Dispatcher:
 
 
 def _called(result: JSONObject | Steps[JSONObject]) -> Steps[JSONObject]:
-    """A handler's result, at once or by the steps of one that may wait.
-
-    At once from one that never waits.
-    """
+    """A handler's result, at once or by the steps of one that may wait."""
     if isinstance(result, GeneratorType):
         value: JSONObject = yield from result
         return value
@@ -662,8 +624,6 @@ def _called(result: JSONObject | Steps[JSONObject]) -> Steps[JSONObject]:
 
 def _with_security_schemes(definition: JSONObject, scopes: tuple[str, ...]) -> JSONObject:
     """A tool's definition with OpenAI Apps' `securitySchemes` in `_meta`.
-
-    The schemes are per tool.
 
     ChatGPT reads them to know which tools need the member signed in (OAuth 2.1, with these
     scopes) and which need no one (`noauth`); the MCP schema leaves `_meta` open, so every other
@@ -675,10 +635,7 @@ def _with_security_schemes(definition: JSONObject, scopes: tuple[str, ...]) -> J
 
 
 def _scopes_of(tool: Tool) -> tuple[str, ...]:
-    """The member scopes a call of `tool` takes.
-
-    Its `scopes`, for a catalogue's tool that has them.
-    """
+    """The member scopes a call of `tool` takes (its `scopes`, if any)."""
     scopes = getattr(tool, "scopes", ())
     return tuple(scopes) if isinstance(scopes, tuple) else ()
 
@@ -688,10 +645,9 @@ def _tool_call(tool: Tool, arguments: JSONObject, ctx: RequestContext) -> Steps[
 
 
 def _waits(target: object, name: str, blocking: Callable[..., R], *args: Any) -> Steps[R]:
-    """`target.<name>(*args)` as steps where it offers them, else blocking.
+    """`target.<name>(*args)` as steps where offered, else `blocking(*args)`.
 
-    It offers them when it waits on the gateway (tools.GatewayTool and its kin); otherwise
-    `blocking(*args)`, a method of the Protocol that never waits (a test's fake).
+    Gateway tools offer steps; a test's fake may offer only the Protocol method, which never waits.
     """
     offered = getattr(target, name, None)
     if offered is None:
@@ -701,10 +657,7 @@ def _waits(target: object, name: str, blocking: Callable[..., R], *args: Any) ->
 
 
 def _require_text(params: JSONObject) -> None:
-    """-32602 naming the first string in params that is not Unicode text.
-
-    Checked before any method runs.
-    """
+    """-32602 naming the first string in params that is not Unicode text."""
     where = lone_surrogate(params)
     if where is not None:
         raise McpError(
@@ -716,19 +669,13 @@ def _require_text(params: JSONObject) -> None:
 
 
 def _takes_no_payments() -> JSONObject:
-    """The refusal of a catalogue built without payments: it forwards none.
-
-    A test's, or the conformance fixtures'.
-    """
+    """The refusal of a catalogue built without payments (a test's)."""
     text = "This server takes no payments; the payment was not sent anywhere."
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:
-    """A refused payment, with the failure facts as structuredContent.
-
-    Where the revision has structuredContent.
-    """
+    """A refused payment, its kind as structuredContent where allowed."""
     if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
         result["structuredContent"] = {"kind": "payment_refused"}
     return result
@@ -742,19 +689,13 @@ def _carries_modern_meta(params: JSONObject) -> bool:
 
 
 def _modern_header(headers: Mapping[str, str] | None) -> bool:
-    """Whether an HTTP `MCP-Protocol-Version` selects the modern era.
-
-    Any that is not a handshake revision does.
-    """
+    """Whether an HTTP `MCP-Protocol-Version` names no handshake revision."""
     header = headers.get("mcp-protocol-version") if headers is not None else None
     return header is not None and header not in LEGACY_VERSIONS
 
 
 def _read_result(contents: list[JSONObject], ttl_ms: int, cache_scope: str, ctx: RequestContext) -> JSONObject:
-    """A ReadResourceResult; legacy results go without the caching hints.
-
-    The caching hints are 2026-07-28 fields.
-    """
+    """A ReadResourceResult, with the caching hints for modern requests."""
     if ctx.era != "modern":
         return {"contents": contents}
     return {"contents": contents, "ttlMs": ttl_ms, "cacheScope": cache_scope}

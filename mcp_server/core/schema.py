@@ -1,15 +1,10 @@
 """The JSON Schema subset the tool table uses, with messages naming fields.
 
-Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum,
-exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems, anyOf
-(the output schemas: when no branch fits, the first branch's complaint is the one given).
-Annotation keywords (title, description, default, $schema…) are ignored by the check;
-`with_defaults` applies `default` for absent top-level properties. `compile_schema` reads a
-schema's keywords once into a checker; `check` compiles and checks in one go. `compile_verdict`
-turns a schema into generated Python that says only whether a value fits (the checker's verdict,
-faster; the checker then words a misfit). `compile_bulk` checks a list of values at once with the C
-built-ins (a gateway answer's thousand wagers): it only ever vouches for the whole list, and what
-it cannot vouch for goes to the verdict.
+`_read` reads a schema's `CHECKED` keywords once (annotations such as title, description and
+default are ignored) for three readers: `compile_schema` words the first misfit,
+`compile_verdict` is generated Python that only says whether a value fits, and `compile_bulk`
+vouches for a whole list at once with the C built-ins (a gateway answer's thousand wagers) or
+leaves it to the verdict.
 """
 
 from __future__ import annotations
@@ -19,18 +14,9 @@ import operator
 import re
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from typing import Any, Final
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
 
 
 @functools.lru_cache(maxsize=64)
@@ -42,7 +28,7 @@ def _end_anchors(source: str) -> str:
     """`$` outside a character class becomes `\\Z`.
 
     JSON Schema patterns are ECMA-262, where `$` (no m flag) matches only at the end of the input;
-    Python's `$` also matches before a final newline, which let "usd-coin\\n" pass `^[a-z-]+$`.
+    Python's `$` also matches before a final newline, so "usd-coin\\n" would pass `^[a-z-]+$`.
     """
     out: list[str] = []
     i, in_class = 0, False
@@ -72,10 +58,7 @@ def _end_anchors(source: str) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """JSON equality for enum and const: true is not 1, false is not 0.
-
-    Python says they are.
-    """
+    """JSON equality for enum and const: true is not 1 (Python says it is)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
@@ -87,18 +70,101 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+# ---- the subset, read once --------------------------------------------------------------------
+
+# What the readers check; anything else in a schema is an annotation they ignore (answers.py
+# streams only what these keywords allow).
+CHECKED: Final = frozenset(
+    "type properties required additionalProperties enum const minimum maximum exclusiveMinimum "
+    "exclusiveMaximum minLength maxLength pattern items minItems maxItems anyOf".split()
+)
+# Each type's test, as source for the verdict; the checker's are compiled from the same lines. JSON's
+# true is not 1, and 2.0 is an integer.
+_TYPE_TESTS: dict[str, str] = {
+    "string": "isinstance({v}, str)",
+    "integer": "isinstance({v}, int) and not isinstance({v}, bool) or isinstance({v}, float) and {v}.is_integer()",
+    "number": "isinstance({v}, (int, float)) and not isinstance({v}, bool)",
+    "boolean": "isinstance({v}, bool)",
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "null": "{v} is None",
+}
+# Each bound: its keyword, the comparison a value out of bounds meets (as a function and as
+# source for the verdict), and what a value within must be.
+_BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str, str]] = [
+    ("minimum", operator.lt, "<", "at least"),
+    ("maximum", operator.gt, ">", "at most"),
+    ("exclusiveMinimum", operator.le, "<=", "greater than"),
+    ("exclusiveMaximum", operator.ge, ">=", "less than"),
+]
+_ABSENT: Final = object()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Node:
+    """One schema's checked keywords, read once for the three readers."""
+
+    checked: frozenset[str]  # the keywords of CHECKED it has
+    types: tuple[str, ...] | None  # `type`'s names; None: any type
+    enum: tuple[Any, ...] | None
+    const: Any  # _ABSENT: no const
+    bounds: tuple[tuple[Any, Callable[[Any, Any], bool], str, str], ...]  # limit, out, sign, words
+    min_length: int | None
+    max_length: int | None
+    pattern: str | None
+    min_items: int | None
+    max_items: int | None
+    items: _Node | None
+    properties: dict[str, _Node]
+    required: tuple[str, ...]
+    extra: bool | _Node  # additionalProperties: open (True), closed (False), or a schema
+    any_of: tuple[_Node, ...]
+
+    @property
+    def text(self) -> bool:
+        return self.min_length is not None or self.max_length is not None or self.pattern is not None
+
+
+def _read(schema: dict[str, Any]) -> _Node:
+    """`schema` and every schema inside it, read in one walk."""
+    wanted = schema.get("type")
+    extra = schema.get("additionalProperties", True)
+    items, branches = schema.get("items"), schema.get("anyOf")
+    return _Node(
+        checked=CHECKED & schema.keys(),
+        types=None if wanted is None else tuple(wanted) if isinstance(wanted, list) else (wanted,),
+        enum=tuple(schema["enum"]) if "enum" in schema else None,
+        const=schema.get("const", _ABSENT),
+        bounds=tuple((schema[key], out, sign, words) for key, out, sign, words in _BOUNDS if key in schema),
+        min_length=schema.get("minLength"),
+        max_length=schema.get("maxLength"),
+        pattern=schema.get("pattern"),
+        min_items=schema.get("minItems"),
+        max_items=schema.get("maxItems"),
+        items=_read(items) if isinstance(items, dict) else None,
+        properties={name: _read(sub) for name, sub in schema.get("properties", {}).items()},
+        required=tuple(schema.get("required", ())),
+        extra=_read(extra) if isinstance(extra, dict) else extra is not False,
+        any_of=tuple(_read(branch) for branch in branches) if isinstance(branches, list) else (),
+    )
+
+
+# ---- the checker, which words a misfit ---------------------------------------------------------
+
 Checker = Callable[[Any, str], str | None]  # (value, its path) -> the first complaint, or None
 
 
+_TYPE_PREDICATES: dict[str, Callable[[Any], bool]] = {
+    name: eval(f"lambda v: {test.format(v='v')}") for name, test in _TYPE_TESTS.items()
+}
+
+
 def _type_test(name: str) -> Callable[[Any], bool]:
-    if name in ("integer", "number"):
-        floats_ok = name == "number"
-        # JSON's true is not 1; 2.0 is an integer.
-        return lambda v: (
-            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and (floats_ok or v.is_integer()))
-        )
-    types = _TYPES.get(name, (object,))
-    return lambda v: isinstance(v, types)
+    return _TYPE_PREDICATES.get(name, _any_type)
+
+
+def _any_type(value: Any) -> bool:
+    return True
 
 
 def _where(path: str) -> str:
@@ -106,26 +172,22 @@ def _where(path: str) -> str:
 
 
 def check(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
-    """None when `value` satisfies `schema`; else one sentence naming why.
-
-    It names the first bad field.
-    """
+    """None if `value` fits `schema`, else a sentence naming the first misfit."""
     return compile_schema(schema)(value, path)
 
 
 def compile_schema(schema: dict[str, Any]) -> Checker:
-    """`check` for one schema, its keywords read once.
+    """`check` for one schema, its keywords read once (so it must not change)."""
+    return _checker(_read(schema))
 
-    What a long-lived schema checks with on every call. The schema must not change afterwards (the
-    tool table's never do).
-    """
-    own = _compile_own(schema)
-    branches = schema.get("anyOf")
-    if not (isinstance(branches, list) and branches):
+
+def _checker(node: _Node) -> Checker:
+    own = _compile_own(node)
+    if not node.any_of:
         return own
-    alternatives = [compile_schema(branch) for branch in branches]
+    alternatives = [_checker(branch) for branch in node.any_of]
     # A union of types (a string, or a list): the branches' own types, each tested on its own.
-    typed = [_branch_types(branch) for branch in branches]
+    typed = [branch.types or None for branch in node.any_of]
     names = list(dict.fromkeys(n for names in typed if names is not None for n in names))
     union = None if any(t is None for t in typed) else _must_be(names)
     tests = [[_type_test(n) for n in t] if t is not None else [] for t in typed]
@@ -148,31 +210,18 @@ def compile_schema(schema: dict[str, Any]) -> Checker:
     return any_of
 
 
-def _branch_types(schema: Any) -> list[str] | None:
-    """The types an anyOf branch allows; None when it does not name them."""
-    wanted = schema.get("type") if isinstance(schema, dict) else None
-    if isinstance(wanted, str):
-        return [wanted]
-    return list(wanted) if isinstance(wanted, list) and wanted else None
-
-
-def _must_be(names: list[str]) -> str:
-    """The "must be" phrase for a list of types.
-
-    "must be a string", "must be a string or an array", "must be a string, an array or null".
-    """
+def _must_be(names: list[str] | tuple[str, ...]) -> str:
+    """The "must be" phrase for types: "must be a string, an array or null"."""
     words = [n if n == "null" else ("an " if n[0] in "aeiou" else "a ") + n for n in names]
     return "must be " + (f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0])
 
 
-def _compile_own(schema: dict[str, Any]) -> Checker:
+def _compile_own(node: _Node) -> Checker:
     """Every keyword but anyOf, in the order their complaints take precedence."""
     steps: list[Checker] = []
-    wanted = schema.get("type")
-    if wanted is not None:
-        names = wanted if isinstance(wanted, list) else [wanted]
-        tests = [_type_test(n) for n in names]
-        must = _must_be(names)
+    if node.types is not None:
+        tests = [_type_test(n) for n in node.types]
+        must = _must_be(node.types)
 
         def of_type(value: Any, path: str) -> str | None:
             for test in tests:
@@ -181,8 +230,8 @@ def _compile_own(schema: dict[str, Any]) -> Checker:
             return f"{_where(path)} {must}"
 
         steps.append(of_type)
-    if "enum" in schema:
-        options = schema["enum"]
+    if node.enum is not None:
+        options = node.enum
         one_of = f"must be one of {', '.join(repr(v) for v in options)}"
         texts = frozenset(options) if all(isinstance(o, str) for o in options) else None
 
@@ -194,33 +243,27 @@ def _compile_own(schema: dict[str, Any]) -> Checker:
             return None if ok else f"{_where(path)} {one_of}"
 
         steps.append(in_enum)
-    if "const" in schema:
-        constant = schema["const"]
+    if node.const is not _ABSENT:
+        constant = node.const
 
         def is_const(value: Any, path: str) -> str | None:
             return None if _same(value, constant) else f"{_where(path)} must be {constant!r}"
 
         steps.append(is_const)
-    bounds = [(schema[key], test, f"must be {words} {schema[key]}") for key, test, words in _BOUNDS if key in schema]
+    bounds = [(limit, out, f"must be {words} {limit}") for limit, out, _, words in node.bounds]
     if bounds:
 
         def in_bounds(value: Any, path: str) -> str | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                for limit, test, must in bounds:
-                    if not test(value, limit):
+                for limit, out, must in bounds:
+                    if out(value, limit):
                         return f"{_where(path)} {must}"
             return None
 
         steps.append(in_bounds)
-    text_steps = _compile_text(schema)
-    if text_steps is not None:
-        steps.append(text_steps)
-    list_steps = _compile_list(schema)
-    if list_steps is not None:
-        steps.append(list_steps)
-    object_steps = _compile_object(schema)
-    if object_steps is not None:
-        steps.append(object_steps)
+    for made in (_compile_text(node), _compile_list(node), _compile_object(node)):
+        if made is not None:
+            steps.append(made)
     if not steps:
         return _anything
     if len(steps) == 1:
@@ -240,19 +283,8 @@ def _anything(value: Any, path: str) -> str | None:
     return None
 
 
-_BOUNDS: list[tuple[str, Callable[[Any, Any], bool], str]] = [
-    ("minimum", lambda v, limit: not v < limit, "at least"),
-    ("maximum", lambda v, limit: not v > limit, "at most"),
-    ("exclusiveMinimum", lambda v, limit: not v <= limit, "greater than"),
-    ("exclusiveMaximum", lambda v, limit: not v >= limit, "less than"),
-]
-
-
 def _sizes(low: int | None, high: int | None, fewer: str, more: str) -> Callable[[int], str | None]:
-    """The complaint a length earns against its bounds, or None.
-
-    Bounds: minLength/maxLength, minItems/maxItems.
-    """
+    """The complaint a length earns against min/max bounds, or None."""
     too_few = fewer.format(low)
     too_many = more.format(high)
 
@@ -266,10 +298,10 @@ def _sizes(low: int | None, high: int | None, fewer: str, more: str) -> Callable
     return complaint
 
 
-def _compile_text(schema: dict[str, Any]) -> Checker | None:
-    low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
-    if low is None and high is None and source is None:
+def _compile_text(node: _Node) -> Checker | None:
+    if not node.text:
         return None
+    low, high, source = node.min_length, node.max_length, node.pattern
     pattern = _pattern(source) if source is not None else None
     sizes = _sizes(low, high, "must be at least {} characters long", "must be at most {} characters long")
 
@@ -284,9 +316,9 @@ def _compile_text(schema: dict[str, Any]) -> Checker | None:
     return text
 
 
-def _compile_list(schema: dict[str, Any]) -> Checker | None:
-    low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
-    each = compile_schema(items) if isinstance(items, dict) else None
+def _compile_list(node: _Node) -> Checker | None:
+    low, high = node.min_items, node.max_items
+    each = _checker(node.items) if node.items is not None else None
     if low is None and high is None and each is None:
         return None
     sizes = _sizes(low, high, "must have at least {} items", "must have at most {} items")
@@ -305,16 +337,14 @@ def _compile_list(schema: dict[str, Any]) -> Checker | None:
     return array
 
 
-def _compile_object(schema: dict[str, Any]) -> Checker | None:
-    properties: dict[str, Any] = schema.get("properties", {})
-    fields = {name: compile_schema(sub) for name, sub in properties.items()}
-    required: list[str] = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    others = compile_schema(extra) if isinstance(extra, dict) else None
-    closed = extra is False
+def _compile_object(node: _Node) -> Checker | None:
+    fields = {name: _checker(sub) for name, sub in node.properties.items()}
+    required = node.required
+    others = _checker(node.extra) if isinstance(node.extra, _Node) else None
+    closed = node.extra is False
     if not (fields or required or closed or others):
         return None  # any object will do
-    allowed = ", ".join(f"`{p}`" for p in properties) or "none"
+    allowed = ", ".join(f"`{p}`" for p in node.properties) or "none"
 
     def of_object(value: Any, path: str) -> str | None:
         if not isinstance(value, dict):
@@ -343,10 +373,7 @@ def _join(path: str, name: str) -> str:
 
 
 def with_defaults(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `arguments` with absent top-level properties' defaults.
-
-    Each absent property's `default` is filled in.
-    """
+    """A copy of `arguments` with absent top-level properties' defaults."""
     filled = dict(arguments)
     for name, sub in schema.get("properties", {}).items():
         if name not in filled and isinstance(sub, dict) and "default" in sub:
@@ -363,17 +390,14 @@ Verdict = Callable[[Any], bool]  # True exactly when the checker finds nothing
 def compile_verdict(schema: dict[str, Any]) -> Verdict:
     """`check(value, schema) is None` as one generated function.
 
-    The function is straight-line Python generated from the schema.
-
-    What a caller needs that only asks whether a value fits (a gateway answer read in pieces,
-    answers.py) costs none of the checker's paths and sentences, nor a call per keyword: the
+    Straight-line Python, with none of the checker's paths, sentences or calls per keyword; the
     checker runs only for a value this refuses, to word why.
     """
     known = _VERDICTS.get(id(schema))
     if known is not None and known[0] is schema:
         return known[1]
     source = _Source()
-    function = source.function(schema)
+    function = source.function(_read(schema))
     namespace: dict[str, Any] = {"_same": _same, **source.constants}
     exec(compile("\n".join(source.lines), "<schema verdict>", "exec"), namespace)
     verdict: Verdict = namespace[function]
@@ -386,10 +410,7 @@ _VERDICTS: dict[int, tuple[dict[str, Any], Verdict]] = {}
 
 
 class _Source:
-    """The lines of one verdict function per schema, and their constants.
-
-    anyOf branches get functions of their own.
-    """
+    """The lines of one verdict function per schema, and their constants."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -405,64 +426,59 @@ class _Source:
         self.constants[name] = value
         return name
 
-    def function(self, schema: dict[str, Any]) -> str:
+    def function(self, node: _Node) -> str:
         name = self.name("verdict")
         body: list[str] = []
-        self._checks(schema, "v", body, 1)
+        self._checks(node, "v", body, 1)
         self.lines += [f"def {name}(v):", *body, "    return True", ""]
         return name
 
-    def _checks(self, schema: dict[str, Any], v: str, out: list[str], depth: int) -> None:
-        """Lines that return False when `v` breaks `schema`.
-
-        The checker's keywords, with the same meaning.
-        """
+    def _checks(self, node: _Node, v: str, out: list[str], depth: int) -> None:
+        """Lines that return False when `v` breaks the schema."""
         pad = "    " * depth
-        wanted = schema.get("type")
-        if wanted is not None:
-            names = wanted if isinstance(wanted, list) else [wanted]
-            tests = [_TYPE_TESTS.get(n, "True").format(v=v) for n in names]
+        known: str | None = None
+        if node.types is not None:
+            tests = [_TYPE_TESTS.get(n, "True").format(v=v) for n in node.types]
             out.append(f"{pad}if not ({' or '.join(f'({t})' for t in tests)}): return False")
-        # Past a single type's line, `v` is of that type: each guard below that asks again is
-        # written `True`, which compiles to nothing.
-        known = wanted if isinstance(wanted, str) and wanted in _TYPE_TESTS else None
-        self._values(schema, v, out, pad, known)
-        self._numbers(schema, v, out, pad, known)
-        self._text(schema, v, out, pad, known)
-        self._array(schema, v, out, depth, known)
-        self._object(schema, v, out, depth, known == "object")
-        branches = schema.get("anyOf")
-        if isinstance(branches, list) and branches:
-            calls = " or ".join(f"{self.function(branch)}({v})" for branch in branches)
+            # Past a single type's line, `v` is of that type: each guard below that asks again is
+            # written `True`, which compiles to nothing.
+            if len(node.types) == 1 and node.types[0] in _TYPE_TESTS:
+                known = node.types[0]
+        self._values(node, v, out, pad, known)
+        self._numbers(node, v, out, pad, known)
+        self._text(node, v, out, pad, known)
+        self._array(node, v, out, depth, known)
+        self._object(node, v, out, depth, known == "object")
+        if node.any_of:
+            calls = " or ".join(f"{self.function(branch)}({v})" for branch in node.any_of)
             out.append(f"{pad}if not ({calls}): return False")
 
-    def _values(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+    def _values(self, node: _Node, v: str, out: list[str], pad: str, known: str | None) -> None:
         """Lines for enum and const."""
-        if "enum" in schema:
-            options = schema["enum"]
+        if node.enum is not None:
+            options = node.enum
             if all(isinstance(o, str) for o in options):
                 has = f"{v} in {self.constant(frozenset(options))}"
                 out.append(f"{pad}if not ({has if known == 'string' else f'isinstance({v}, str) and {has}'}):")
             else:
-                out.append(f"{pad}if not any(_same({v}, o) for o in {self.constant(tuple(options))}):")
+                out.append(f"{pad}if not any(_same({v}, o) for o in {self.constant(options)}):")
             out.append(f"{pad}    return False")
-        if "const" in schema:
-            out.append(f"{pad}if not _same({v}, {self.constant(schema['const'])}): return False")
+        if node.const is not _ABSENT:
+            out.append(f"{pad}if not _same({v}, {self.constant(node.const)}): return False")
 
-    def _numbers(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+    def _numbers(self, node: _Node, v: str, out: list[str], pad: str, known: str | None) -> None:
         """Lines for the bounds of a number."""
-        bounds = [(key, schema[key]) for key in _BOUND_TESTS if key in schema]
-        if bounds:
+        if node.bounds:
             number = "True" if known in ("integer", "number") else None
             out.append(f"{pad}if {number or f'isinstance({v}, (int, float)) and not isinstance({v}, bool)'}:")
-            for key, limit in bounds:
-                out.append(f"{pad}    if {_BOUND_TESTS[key].format(v=v, limit=self.constant(limit))}: return False")
+            for limit, _, sign, _ in node.bounds:
+                out.append(f"{pad}    if {v} {sign} {self.constant(limit)}: return False")
 
-    def _text(self, schema: dict[str, Any], v: str, out: list[str], pad: str, known: str | None) -> None:
+    def _text(self, node: _Node, v: str, out: list[str], pad: str, known: str | None) -> None:
         """Lines for a string's length and pattern."""
-        low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
-        if low is None and high is None and source is None:
+        if not node.text:
             return
+        low, high, source = node.min_length, node.max_length, node.pattern
         out.append(f"{pad}if {'True' if known == 'string' else f'isinstance({v}, str)'}:")
         if low is not None:
             out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
@@ -471,16 +487,16 @@ class _Source:
         if source is not None:
             out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
 
-    def _array(self, schema: dict[str, Any], v: str, out: list[str], depth: int, known: str | None) -> None:
+    def _array(self, node: _Node, v: str, out: list[str], depth: int, known: str | None) -> None:
         """Lines for an array's size and its items."""
         pad = "    " * depth
-        low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
+        low, high, items = node.min_items, node.max_items, node.items
         block: list[str] = []
         if low is not None:
             block.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
         if high is not None:
             block.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
-        if isinstance(items, dict):
+        if items is not None:
             item = self.name("x")
             inner: list[str] = []
             self._checks(items, item, inner, depth + 2)
@@ -489,23 +505,22 @@ class _Source:
         if block:
             out += [f"{pad}if {'True' if known == 'array' else f'isinstance({v}, list)'}:", *block]
 
-    def _object(self, schema: dict[str, Any], v: str, out: list[str], depth: int, is_object: bool) -> None:
+    def _object(self, node: _Node, v: str, out: list[str], depth: int, is_object: bool) -> None:
+        """Lines for an object's names and their values."""
         pad = "    " * depth
-        properties: dict[str, Any] = schema.get("properties", {})
-        required: list[str] = schema.get("required", [])
-        extra = schema.get("additionalProperties", True)
-        inner: list[str] = [f"{pad}    if {self.constant(name)} not in {v}: return False" for name in required]
-        for name, sub in properties.items():
+        extra = node.extra
+        inner: list[str] = [f"{pad}    if {self.constant(name)} not in {v}: return False" for name in node.required]
+        for name, sub in node.properties.items():
             item = self.name("x")
             checks: list[str] = []
             self._checks(sub, item, checks, depth + 2)
             if checks:
                 key = self.constant(name)
                 inner += [f"{pad}    if {key} in {v}:", f"{pad}        {item} = {v}[{key}]", *checks]
-        if extra is False or isinstance(extra, dict):
-            known, key, item = self.constant(frozenset(properties)), self.name("n"), self.name("x")
+        if extra is not True:
+            known, key, item = self.constant(frozenset(node.properties)), self.name("n"), self.name("x")
             checks = []
-            if isinstance(extra, dict):
+            if isinstance(extra, _Node):
                 self._checks(extra, item, checks, depth + 3)
             inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:"]
             inner += checks if extra is not False else [f"{pad}            return False"]
@@ -515,30 +530,13 @@ class _Source:
             out += [f"{pad}if {'True' if is_object else f'isinstance({v}, dict)'}:", *inner]
 
 
-_TYPE_TESTS: dict[str, str] = {
-    "string": "isinstance({v}, str)",
-    "integer": "isinstance({v}, int) and not isinstance({v}, bool) or isinstance({v}, float) and {v}.is_integer()",
-    "number": "isinstance({v}, (int, float)) and not isinstance({v}, bool)",
-    "boolean": "isinstance({v}, bool)",
-    "object": "isinstance({v}, dict)",
-    "array": "isinstance({v}, list)",
-    "null": "{v} is None",
-}
-_BOUND_TESTS: dict[str, str] = {  # when the value is out of bounds
-    "minimum": "{v} < {limit}",
-    "maximum": "{v} > {limit}",
-    "exclusiveMinimum": "{v} <= {limit}",
-    "exclusiveMaximum": "{v} >= {limit}",
-}
-
-
 # ---- many values at once ---------------------------------------------------------------------
 
 Bulk = Callable[[list[Any]], bool]  # True: every value satisfies the schema; False: check them one by one
 BulkStep = Callable[[list[Any], set[type]], bool]  # one keyword over the values, given their types
 
-# What `_TYPES` accepts, as exact types: parsed JSON holds no subclasses. An integral float is an
-# integer to the checker; it is left to the checker here (the exact types would refuse it).
+# What each type's test accepts, as exact types: parsed JSON holds no subclasses. An integral float
+# is an integer to the checker; it is left to the checker here (the exact types would refuse it).
 _EXACT: dict[str, frozenset[type]] = {
     "string": frozenset({str}),
     "integer": frozenset({int}),
@@ -550,80 +548,33 @@ _EXACT: dict[str, frozenset[type]] = {
 }
 _NUMBERS = frozenset({int, float})
 _MANY_NAMES: Final = 64  # other names (additionalProperties) checked a column each; more: one by one
-_ABSENT = object()
-# What the checker reads from a value; anything else in a schema is an annotation it ignores
-# (answers.py streams only what these keywords allow).
-CHECKED: Final = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "enum",
-        "const",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "items",
-        "minItems",
-        "maxItems",
-        "anyOf",
-    }
-)
 
 
-def _checks_nothing(schema: dict[str, Any]) -> bool:
-    return not (CHECKED & schema.keys())
-
-
-def _type_only(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema allows when `type` is all it checks.
-
-    None: it checks more, or no type.
-    """
-    keywords = CHECKED & schema.keys()
-    if keywords != {"type"}:
+def _exact_types(node: _Node) -> frozenset[type] | None:
+    """The exact types a schema's `type` allows; None if absent or unknown."""
+    if node.types is None or not all(isinstance(n, str) and n in _EXACT for n in node.types):
         return None
-    return _exact_types(schema)
-
-
-def _exact_types(schema: dict[str, Any]) -> frozenset[type] | None:
-    """The exact types a schema's `type` allows.
-
-    None: no `type`, or a name not known here.
-    """
-    wanted = schema.get("type")
-    if wanted is None:
-        return None
-    names = wanted if isinstance(wanted, list) else [wanted]
-    if not all(isinstance(n, str) and n in _EXACT for n in names):
-        return None
-    return frozenset().union(*(_EXACT[n] for n in names))
+    return frozenset().union(*(_EXACT[n] for n in node.types))
 
 
 def compile_bulk(schema: dict[str, Any]) -> Bulk:
     """A check of many values at once: True only if each would pass `check`.
 
-    It is sound where it says yes.
-
-    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`,
-    `operator.contains`...), so a thousand values cost no Python per value. A keyword that
-    applies to one type (a length, a pattern, items, properties) is checked on the values of that
-    type, picked out in C, so a type union (`["string", "array"]`) is settled as one type is; so
-    are other names an open object gives a schema (additionalProperties), a column each, and an
-    anyOf whose values each type's group fits some branch of (a nullable). Whatever it cannot
-    settle so (an integral float, an enum of objects, a group no branch settles) it answers
-    False, and the caller checks those values one by one.
+    Each keyword is one pass over the list in C (`set(map(type, ...))`, `min`, `map(len, ...)`),
+    so a thousand values cost no Python per value; a keyword for one type (a length, a pattern,
+    items, properties) sees only the values of that type, so unions, additionalProperties (a
+    column per name) and a nullable's anyOf settle as one type does. What it cannot settle (an
+    integral float, an enum of objects) is False: the caller checks those values one by one.
     """
-    values = _bulk_values(schema)
+    return _bulk(_read(schema))
+
+
+def _bulk(node: _Node) -> Bulk:
+    values = _bulk_values(node)
     if values is None:
         return _never
-    allowed = _exact_types(schema)
-    made = (_bulk_bounds(schema), _bulk_text(schema), _bulk_list(schema), _bulk_object(schema), _bulk_any_of(schema))
+    allowed = _exact_types(node)
+    made = (_bulk_bounds(node), _bulk_text(node), _bulk_list(node), _bulk_object(node), _bulk_any_of(node))
     steps = values + [step for step in made if step is not None]
 
     def bulk(values: list[Any]) -> bool:
@@ -635,29 +586,25 @@ def compile_bulk(schema: dict[str, Any]) -> Bulk:
     return bulk
 
 
-def _bulk_values(schema: dict[str, Any]) -> list[BulkStep] | None:
+def _bulk_values(node: _Node) -> list[BulkStep] | None:
     """The steps for enum and const; None when not strings (no bulk check)."""
     steps: list[BulkStep] = []
-    if "enum" in schema:
-        options = schema["enum"]
-        if not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
+    if node.enum is not None:
+        if not all(isinstance(o, str) for o in node.enum):
             return None
-        texts = frozenset(options)
+        texts = frozenset(node.enum)
         steps.append(lambda values, types: types <= {str} and set(values) <= texts)
-    if "const" in schema:
-        constant = schema["const"]
+    if node.const is not _ABSENT:
+        constant = node.const
         if not isinstance(constant, str):
             return None
         steps.append(lambda values, types: types <= {str} and set(values) <= {constant})
     return steps
 
 
-def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for a number's bounds.
-
-    The least and the greatest number are checked against each.
-    """
-    bounds = [(schema[key], test) for key, test, _ in _BOUNDS if key in schema]
+def _bulk_bounds(node: _Node) -> BulkStep | None:
+    """The step for a number's bounds: the least and greatest against each."""
+    bounds = [(limit, out) for limit, out, _, _ in node.bounds]
     if not bounds:
         return None
 
@@ -666,20 +613,16 @@ def _bulk_bounds(schema: dict[str, Any]) -> BulkStep | None:
             return True  # bounds apply to numbers only (true is no number here)
         numbers = values if types <= _NUMBERS else list(compress(values, map(_NUMBERS.__contains__, map(type, values))))
         low, high = min(numbers), max(numbers)
-        return all(test(low, limit) and test(high, limit) for limit, test in bounds)
+        return not any(out(low, limit) or out(high, limit) for limit, out in bounds)
 
     return in_bounds
 
 
-def _bulk_any_of(schema: dict[str, Any]) -> BulkStep | None:
-    """The step for anyOf, settled a type's group at a time.
-
-    The values each fit some branch.
-    """
-    branches = schema.get("anyOf")
-    if not (isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches)):
+def _bulk_any_of(node: _Node) -> BulkStep | None:
+    """The step for anyOf, settled a type's group at a time."""
+    if not node.any_of:
         return None
-    alternatives = [compile_bulk(branch) for branch in branches]
+    alternatives = [_bulk(branch) for branch in node.any_of]
 
     def any_of(values: list[Any], types: set[type]) -> bool:
         # Each value fitting some branch fits anyOf: the first branch for them all, else the
@@ -697,76 +640,63 @@ def _never(values: list[Any]) -> bool:
 
 
 def _of(values: list[Any], kind: type) -> list[Any]:
-    """The values of exactly this type, in one pass in C.
-
-    The rest are other keywords' to check.
-    """
+    """The values of exactly this type, in one pass in C."""
     return list(compress(values, map(operator.is_, map(type, values), repeat(kind))))
 
 
-def _bulk_text(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
-    low, high, source = schema.get("minLength"), schema.get("maxLength"), schema.get("pattern")
-    if low is None and high is None and source is None:
+def _bulk_text(node: _Node) -> BulkStep | None:
+    if not node.text:
         return None
-    pattern = _pattern(source) if source is not None else None
+    pattern = _pattern(node.pattern) if node.pattern is not None else None
+    matches = None if pattern is None else lambda strings: all(map(pattern.search, strings))
+    return _sized(str, node.min_length, node.max_length, matches)
 
-    def texts(values: list[Any], types: set[type]) -> bool:
-        if str not in types:
+
+def _sized(kind: type, low: int | None, high: int | None, rest: Callable[[list[Any]], bool] | None) -> BulkStep:
+    """The step for one type's values: their lengths, then `rest`."""
+
+    def step(values: list[Any], types: set[type]) -> bool:
+        if kind not in types:
             return True
-        strings = values if len(types) == 1 else _of(values, str)
+        group = values if len(types) == 1 else _of(values, kind)
         if low is not None or high is not None:
-            sizes = list(map(len, strings))
+            sizes = list(map(len, group))
             if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
                 return False
-        return pattern is None or all(map(pattern.search, strings))
+        return rest is None or rest(group)
 
-    return texts
+    return step
 
 
 def _column(values: list[dict[str, Any]], name: str, everywhere: bool) -> list[Any]:
-    """The values `name` has in each object that has it.
-
-    `everywhere`: each one has it, already checked.
-    """
+    """The values `name` has in each object that has it (`everywhere`: all do)."""
     column = list(map(operator.methodcaller("get", name, _ABSENT), values))
     return column if everywhere else [v for v in column if v is not _ABSENT]
 
 
-def _bulk_list(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
-    low, high, items = schema.get("minItems"), schema.get("maxItems"), schema.get("items")
-    each = compile_bulk(items) if isinstance(items, dict) and not _checks_nothing(items) else None
+def _bulk_list(node: _Node) -> BulkStep | None:
+    low, high = node.min_items, node.max_items
+    each = _bulk(node.items) if node.items is not None and node.items.checked else None
     if low is None and high is None and each is None:
         return None
-
-    def lists(values: list[Any], types: set[type]) -> bool:
-        if list not in types:
-            return True
-        arrays = values if len(types) == 1 else _of(values, list)
-        if low is not None or high is not None:
-            sizes = list(map(len, arrays))
-            if (low is not None and min(sizes) < low) or (high is not None and max(sizes) > high):
-                return False
-        return each is None or each(list(chain.from_iterable(arrays)))
-
-    return lists
+    items = None if each is None else lambda arrays: each(list(chain.from_iterable(arrays)))
+    return _sized(list, low, high, items)
 
 
-def _bulk_object(schema: dict[str, Any]) -> Callable[[list[Any], set[type]], bool] | None:
-    properties: dict[str, Any] = schema.get("properties", {})
-    required: list[str] = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    fields = {name: sub for name, sub in properties.items() if isinstance(sub, dict) and not _checks_nothing(sub)}
+def _bulk_object(node: _Node) -> BulkStep | None:
+    required, extra = node.required, node.extra
+    fields = {name: sub for name, sub in node.properties.items() if sub.checked}
     closed = extra is False
     # Open but typed (additionalProperties a schema): the values of the other names, in bulk.
-    others = compile_bulk(extra) if isinstance(extra, dict) and not _checks_nothing(extra) else None
+    others = _bulk(extra) if isinstance(extra, _Node) and extra.checked else None
     if not (fields or required or closed or others):
         return None
-    known = frozenset(properties)
+    known = frozenset(node.properties)
     # Properties whose schema is a type alone are settled together, from the types of every value
     # of every object (a wager's six strings: one pass), when those types fit them all.
-    typed = {name: _type_only(sub) for name, sub in fields.items()}
+    typed = {name: _exact_types(sub) if sub.checked == {"type"} else None for name, sub in fields.items()}
     plain = {name: allowed for name, allowed in typed.items() if allowed is not None}
-    loose = {name: compile_bulk(sub) for name, sub in fields.items() if typed[name] is None}
+    loose = {name: _bulk(sub) for name, sub in fields.items() if typed[name] is None}
     common = frozenset.intersection(*plain.values()) if plain else frozenset()
 
     fetch = operator.itemgetter(*required) if required else None

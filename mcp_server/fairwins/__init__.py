@@ -1,4 +1,1 @@
-"""The FairWins offer: tools, build_intent, resources, prompts, payments.
-
-The snapshot's tools, and honest wording.
-"""
+"""The FairWins offer: tools, build_intent, resources, prompts, payments."""

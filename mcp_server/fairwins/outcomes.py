@@ -1,6 +1,4 @@
-"""Gateway outcomes as honest MCP results.
-
-The gateway's JSON verbatim, or a sentence naming the failure.
+"""Gateway outcomes as honest MCP results: the JSON verbatim, or a failure.
 
 Every sentence is a template from the snapshot's `wording` (assistant_contract.results), so the
 model reads the same words here as in the app. A failure is never rendered as [], 0 or a gap.
@@ -14,13 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server.core import redaction
+from mcp_server.core.context import RequestContext
+from mcp_server.core.steps import Steps
 from mcp_server.ops.logs import redact
-from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
+from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest, GatewayResponse, Outcome
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.jsonrpc import (
+    INTERNAL_ERROR,
     MAX_DEPTH,
     JSONObject,
+    McpError,
     NumberTooLong,
+    Verbatim,
     dumps_in_slices,
     loads,
     too_deep,
@@ -40,9 +43,7 @@ _BASE64_JSON = re.compile(r"eyJ[A-Za-z0-9+/_-]{12,}={0,2}")
 
 
 def clean(text: object, limit: int = MAX_QUOTED) -> str:
-    """Gateway-written text, safe to quote inside a sentence.
-
-    One line, no control characters, no credential, capped.
+    """Gateway-written text, safe to quote: one line, no credential, capped.
 
     The credentials of the request being handled are removed by value (redaction.py), before the
     cut so that none is left half there; the pattern rules then remove any other credential.
@@ -63,10 +64,7 @@ def clean(text: object, limit: int = MAX_QUOTED) -> str:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a call failed, as data.
-
-    The failure sentence's kind and slots, and what the gateway answered.
-    """
+    """Why a call failed, as data: its sentence's kind and slots, its answer."""
 
     kind: str
     status: int | None = None  # the gateway's HTTP status, when it answered
@@ -78,10 +76,7 @@ class Failure:
     expected: str = ""  # undescribed_answer: what the contract expected there
 
     def facts(self) -> JSONObject:
-        """The sentence's facts, for `structuredContent`.
-
-        Shaped as the contract's failure schema.
-        """
+        """The sentence's facts, as the contract's failure schema shapes them."""
         facts: JSONObject = {"kind": self.kind}
         if self.status is not None:
             facts["status"] = self.status
@@ -102,10 +97,8 @@ _PROBLEM = re.compile(r"`(?P<field>[^`]*)` (?P<rest>.*)", re.DOTALL)
 def undescribed(problem: str, status: int | None, code: str | None = None) -> Failure:
     """A 2xx answer read whole that fits no shape the contract describes.
 
-    `problem` is schema.check's sentence.
-
-    The checker names the field in backticks ("`markets[0].question` must be a string"), or says
-    "the arguments" when the value as a whole misfits.
+    `problem` is schema.check's sentence: the field in backticks ("`markets[0].question` must be a
+    string"), or "the arguments" when the value as a whole misfits.
     """
     match = _PROBLEM.fullmatch(problem)
     field, rest = (match["field"], match["rest"]) if match else ("", problem.removeprefix("the arguments "))
@@ -164,10 +157,10 @@ class Wording:
         return self.http_facts["statusAndCode" if with_code else "status"].format(status=status, code=code)
 
     def say(self, failure: Failure, what: str, *, signed_in: bool = False) -> str:
-        """The contract's sentence for `failure`.
+        """The contract's sentence for `failure`, the UNKNOWN sentence after it.
 
-        A failure's sentence, with the UNKNOWN sentence after it; `signed_in` (an OAuth access
-        token) takes the contract's sentence for a member who signed in, where it has one.
+        `signed_in` (an OAuth access token) takes the contract's sentence for a member who signed
+        in, where it has one.
 
         An undescribed answer was read, so it gets its own sentence and not the UNKNOWN one (which
         says "say that it could not be read"): the gateway's text follows it in the result.
@@ -187,9 +180,7 @@ def text_block(text: str) -> JSONObject:
 
 
 def error_result(text: str, facts: JSONObject | None = None, answer: str | None = None) -> JSONObject:
-    """A tool error result.
-
-    `facts` (a Failure's) ride as structuredContent where the revision has it.
+    """A tool error result, `facts` (a Failure's) as structuredContent.
 
     `answer`, the gateway's own text of an undescribed answer, follows the sentence as a second
     text block: the outputSchema holds structuredContent and not content, so the answer rides in
@@ -207,10 +198,7 @@ DEEP = f": it was nested too deeply to read (more than {MAX_DEPTH} levels, deepe
 
 
 def read_json(resp: GatewayResponse) -> tuple[Any, str | None]:
-    """A gateway body as JSON that MCP clients can read, or why not.
-
-    (value, None) when the body is such JSON; (None, why not) otherwise.
-    """
+    """A gateway body as JSON clients read: (value, None), or (None, why not)."""
     if not resp.body.strip():
         return None, ": it was empty"
     try:
@@ -261,10 +249,7 @@ def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
 
 
 def _said(body: Any, wording: Wording) -> tuple[str, str | None]:
-    """What the gateway wrote: its message, quoted, and its error code.
-
-    The quote is empty without a message; the code is None unless well formed.
-    """
+    """What the gateway wrote: its message quoted (or ""), its code (or None)."""
     said = body.get("message") if isinstance(body, dict) else None
     quoted = f": the gateway said “{clean(said)}”" if isinstance(said, str) and said.strip() else ""
     written = body.get("error") if isinstance(body, dict) else None
@@ -304,16 +289,32 @@ def _answered(outcome: GatewayResponse, wording: Wording, scope: str) -> Failure
     return Failure("unreadable_answer", status, code)
 
 
+def read_public(
+    gateway: Gateway, wording: Wording, path: str, what: str, ctx: RequestContext, data: Any = None
+) -> Steps[tuple[Any, bytes]]:
+    """A public GET's JSON and body, or McpError(-32603) saying why not."""
+    record = ctx.record
+    outcome: Outcome = yield gateway.step(
+        GatewayRequest("GET", path), ctx.cancellation, trace=record.trace, observe=record.attempt
+    )
+    if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
+        value, problem = read_json(outcome)
+        if problem is None:
+            return value, outcome.body
+        failure = Failure("unreadable_answer", detail=problem)
+    else:
+        failure = classify(outcome, wording, timeout=gateway.timeout)
+    record.fail(failure.kind)
+    raise McpError(INTERNAL_ERROR, wording.say(failure, what), data)
+
+
 def describe_failure(outcome: Outcome, what: str, wording: Wording, *, scope: str = "", timeout: float = 0) -> str:
     """The sentence for an outcome that is not a readable 2xx JSON answer."""
     return wording.say(classify(outcome, wording, scope=scope, timeout=timeout), what)
 
 
 def chain_notes(value: Any, wording: Wording) -> list[str]:
-    """A sentence for each chain of a per-chain envelope that is not `read`.
-
-    Then the UNKNOWN rule.
-    """
+    """A sentence for each chain of an envelope not `read`, then UNKNOWN's."""
     chains = value.get("chains") if isinstance(value, dict) else None
     if not isinstance(chains, list):
         return []
@@ -323,7 +324,7 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
         if not isinstance(chain, dict) or "state" not in chain or chain.get("state") == "read":
             continue
         state = chain.get("state")
-        phrase = wording.state_phrases.get(state) if isinstance(state, str) and state != "read" else None
+        phrase = wording.state_phrases.get(state) if isinstance(state, str) else None
         if phrase is None:
             phrase = f"is in a state this server does not recognise ({clean(state, 40)})"
         reason = chain.get("reason")
@@ -342,25 +343,16 @@ def chain_notes(value: Any, wording: Wording) -> list[str]:
 def verbatim_result(text: str, raw: bytes, is_object: bool, notes: list[str]) -> JSONObject:
     """`success_result` for an answer read and checked as text (answers.py).
 
-    It is passed on as the gateway wrote it.
-
     The text block is the gateway's text (its outer whitespace off), escaped once, here;
     structuredContent is its bytes. Both are spliced into the message as it is encoded.
     """
     stripped = raw.strip(b" \t\r\n") if raw.isascii() else None
-    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text.strip(" \t\r\n"), stripped)}]
-    if notes:
-        content.append(text_block(" ".join(notes)))
-    result: JSONObject = {"content": content, "isError": False}
-    if is_object:
-        result["structuredContent"] = verbatim(text, raw)
-    return result
+    text_value = verbatim_text(text.strip(" \t\r\n"), stripped)
+    return _success(text_value, notes, verbatim(text, raw) if is_object else None)
 
 
 def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | None = None) -> JSONObject:
-    """The gateway's JSON verbatim as structuredContent and as text.
-
-    Plus the honest notes.
+    """The gateway's JSON as structuredContent and as text, with the notes.
 
     Encoded once, a slice at a time (jsonrpc.dumps_in_slices): the text block is that text,
     escaped once, and structuredContent the same text, written as it is (jsonrpc.Verbatim); each
@@ -376,24 +368,20 @@ def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | 
         text = _LONE_SURROGATE.sub("\ufffd", text)
     raw = text.encode("utf-8")
     if redactor is not None and redactor.might_be_in(raw):
-        return _success_values(value, text, notes)
+        return _success(text, notes, value if isinstance(value, dict) else None)
     ascii_raw, held = (raw if raw.isascii() else None), redactor is not None
-    content: list[JSONObject] = [{"type": "text", "text": verbatim_text(text, ascii_raw, held)}]
+    structured = verbatim(text, ascii_raw, held) if isinstance(value, dict) else None
+    return _success(verbatim_text(text, ascii_raw, held), notes, structured)
+
+
+def _success(text: str | Verbatim, notes: list[str], structured: Any) -> JSONObject:
+    """A success result: text, notes, and structuredContent unless None."""
+    content: list[JSONObject] = [{"type": "text", "text": text}]
     if notes:
         content.append(text_block(" ".join(notes)))
     result: JSONObject = {"content": content, "isError": False}
-    if isinstance(value, dict):
-        result["structuredContent"] = verbatim(text, ascii_raw, held)
-    return result
-
-
-def _success_values(value: Any, text: str, notes: list[str]) -> JSONObject:
-    content = [text_block(text)]
-    if notes:
-        content.append(text_block(" ".join(notes)))
-    result: JSONObject = {"content": content, "isError": False}
-    if isinstance(value, dict):
-        result["structuredContent"] = value
+    if structured is not None:
+        result["structuredContent"] = structured
     return result
 
 

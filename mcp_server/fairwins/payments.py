@@ -1,6 +1,4 @@
-"""x402 payments, carried and never made.
-
-Where a payment comes from, and how a price and a receipt read.
+"""x402 payments, carried and never made: prices and receipts in words.
 
 This server holds no key. It shows the gateway's price exactly as offered, forwards a payment
 somebody else signed (docs/payments.md), and restates the gateway's receipt. A payment is a bearer
@@ -66,10 +64,7 @@ HOW_TO_PAY: Final = (
 
 
 def read_offer(resp: GatewayResponse) -> JSONObject | None:
-    """The x402 offer of a 402 or 412, verbatim.
-
-    The PAYMENT-REQUIRED header first, else a v1 body.
-    """
+    """The x402 offer of a 402 or 412, verbatim: its header's, else a v1 body."""
     header = resp.header(OFFER_HEADER)
     if header is not None:
         offer = decode_header_json(header)
@@ -83,10 +78,7 @@ def read_offer(resp: GatewayResponse) -> JSONObject | None:
 
 
 def copy_receipts(resp: GatewayResponse, response_headers: MutableMapping[str, str]) -> Any | None:
-    """Copy the gateway's receipt header(s) onto our answer's headers.
-
-    Returns the decoded first one, or None.
-    """
+    """Copy the gateway's receipt headers onto ours; the first decoded or None."""
     decoded: Any | None = None
     for name in RECEIPT_HEADERS:
         raw = resp.header(name)
@@ -100,10 +92,7 @@ def copy_receipts(resp: GatewayResponse, response_headers: MutableMapping[str, s
 
 
 def _readable(value: Any) -> bool:
-    """Whether a value decoded from a header is shallow enough to pass on.
-
-    It nests no deeper than MCP clients read (jsonrpc.MAX_DEPTH).
-    """
+    """Whether a value decoded from a header nests no deeper than clients read."""
     try:
         return value is None or not too_deep(json.dumps(value))
     except RecursionError:  # nested near the parser's own limit: far deeper than any client reads
@@ -144,10 +133,7 @@ _ATOMIC: Final = re.compile(r"[0-9]{1,78}")  # a uint256 in decimal, as x402 wri
 
 
 def in_words(amount: object, asset: object, network: object) -> str | None:
-    """An atomic amount of a known asset as a person reads it.
-
-    For example "0.01 USDC"; None for any other amount or asset.
-    """
+    """An atomic amount of a known asset as a person reads it ("0.01 USDC")."""
     if isinstance(amount, int) and not isinstance(amount, bool):
         amount = str(amount)
     chain = CHAIN_OF_NETWORK.get(network) if isinstance(network, str) else None
@@ -183,10 +169,7 @@ def _option(entry: object) -> str:
 
 
 def price_sentence(offer: JSONObject, tool: str) -> str:
-    """What the call costs, as the offer states it.
-
-    Atomic amounts, in words too where the asset is known.
-    """
+    """What the call costs, as the offer states it (in words where known)."""
     accepts = offer.get("accepts")
     entries = accepts if isinstance(accepts, list) else []
     if not entries:
@@ -204,10 +187,7 @@ def price_sentence(offer: JSONObject, tool: str) -> str:
 
 
 def price_result(resp: GatewayResponse, tool: str, lead: str = "") -> JSONObject | None:
-    """The x402 MCP tool result of a 402 or 412 carrying an offer.
-
-    The result is isError and holds the offer verbatim; None when there is no offer.
-    """
+    """The x402 tool result of a 402 or 412: the offer verbatim; None if none."""
     offer = read_offer(resp)
     if offer is None:
         return None
@@ -240,10 +220,7 @@ def receipt_sentence(receipt: JSONObject) -> str:
 
 
 def settlement_failed_result(receipt: JSONObject) -> JSONObject:
-    """The result when x402 settlement fails: the reason is all there is.
-
-    The tool's answer is withheld.
-    """
+    """The result when x402 settlement fails: the reason, the answer withheld."""
     reason = _quoted(receipt.get("errorReason"), 120) or "no reason given"
     message = _quoted(receipt.get("errorMessage"), 200)
     network = _quoted(receipt.get("network"), 60)
@@ -257,10 +234,7 @@ def settlement_failed_result(receipt: JSONObject) -> JSONObject:
 
 
 def refused(reason: str) -> JSONObject:
-    """The result for payments that could not be told apart or read.
-
-    They are refused, and nothing went upstream.
-    """
+    """The refusal of payments that could not be told apart or read."""
     return error_result(f"The payment was refused: {reason}. Nothing was sent to the gateway, and nothing was paid.")
 
 
@@ -291,9 +265,7 @@ def paid_result(
     answer: Callable[[GatewayResponse], JSONObject],
     failure: Callable[[Outcome], str],
 ) -> JSONObject:
-    """The result of a call that carried a payment.
-
-    The payment was sent at most once (gateway.py).
+    """The result of a call that carried a payment, sent at most once.
 
     `answer` renders a 2xx the way an unpaid call would; `failure` is the sentence for anything
     else.
@@ -338,10 +310,7 @@ INTERNAL_FAILURE: Final = "This server failed while handling the paid call (an i
 
 
 def guarded(call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject:
-    """Run a paid call; its result always says what became of the payment.
-
-    See `guarded_steps`.
-    """
+    """`guarded_steps` for a call that never waits (a test's)."""
 
     def once() -> Steps[JSONObject]:
         return call()
@@ -351,7 +320,7 @@ def guarded(call: Callable[[], JSONObject], ctx: RequestContext) -> JSONObject:
 
 
 def guarded_steps(call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObject]:
-    """A paid call's steps; the result says what became of the payment.
+    """A paid call's steps; its result always says what became of the payment.
 
     Whatever escapes the call (an exception nothing anticipated) and whatever it returns, the
     result names the payment's fate: not sent, or sent with an outcome this server cannot know

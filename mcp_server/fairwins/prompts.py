@@ -1,7 +1,4 @@
-"""Prompts: wager-review and portfolio-briefing.
-
-Instruction templates that name the tools and instruct no action.
-"""
+"""Prompts wager-review and portfolio-briefing: tools named, no action."""
 
 from __future__ import annotations
 
@@ -10,9 +7,9 @@ from typing import Any, Final
 from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
-from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, McpError
+from mcp_server.fairwins.outcomes import Wording, read_public
+from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import INVALID_PARAMS, JSONObject, McpError
 
 HONESTY: Final = (
     "For every chain the tools report as unreadable or not-configured, name the chain and say it "
@@ -27,9 +24,7 @@ MAX_CHAIN_ID: Final = 9007199254740991  # the chainId maximum of the tool table'
 
 
 def _chain_id(text: str) -> int | None:
-    """A chain id written as text, or None.
-
-    ASCII digits only, within get_wagers' own schema bounds.
+    """A chain id written as ASCII digits within get_wagers' bounds, or None.
 
     str.isdigit also admits "١٣٧" and "²", which int() refuses, and int() refuses more than 4,300
     digits: the length is checked first. "00137" is chain 137.
@@ -45,10 +40,7 @@ def _user(text: str) -> JSONObject:
 
 
 def chain_ids_from_status(value: Any) -> list[str]:
-    """The chain ids a /status answer says are on, whatever its shape.
-
-    A list or a map.
-    """
+    """The chain ids a /status answer (a list or a map) says are on."""
     chains = value.get("chains") if isinstance(value, dict) else None
     found: list[str] = []
     items = chains.items() if isinstance(chains, dict) else enumerate(chains) if isinstance(chains, list) else []
@@ -114,21 +106,9 @@ class WagerReview:
     def complete_steps(self, argument: str, value: str, ctx: RequestContext) -> Steps[list[str]]:
         if argument != "chainId":
             return []
-        record = ctx.record
-        outcome: Outcome = yield self.gateway.step(
-            GatewayRequest("GET", "/status"), ctx.cancellation, trace=record.trace, observe=record.attempt
-        )
         what = "the chains that are on (gateway status)"
-        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            status, problem = read_json(outcome)
-            if problem is None:
-                return [c for c in chain_ids_from_status(status) if c.startswith(value)]
-            failure = Failure("unreadable_answer", detail=problem)
-        else:
-            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
-        record.fail(failure.kind)
-        message = self.wording.say(failure, what)
-        raise McpError(INTERNAL_ERROR, message)
+        status, _ = yield from read_public(self.gateway, self.wording, "/status", what, ctx)
+        return [c for c in chain_ids_from_status(status) if c.startswith(value)]
 
 
 class PortfolioBriefing:

@@ -12,18 +12,15 @@ from typing import Final
 from mcp_server.core import steps
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
-from mcp_server.fairwins.outcomes import Failure, Wording, classify, read_json
-from mcp_server.upstream.gateway import Gateway, GatewayRequest, GatewayResponse, Outcome
-from mcp_server.wire.jsonrpc import INTERNAL_ERROR, JSONObject, McpError
+from mcp_server.fairwins.outcomes import Wording, read_public
+from mcp_server.upstream.gateway import Gateway
+from mcp_server.wire.jsonrpc import JSONObject
 
 GUIDE_URI: Final = "fairwins://guide"
 
 
 class GuideResource:
-    """The custody guide, embedded.
-
-    An agent can learn the custody model before it has a working token.
-    """
+    """The custody guide, embedded: readable before any working token."""
 
     uri = GUIDE_URI
     ttl_ms = 3_600_000
@@ -49,10 +46,7 @@ class GuideResource:
 
 
 class GatewayResource:
-    """A public gateway document, read live on every request.
-
-    Unreadable is an error, never empty.
-    """
+    """A public gateway document, read live; unreadable is an error, not empty."""
 
     ttl_ms = 0  # live: never serve a stale copy as if it were current
     cache_scope = "public"
@@ -76,21 +70,9 @@ class GatewayResource:
         return steps.run(self.read_steps(ctx))
 
     def read_steps(self, ctx: RequestContext) -> Steps[list[JSONObject]]:
-        record = ctx.record
-        outcome: Outcome = yield self.gateway.step(
-            GatewayRequest("GET", self.path), ctx.cancellation, trace=record.trace, observe=record.attempt
-        )
-        what = f"{self.uri} ({self.title})"  # as written: lower() turned "OpenAPI" into "openapi"
-        if isinstance(outcome, GatewayResponse) and 200 <= outcome.status < 300:
-            _, problem = read_json(outcome)
-            if problem is None:
-                return [{"uri": self.uri, "mimeType": "application/json", "text": outcome.body.decode("utf-8")}]
-            failure = Failure("unreadable_answer", detail=problem)
-        else:
-            failure = classify(outcome, self.wording, timeout=self.gateway.timeout)
-        record.fail(failure.kind)
-        message = self.wording.say(failure, what)
-        raise McpError(INTERNAL_ERROR, message, {"uri": self.uri})
+        what = f"{self.uri} ({self.title})"  # as written: lower() would make "OpenAPI" "openapi"
+        _, body = yield from read_public(self.gateway, self.wording, self.path, what, ctx, {"uri": self.uri})
+        return [{"uri": self.uri, "mimeType": "application/json", "text": body.decode("utf-8")}]
 
 
 def build_resources(

@@ -1,6 +1,4 @@
-"""Loads and checks the vendored tool table, once per process.
-
-The table is toolDefs.snapshot.json.
+"""Loads and checks the vendored tool table (toolDefs.snapshot.json) once.
 
 An installed package carries the snapshot inside `mcp_server/` (the build copies it there); a
 checkout reads the one at the repository root. Both are read as plain files beside this module

@@ -1,6 +1,4 @@
-"""The served tools: the snapshot's entries bound to the gateway.
-
-Each non-local entry, plus the server's own build_intent.
+"""The served tools: the snapshot's non-local entries and build_intent.
 
 Binding is data-driven: an `exec.kind == "route"` entry calls its ROUTES path with the member's
 credential; a `"public"` entry fills its path parameters from the arguments (each one
@@ -78,10 +76,7 @@ LARGE_ANSWER: Final = 256 * 1024
 
 
 def _what(entry: dict[str, Any]) -> str:
-    """The thing a failure sentence says could not be read.
-
-    It comes from the progress label ("Reading X…").
-    """
+    """What a failure sentence says could not be read ("Reading X…": X)."""
     label: str = entry["progress"].rstrip("…")
     if label.startswith("Reading "):
         return label.removeprefix("Reading ")
@@ -151,10 +146,7 @@ class GatewayTool:
 
     @functools.cached_property
     def _fits_answer(self) -> schema.Verdict:
-        """Whether an answer fits the outputSchema.
-
-        The checker runs only to word a misfit.
-        """
+        """Whether an answer fits the outputSchema (the checker words a misfit)."""
         return schema.compile_verdict(self.output_schema)
 
     @functools.cached_property
@@ -187,17 +179,13 @@ class GatewayTool:
         return GatewayRequest(self.method, path, query, body, bearer, payment)
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
-        """The call, its gateway request waited for on this thread.
-
-        See `call_steps`.
-        """
+        """`call_steps`, its gateway request waited for on this thread."""
         return steps.run(self.call_steps(arguments, ctx))
 
     def call_steps(self, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:
-        """The call as steps (core/steps.py).
+        """The call as steps (core/steps.py): the gateway request, the reading.
 
-        The gateway request is yielded, and so is the reading of a large answer, which takes
-        milliseconds of CPU (on an event loop, done in an executor).
+        The reading of a large answer takes milliseconds of CPU, so it is yielded as a Compute step.
         """
         problem = self._check_arguments(arguments, "")
         if problem:
@@ -274,19 +262,17 @@ class GatewayTool:
         failure = self._classify(outcome)
         if failure.status == 401 and request.bearer is None:
             failure = Failure("no_token", failure.status, failure.code)
-        signed_in = ctx is not None and ctx.bearer_source == "signed_in"
+        signed_in = ctx.bearer_source == "signed_in"
         return self._error(self.wording.say(failure, self.what, signed_in=signed_in), failure, ctx)
 
     def _answer(
         self,
         resp: GatewayResponse,
-        ctx: RequestContext | None = None,
+        ctx: RequestContext,
         verbatim: bool = False,
         redactor: Redactor | None = None,
     ) -> JSONObject:
-        """The result of a 2xx answer.
-
-        The gateway's JSON verbatim with its honest notes, or why it could not be read.
+        """A 2xx answer's result: its JSON with notes, or why it is unreadable.
 
         With `verbatim`, the answer is first read as text in one pass (answers.Reader): when the
         reader vouches for it, it is passed on as the gateway's own text and bytes (each lone
@@ -314,10 +300,7 @@ class GatewayTool:
         return success_result(value, self._notes(value), redactor)
 
     def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
-        """The answer passed on as the gateway wrote it, when the reader vouches.
-
-        None when in doubt.
-        """
+        """The answer as the gateway wrote it if the reader vouches, else None."""
         if not resp.body.strip():
             return None
         try:
@@ -358,16 +341,12 @@ class GatewayTool:
         return self._classify(outcome)
 
     @staticmethod
-    def _error(text: str, failure: Failure, ctx: RequestContext | None, answer: str | None = None) -> JSONObject:
-        if ctx is not None:
-            ctx.record.fail(failure.kind)
-        return error_result(text, failure.facts() if ctx is not None and _structured(ctx) else None, answer)
+    def _error(text: str, failure: Failure, ctx: RequestContext, answer: str | None = None) -> JSONObject:
+        ctx.record.fail(failure.kind)
+        return error_result(text, failure.facts() if _structured(ctx) else None, answer)
 
     def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:
-        """Why the call ended as an error, for its record.
-
-        Only where no Failure went through _error.
-        """
+        """Why the call ended as an error, for its record, if _error did not say."""
         record = ctx.record
         if record.failure is not None:
             return
@@ -380,10 +359,7 @@ class GatewayTool:
 
 
 def _structured(ctx: RequestContext) -> bool:
-    """Whether the request's revision has structuredContent.
-
-    Revisions from 2025-06-18 on have it.
-    """
+    """Whether the request's revision has structuredContent."""
     return ctx.version in STRUCTURED_OUTPUT_VERSIONS
 
 
@@ -392,9 +368,7 @@ _DECODED: Final = frozenset(name.lower() for name in payments.DECODED_HEADERS)  
 
 
 def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> bool:
-    """Whether the gateway's reply might spell the call's credentials.
-
-    The credentials are the bearer or payment the call forwarded.
+    """Whether the gateway's reply might spell the bearer or payment forwarded.
 
     Everything in a result that is not this server's own comes from the answer's bytes, or from
     the x402 headers decoded (which always count as might). An answer whose bytes cannot spell
@@ -416,9 +390,7 @@ def _exposed(outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> 
 
 
 def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
-    """The result and its headers, with no trace of the call's credentials.
-
-    The credentials are the bearer or payment the call forwarded.
+    """The result and its headers, without the bearer or payment forwarded.
 
     Whatever the gateway wrote back (its data included) is searched by value (redaction.py); a
     receipt header that holds one is not copied: its decoded, scrubbed form stays in `_meta`.
@@ -441,10 +413,7 @@ def _without_credentials(result: JSONObject, ctx: RequestContext) -> JSONObject:
 
 
 def build_tools(snap: Snapshot, gateway: Gateway, wording: Wording) -> list[GatewayTool]:
-    """The served tools: each non-local snapshot entry, and build_intent.
-
-    Each entry is served exactly as the snapshot defines it.
-    """
+    """The served tools: each non-local snapshot entry, and build_intent."""
     served = [GatewayTool(entry, snap, gateway, wording) for entry in snap.tools if entry["exec"]["kind"] != "local"]
     served.append(GatewayTool(BUILD_INTENT, snap, gateway, wording))
     return served

@@ -1,6 +1,4 @@
-"""The MCP Apps views (`ui://fairwins/…`) and the icon.
-
-Package data, read only when a client asks.
+"""The MCP Apps views (`ui://fairwins/…`) and the icon, read when asked.
 
 One HTML file (ui/app.html) holds the shared page: the postMessage bridge, the theme, the
 price and the failure. Each view is that page with its name set on `<html data-view>`, a
@@ -116,10 +114,7 @@ DRAWN: Final = (
 
 
 def for_tools(entries: Iterable[Mapping[str, Any]]) -> tuple[View, ...]:
-    """Each view of DRAWN with the tool entries whose `view` is its name.
-
-    Each view's tools are the entries' names, in their order.
-    """
+    """Each view of DRAWN with the names of the entries whose `view` it is."""
     named = [(entry["name"], entry.get("view")) for entry in entries]
     # A view this page does not draw is left out: tests/test_recipe.py fails on it, a server serves on.
     return tuple(dataclasses.replace(view, tools=tuple(n for n, v in named if v == view.name)) for view in DRAWN)
@@ -131,10 +126,7 @@ def _shipped() -> tuple[View, ...]:
 
 
 def __getattr__(name: str) -> tuple[View, ...]:
-    """VIEWS: the views with the tools the shipped snapshot gives them.
-
-    Read on first use, not at import.
-    """
+    """VIEWS: the views with the shipped snapshot's tools, read on first use."""
     if name == "VIEWS":
         return _shipped()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

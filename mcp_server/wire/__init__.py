@@ -1,4 +1,1 @@
-"""The wire: JSON-RPC values, MCP revisions, the shared value types.
-
-The value types every layer shares.
-"""
+"""The wire: JSON-RPC, MCP revisions, and the value types all layers share."""

@@ -1,7 +1,4 @@
-"""A request's cancellation, heard down to the socket.
-
-Thrown by `notifications/cancelled` or a client leaving.
-"""
+"""A request's cancellation: by `notifications/cancelled`, or on leaving."""
 
 from __future__ import annotations
 
@@ -11,8 +8,6 @@ from collections.abc import Callable
 
 class Cancellation:
     """A one-way switch, plus callbacks that stop blocking work when thrown.
-
-    A callback may close a socket, say.
 
     Made for every request, and held by every call a crowd has waiting: so it holds one lock and
     nothing else until it is used. The callbacks' table comes with the first callback, and the
@@ -59,10 +54,7 @@ class Cancellation:
         return event.wait(timeout)
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` on cancel (at once if already cancelled).
-
-        Returns the unregister function.
-        """
+        """Run `callback` on cancel (at once if cancelled); returns its unregister."""
         with self._lock:
             if not self._cancelled:
                 key = self._next

@@ -70,20 +70,14 @@ Message = Request | Notification | ClientResponse | Invalid
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A JSON array of messages (2025-03-26 only).
-
-    The dispatcher decides whether to accept it.
-    """
+    """A JSON array of messages (2025-03-26 only: the dispatcher decides)."""
 
     items: tuple[Message, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """A message already encoded by `dumps`.
-
-    A batch's answers are encoded as they are made, to bound memory.
-    """
+    """A message already encoded by `dumps` (a batch's answers, as they come)."""
 
     data: bytes
 
@@ -94,8 +88,7 @@ class Verbatim:
 
     Made only by `verbatim` and `verbatim_text`, from text `loads` accepted and `well_formed`
     mended (the caller's part: `encode` never looks inside one): so `data` is ASCII JSON on one
-    line (bytes, pieces of bytes written one after another, or a str of ASCII written out a slice
-    at a time), and a message carrying it is written without encoding the value again (`encode`).
+    line (bytes, pieces of bytes, or a str of ASCII), written without encoding the value again.
     """
 
     data: bytes | str | tuple[bytes, ...]
@@ -104,10 +97,7 @@ class Verbatim:
     held: bool = False
 
     def value(self) -> Any:
-        """The value itself, parsed now.
-
-        For a reader in this process; the wire never needs it.
-        """
+        """The value itself, parsed now (for a reader here; the wire never is)."""
         return loads(b"".join(self.data) if isinstance(self.data, tuple) else self.data)
 
 
@@ -138,9 +128,7 @@ def _escaped_slice(text: str) -> str:
 
 
 def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
-    """`text` as it may be written on a line-framed wire.
-
-    `text` is JSON `loads` accepted, decoded from `raw` when given.
+    """`text`, JSON `loads` accepted (from `raw` if given), for a line wire.
 
     JSON holds a line break only as whitespace between tokens (a string must escape it), so it
     becomes a space; characters outside ASCII occur only inside strings, and become the
@@ -165,8 +153,6 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
 
 def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Verbatim:
     """`text` as a JSON string, escaped now (ASCII, one line).
-
-    For a message to carry as it is.
 
     A large string escaped inside the whole message costs that escape again in copies as the
     encoder's buffer grows; escaped alone, it is one pass, and the message around it is small.
@@ -205,8 +191,6 @@ _FEW: Final = 16  # an array of at most this many items is looked into (an envel
 
 def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
     """`json.dumps(value, separators=(",", ":"))`, written a slice at a time.
-
-    The same text.
 
     One json.dumps of a multi-megabyte value is one C call that holds the interpreter lock for
     tens of milliseconds, and the event loop waits for it. Here a long array is written _ITEMS
@@ -287,8 +271,6 @@ REPLACEMENT: Final = "\\ufffd"  # U+FFFD REPLACEMENT CHARACTER, as a JSON escape
 def well_formed(text: str) -> str:
     """JSON `text` with each lone surrogate escape written as U+FFFD.
 
-    A lone surrogate escape is half a UTF-16 pair; `text` itself comes back when there is none.
-
     Why U+FFFD rather than refusing the answer: a wager description cut inside an emoji by its
     writer must not make the member's whole answer unreadable, and it is what a UTF-8 reader
     makes of the same half character (TextEncoder, `bytes.decode(errors="replace")`). A search in
@@ -323,9 +305,7 @@ def _structure(data: bytes) -> bytes:
 
 
 def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
-    """Whether JSON `text` nests more than `limit` levels deep.
-
-    Arrays and objects count; `[]` is one level.
+    """Whether JSON `text` nests more than `limit` levels deep (`[]` is one).
 
     Each step is one pass in C over what is left of the text. Every escaped backslash and escaped
     quote is taken out; then all but quotes and brackets (an object's as an array's); then each
@@ -372,10 +352,7 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
 
 
 class McpError(Exception):
-    """A protocol error to send as a JSON-RPC error object.
-
-    Never a tool failure: those are results.
-    """
+    """A protocol error, sent as a JSON-RPC error (a tool failure is a result)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -395,10 +372,7 @@ def error_object(code: int, message: str, data: Any = None) -> JSONObject:
 
 
 class NumberTooLong(ValueError):
-    """A JSON integer with more digits than Python converts.
-
-    The limit is sys.get_int_max_str_digits, 4,300 by default.
-    """
+    """A JSON integer longer than sys.get_int_max_str_digits (4,300) allows."""
 
 
 _LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
@@ -430,10 +404,7 @@ DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_
 
 
 def loads(data: bytes | str) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity.
-
-    Raises ValueError (depth included) on anything else.
-    """
+    """Strict JSON (UTF-8, no NaN/Infinity); else ValueError, depth included."""
     try:
         if isinstance(data, str):
             if data.startswith("\ufeff"):  # as json.loads: a text that kept its BOM was decoded wrongly
@@ -463,8 +434,6 @@ _WS: Final = re.compile(r"[ \t\n\r]*")
 
 def _loads_in_slices(s: str) -> Any:
     """`DECODER.decode(s)`, the same value, decoded a slice at a time.
-
-    Raises on what it does not read.
 
     One decode of a multi-megabyte text is one C call that holds the interpreter lock for tens of
     milliseconds. Here the objects and the first _FEW items of each array, down to _DEEPEST
@@ -520,9 +489,7 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
 
 
 def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
-    """Where in a decoded JSON value a lone UTF-16 surrogate sits, or None.
-
-    A string or key may hold one; None when all is text.
+    """Where in a decoded JSON value (a string or key) a lone surrogate sits.
 
     JSON's `\\ud800` escape decodes to a code point that is not Unicode text: it cannot be encoded
     as UTF-8, so it can go nowhere (RFC 8259 §8.2: "unpredictable"; I-JSON, RFC 7493 §2.1: MUST
@@ -550,8 +517,7 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
 def _holds_lone_surrogate(value: Any) -> bool:
     """Whether any string or key in `value` holds a lone surrogate.
 
-    lone_surrogate's first pass, which every call's arguments take, so it keeps no paths and stacks
-    only containers.
+    lone_surrogate's first pass, taken by every call's arguments: no paths, only containers stacked.
     """
     stack: list[Any] = [value]
     while stack:
@@ -575,10 +541,7 @@ def _holds_lone_surrogate(value: Any) -> bool:
 
 
 def _path(path: tuple[str | int, ...]) -> str:
-    """A JSON path a person can read.
-
-    `arguments.params.memo[1]`, `_meta["x402/payment"].payload`.
-    """
+    """A JSON path a person can read: `_meta["x402/payment"].payload`."""
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -620,10 +583,7 @@ def classify(obj: Any) -> Message:
 
 
 def parse(data: bytes) -> Message | Batch:
-    """Bytes of one framed message → a message, a batch, or an error.
-
-    The error is the one to answer with.
-    """
+    """One framed message's bytes → a message, a batch, or the error to send."""
     try:
         text = data.decode("utf-8")
         obj = loads(text)
@@ -659,10 +619,7 @@ _SLICE: Final = 64 * 1024
 
 
 def pieces(parts: Sequence[Part]) -> Iterator[bytes | memoryview]:
-    """`parts` as bytes to write one after another.
-
-    A text part is written a slice at a time, never copied whole.
-    """
+    """`parts` as bytes to write in turn; a text part a slice at a time."""
     for part in parts:
         if isinstance(part, str):
             for at in range(0, len(part), _SLICE):
@@ -672,10 +629,7 @@ def pieces(parts: Sequence[Part]) -> Iterator[bytes | memoryview]:
 
 
 def dumps(message: Any) -> bytes:
-    """Compact, ASCII-only JSON, safe for a line-framed wire.
-
-    No raw newline, U+2028 or lone surrogate can reach it.
-    """
+    """Compact ASCII JSON, with no raw newline, U+2028 or lone surrogate."""
     if isinstance(message, Encoded):
         return message.data
     parts = encode(message)
@@ -686,8 +640,6 @@ def dumps(message: Any) -> bytes:
 
 def _mended(text: str, message: Any) -> str:
     """The encoded `message`, its lone surrogates as U+FFFD but for its id.
-
-    See `well_formed`.
 
     An id is the client's own, and JSON-RPC has it echoed exactly ("MUST be the same as the value
     of the id member in the Request Object"); the official SDKs never send one holding half a
@@ -704,10 +656,8 @@ def _mended(text: str, message: Any) -> str:
 def encode(message: Any) -> list[Part]:
     """`dumps` as the parts to write one after another (`pieces`).
 
-    Each Verbatim value's own text is among them.
-
-    The rest of the message is encoded once, with a marker where each Verbatim value goes; the
-    message is never held as one piece, so a large answer is not copied again to be sent.
+    Each Verbatim value's text is a part of its own; the rest is encoded once, with a marker where
+    each goes: the message is never held as one piece, so a large answer is not copied to be sent.
     """
     if isinstance(message, Encoded):
         return [message.data]

@@ -1,7 +1,5 @@
 """JSON Web Keys and JWS signatures (RS256, PS256, ES256), verified.
 
-Public keys are read and signatures checked.
-
 Verification only: nothing here holds a private key or makes a signature. Every function is
 total over hostile input: bytes and decoded JSON in, a key, a refusal or a bool out, never an
 exception. The algorithm is the key's (`PublicKey.alg`); a signature checked under any other
@@ -138,10 +136,7 @@ def parse_jwk(jwk: object) -> PublicKey | Refused:
 
 
 def _unsigned(value: object) -> int | None:
-    """A JWK's Base64urlUInt (RFC 7518 §2) → its value.
-
-    A base64url-encoded unsigned integer.
-    """
+    """A JWK's Base64urlUInt (RFC 7518 §2) → its value."""
     if not isinstance(value, str) or not value:
         return None
     data = b64url_decode(value)
@@ -193,10 +188,7 @@ _HASH_BYTES: Final = 32
 
 
 def _rsa_representative(key: RsaKey, signature: bytes) -> int | None:
-    """RSAVP1 on a signature of exactly k octets; None out of range.
-
-    RFC 8017 §8.2.2 step 1, §5.2.2.
-    """
+    """RSAVP1 (RFC 8017 §5.2.2) on a signature of exactly k octets, or None."""
     if len(signature) != (key.n.bit_length() + 7) // 8:
         return None
     s = int.from_bytes(signature, "big")
@@ -262,10 +254,7 @@ _WINDOW: Final = 5  # wNAF width: digits are odd, |d| < 16, so 8 precomputed poi
 
 
 def _double(point: Jacobian) -> Jacobian:
-    """2·point on P-256 (a = -3: "dbl-2001-b").
-
-    The formula is from Bernstein and Lange's Explicit-Formulas Database.
-    """
+    """2·point on P-256 (a = -3): the Explicit-Formulas DB's "dbl-2001-b"."""
     x, y, z = point
     if not z or not y:
         return _INFINITY
@@ -280,10 +269,7 @@ def _double(point: Jacobian) -> Jacobian:
 
 
 def _add_affine(point: Jacobian, x2: int, y2: int) -> Jacobian:
-    """point + (x2, y2), the second in affine form.
-
-    Mixed addition, "madd-2004-hmv".
-    """
+    """point + (x2, y2), the second affine: mixed addition, "madd-2004-hmv"."""
     x1, y1, z1 = point
     if not z1:
         return x2, y2, 1
@@ -301,10 +287,7 @@ def _add_affine(point: Jacobian, x2: int, y2: int) -> Jacobian:
 
 
 def _to_affine(points: list[Jacobian]) -> tuple[tuple[int, int], ...]:
-    """Jacobian points (none at infinity) → affine, with one inversion.
-
-    One inversion for all (Montgomery's trick).
-    """
+    """Jacobian points (none at infinity) → affine, one inversion for all."""
     products = [1]
     for _, _, z in points:
         products.append(products[-1] * z % P)
@@ -348,10 +331,7 @@ _G_MULTIPLES: Final = _odd_multiples(GX, GY)
 
 
 def _twin_multiply(u1: int, u2: int, q_multiples: tuple[tuple[int, int], ...]) -> Jacobian:
-    """u1·G + u2·Q in one pass of doublings.
-
-    Shamir's trick, over both scalars' wNAF.
-    """
+    """u1·G + u2·Q in one pass of doublings (Shamir's trick, over their wNAF)."""
     first, second = _wnaf(u1), _wnaf(u2)
     length = max(len(first), len(second))
     first += [0] * (length - len(first))
@@ -391,10 +371,7 @@ def _verify_es256(key: EcKey, message: bytes, signature: bytes) -> bool:
 
 
 def verify(key: PublicKey, alg: str, signing_input: bytes, signature: bytes) -> bool:
-    """Whether `signature` is `key`'s over `signing_input` under `alg`.
-
-    `alg` must be the key's own.
-    """
+    """Whether `signature` is `key`'s over `signing_input` under its `alg`."""
     if alg != key.alg:
         return False
     if isinstance(key, EcKey):

@@ -1,7 +1,5 @@
 """Sans-I/O line framing for stdio: bytes in, whole lines out.
 
-Bytes go in through `feed`; an over-long line comes out as one refusal value.
-
 "Messages are delimited by newlines, and MUST NOT contain embedded newlines" (MCP, stdio
 transport). So a line ends at the byte b"\\n" and nowhere else: never `str.splitlines()`, which
 also splits on U+2028, U+2029 and U+0085, characters a JSON string may carry raw. Nothing here
@@ -19,10 +17,7 @@ _STRIPPED: Final = b" \t\r\n"  # what a line may carry around its message: CRLF 
 
 @dataclass(frozen=True, slots=True)
 class Oversized:
-    """A line longer than `limit` bytes: refused once, its bytes never kept.
-
-    Its bytes up to its newline are skipped.
-    """
+    """A line longer than `limit` bytes: refused once, its bytes never kept."""
 
     limit: int
 
@@ -31,9 +26,7 @@ Framed = bytes | Oversized
 
 
 class LineFramer:
-    """Whole lines from bytes fed in any pieces.
-
-    The same lines come out whatever the chunk boundaries.
+    """Whole lines from bytes fed in any pieces, whatever their boundaries.
 
     Each line comes out stripped of spaces, tabs and CR/LF at both ends; a blank line is no line.
     A line whose bytes before its newline exceed `max_line` comes out once as `Oversized` as soon
@@ -51,17 +44,11 @@ class LineFramer:
 
     @property
     def held(self) -> int:
-        """Bytes kept of a line not yet ended.
-
-        None are kept of an over-long one, which is dropped as it arrives.
-        """
+        """Bytes kept of a line not yet ended (none of an over-long one)."""
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[Framed]:
-        """Take `data`; return the lines it completed, in order.
-
-        An `Oversized` comes out for each line found too long.
-        """
+        """Take `data`; return the lines it completed, in order, or `Oversized`."""
         out: list[Framed] = []
         start = 0
         if self._skipping:

@@ -1,21 +1,17 @@
 """Where long work over a large answer lets the rest of the process run.
 
-`pause()` between two slices of it.
-
 The passes over a large answer (the reader's chunks, the escapes of the text block, the depth
 check, the slices of an encode) call `pause()` between slices. It does nothing unless the thread
 doing the work was given a pacer (`paced`) or a call to stop with (`stops_with`). A server's pacing
-(transports/http/driver.py, `Pacing`, made by the HTTP server and by stdio's alike) gives a pacer
-of its own to the thread working on one of its large answers beside its event loop, for that work's
-length: there a thread that holds the interpreter lock takes about half the core from the loop,
-whatever its budget says, for as long as it runs; paced, it sleeps between slices and keeps to its
-server's share while small calls are answered. Work for a call stops at its next pause once that
-call is cancelled (core/steps.py, `Compute`): nobody will read what it makes.
+(transports/http/driver.py, `Pacing`) gives a pacer to the thread working on one of its large
+answers beside its event loop: a thread that holds the interpreter lock takes about half the core
+from the loop, whatever its budget says; paced, it sleeps between slices and keeps to its server's
+share while small calls are answered. Work for a cancelled call stops at its next pause
+(core/steps.py, `Compute`): nobody will read what it makes.
 
-The pacer is the thread's, not an argument: the passes that pause (the reader's chunks, an
-encode's slices) are the same code on a paced thread and on any other, and take none. Clocks and
-sleeps are the pacer's, never this layer's: a thread without one pays one attribute lookup per
-slice.
+The pacer is the thread's, not an argument, so the passes that pause are the same code on a paced
+thread and on any other. Clocks and sleeps are the pacer's, never this layer's: a thread without
+one pays one attribute lookup per slice.
 """
 
 from __future__ import annotations
@@ -32,18 +28,13 @@ _local = threading.local()
 class Abandoned(BaseException):
     """Raised at a pause of work whose call was cancelled.
 
-    What the work makes, nobody reads.
-
     A BaseException, as asyncio's CancelledError is: no `except Exception` around the work takes
     it for the work's own failure. `Compute.run` (core/steps.py) catches it.
     """
 
 
 def pause() -> None:
-    """A slice of long work ended; this thread's pacer may make it wait.
-
-    Only a thread given a pacer waits.
-    """
+    """A slice of long work ended: the thread's pacer, if any, may wait here."""
     pacer: Callable[[], None] | None = getattr(_local, "pacer", None)
     if pacer is not None:
         pacer()
@@ -62,9 +53,7 @@ def paced(pacer: Callable[[], None]) -> Iterator[None]:
 
 @contextmanager
 def stops_with(cancellation: Cancellation) -> Iterator[None]:
-    """Until the block ends, a cancel makes `pause()` raise Abandoned.
-
-    A `pause()` on this thread raises Abandoned once `cancellation` is thrown.
+    """Until the block ends, `pause()` here raises Abandoned once cancelled.
 
     Before and after this thread's pacer, if it has one: a pacer may sleep, and the call may be
     cancelled meanwhile.

@@ -1,7 +1,4 @@
-"""The MCP revisions this server speaks, as one ordered table.
-
-Revisions are compared as members, never as strings.
-"""
+"""The MCP revisions spoken here, compared as members, never as strings."""
 
 from __future__ import annotations
 

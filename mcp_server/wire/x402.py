@@ -41,8 +41,6 @@ _BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 class Payment:
     """An x402 payment somebody else made, carried upstream untouched.
 
-    See docs/payments.md.
-
     `header` is the upstream header name, `value` its exact bytes as text. repr hides the value:
     a payment is a bearer instrument until it expires.
     """
@@ -56,9 +54,7 @@ class Payment:
 
 
 def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str | None]:
-    """An inbound payment header → the payment to forward byte for byte.
-
-    The header is `X-PAYMENT` or `PAYMENT-SIGNATURE`.
+    """An inbound X-PAYMENT or PAYMENT-SIGNATURE → the payment to forward.
 
     `headers` has lower-cased names and values exactly as received. Returns (payment, None),
     (None, None) when no payment header came, or (None, why) when the payment must be refused.
@@ -84,19 +80,14 @@ def from_http_headers(headers: Mapping[str, str]) -> tuple[Payment | None, str |
 
 
 def oversized(name: str, size: int) -> str | None:
-    """Why a payment header of `size` bytes is refused unread, or None.
-
-    None when it is within MAX_PAYMENT_BYTES.
-    """
+    """Why a payment header of `size` bytes is refused unread, or None."""
     if size <= MAX_PAYMENT_BYTES:
         return None
     return f"the {name} header is {size:,} bytes, over the {MAX_PAYMENT_BYTES // 1024} KiB any x402 payment takes"
 
 
 def from_meta(value: object) -> Payment:
-    """`params._meta["x402/payment"]` → base64 of its compact JSON.
-
-    The value is a PaymentPayload object.
+    """`params._meta["x402/payment"]`, a PaymentPayload → base64 of its JSON.
 
     Raises McpError(-32602) for anything that is not a JSON object with x402Version 1 or 2. The
     message never quotes the value.
@@ -133,10 +124,7 @@ def _canonical(payment: Payment) -> str | None:
 
 
 def same_payment(a: Payment, b: Payment) -> bool:
-    """Whether two payments are one, whichever way each arrived.
-
-    The same header, and the same bytes or the same JSON.
-    """
+    """Whether two payments are one: the same header, and bytes or JSON."""
     if a.header.lower() != b.header.lower():
         return False
     if a.value == b.value:
@@ -159,10 +147,7 @@ def merge(carried: Payment | None, supplied: Payment) -> tuple[Payment | None, s
 
 
 def decode_header_json(value: str) -> Any | None:
-    """Base64 JSON of an x402 header → the value; None when it is not that.
-
-    None too when it is too large.
-    """
+    """Base64 JSON of an x402 header → the value; None if not, or too large."""
     if len(value) > MAX_HEADER_BYTES or not _BASE64.fullmatch(value):
         return None
     try:

@@ -21,16 +21,61 @@ from __future__ import annotations
 import argparse
 import json
 import select
+import selectors
 import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mcp_server.ops import listener as listening
 
 REQUEST = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+
+
+def _accept_queued(
+    sock: socket.socket, handle: Callable[[socket.socket, object], None], *, settle: float, limit: float
+) -> int:
+    """Accept and hand over queued connections until none came for `settle` s.
+
+    At most `limit` s; returns the count. After `refuse_new`, only handshakes already under way can
+    still complete: `settle` covers their last round trip. Other processes sharing the socket may
+    win some connections: fine.
+    """
+    accepted = 0
+    end = time.monotonic() + limit
+    quiet_until = time.monotonic() + settle
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(sock, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return 0  # the socket is closed already
+        while True:
+            now = time.monotonic()
+            # One look at the queue even when there is no time to wait: what is queued is taken in.
+            if accepted and (now >= quiet_until or now >= end):
+                return accepted
+            selector.select(max(0.0, min(quiet_until, end) - now))
+            taken = _accept_all(sock, handle, end)
+            accepted += taken
+            if taken:
+                quiet_until = time.monotonic() + settle
+            elif time.monotonic() >= min(quiet_until, end):
+                return accepted
+
+
+def _accept_all(sock: socket.socket, handle: Callable[[socket.socket, object], None], end: float) -> int:
+    """Accept until the queue is empty (or `end`), handing each to `handle`."""
+    accepted = 0
+    while time.monotonic() < end:
+        try:
+            conn, address = sock.accept()
+        except OSError:
+            break  # the queue is empty (EAGAIN), or the socket failed
+        accepted += 1
+        handle(conn, address)
+    return accepted
 
 
 def _serve_one(conn: socket.socket) -> None:
@@ -106,11 +151,11 @@ def one_round(way: str, clients: int, run: float, settle: float) -> Counter[str]
     accepting.clear()
     acceptor.join()
     if way == "drain":
-        listening.accept_queued(sock, _handle, settle=0.0, limit=1.0)
+        _accept_queued(sock, _handle, settle=0.0, limit=1.0)
     elif way == "filter":
         if not listening.refuse_new(sock):
             raise SystemExit("this platform has no socket filter")
-        listening.accept_queued(sock, _handle, settle=settle, limit=5.0)
+        _accept_queued(sock, _handle, settle=settle, limit=5.0)
     sock.close()
     for t in threads:
         t.join(10)

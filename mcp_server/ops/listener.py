@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import selectors
 import socket
 import sys
-import time
-from collections.abc import Callable
 from typing import Final
 
 log = logging.getLogger("fairwins_mcp.http")
@@ -82,47 +79,3 @@ def refuse_new(sock: socket.socket) -> bool:
         log.debug("no socket filter on the listener (%s): closing it may reset a connection arriving meanwhile", exc)
         return False
     return True
-
-
-def accept_queued(
-    sock: socket.socket, handle: Callable[[socket.socket, object], None], *, settle: float, limit: float
-) -> int:
-    """Accept and hand over queued connections until none came for `settle` s.
-
-    At most `limit` s; returns the count. After `refuse_new`, only handshakes already under way can
-    still complete: `settle` covers their last round trip. Other processes sharing the socket may
-    win some connections: fine.
-    """
-    accepted = 0
-    end = time.monotonic() + limit
-    quiet_until = time.monotonic() + settle
-    with selectors.DefaultSelector() as selector:
-        try:
-            selector.register(sock, selectors.EVENT_READ)
-        except (OSError, ValueError):
-            return 0  # the socket is closed already
-        while True:
-            now = time.monotonic()
-            # One look at the queue even when there is no time to wait: what is queued is taken in.
-            if accepted and (now >= quiet_until or now >= end):
-                return accepted
-            selector.select(max(0.0, min(quiet_until, end) - now))
-            taken = _accept_all(sock, handle, end)
-            accepted += taken
-            if taken:
-                quiet_until = time.monotonic() + settle
-            elif time.monotonic() >= min(quiet_until, end):
-                return accepted
-
-
-def _accept_all(sock: socket.socket, handle: Callable[[socket.socket, object], None], end: float) -> int:
-    """Accept until the queue is empty (or `end`), handing each to `handle`."""
-    accepted = 0
-    while time.monotonic() < end:
-        try:
-            conn, address = sock.accept()
-        except OSError:
-            break  # the queue is empty (EAGAIN), or the socket failed
-        accepted += 1
-        handle(conn, address)
-    return accepted

@@ -9,20 +9,19 @@ never an exception.
 
 from __future__ import annotations
 
-import ipaddress
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from mcp_server.transports.http.head import content_length
+from mcp_server.upstream.exchange import is_loopback_host
 from mcp_server.wire.jsonrpc import UNSUPPORTED_VERSION
 from mcp_server.wire.versions import SUPPORTED_VERSIONS
 
 MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"
 METRICS_PATH: Final = "/metrics"
-LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 # Paths besides /mcp: path → (route, the methods it answers). Read-only routes that take no body
 # and no Origin rules (a health check is not a browser API). /metrics is served on the MCP port
 # only with --metrics-on-mcp-port; the metrics listener (--metrics) serves it and nothing else.
@@ -90,12 +89,8 @@ def normalise_origin(origin: str) -> str | None:
 
 
 def _is_loopback_name(host: str) -> bool:
-    if host in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    """Whether a Host header's host ("[::1]", "localhost") is this machine."""
+    return is_loopback_host(host.strip("[]"))
 
 
 def _host_name(host_header: str) -> str | None:

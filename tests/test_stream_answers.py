@@ -9,10 +9,13 @@ at a few MB/s, as over a real link. Its access record says whether the answer go
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import logging
 import socket
+import sys
+import termios
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +29,7 @@ from mcp_server.transports.http import gate
 from mcp_server.transports.http.admission import SLOT_WAIT
 from mcp_server.transports.http.flow import STREAM_BACKLOG
 from mcp_server.transports.http.server import McpHTTPServer
+from tests.balancer import wait_for
 from tests.mcp_http import parse_sse, serving
 from tests.sandbox_gateway import SandboxGateway
 from tests.test_pacing import MARKETS, many_markets
@@ -80,6 +84,12 @@ def asking(server: McpHTTPServer, request_id: int, *, progress: bool = True) -> 
     return conn.getresponse()
 
 
+def unread(response: http.client.HTTPResponse) -> int:
+    """Bytes the kernel holds for `response`'s connection that its reader has not taken."""
+    sock = response.fp.raw._sock  # type: ignore[union-attr]  # where http.client keeps the socket
+    return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+
+
 def read_at_link_speed(response: http.client.HTTPResponse) -> bytes:
     """The whole body, read READ bytes at a time with PACE between reads."""
     pace = threading.Event()  # never set: its wait is the interval between reads
@@ -130,6 +140,10 @@ def test_a_stream_whose_client_stops_reading_is_cut_off_at_the_deadline_and_logg
     with server_and_records(sandbox, max_concurrency=1, write_timeout=deadline) as (server, collected):
         stalled = asking(server, 1)
         assert stalled.status == 200 and stalled.read(64)  # then nothing more
+        # The result is 8 MB to work out before its first byte, which on a loaded machine can take
+        # more than SLOT_WAIT: the next call is sent once the stalled client's kernel holds bytes
+        # of the result, so that what it waits for is the deadline alone.
+        wait_for(lambda: unread(stalled) > 0, "the stalled stream's result is being written", WAIT)
         plain = asking(server, 2, progress=False)  # waits for the slot the stalled stream holds
         whole = json.loads(plain.read())
         plain.close()

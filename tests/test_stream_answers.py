@@ -86,7 +86,7 @@ def asking(server: McpHTTPServer, request_id: int, *, progress: bool = True) -> 
 
 def unread(response: http.client.HTTPResponse) -> int:
     """Bytes the kernel holds for `response`'s connection that its reader has not taken."""
-    sock = response.fp.raw._sock  # type: ignore[union-attr]  # where http.client keeps the socket
+    sock = response.fp.raw._sock  # type: ignore[attr-defined]  # where http.client keeps the socket
     return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
 
 

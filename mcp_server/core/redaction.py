@@ -860,7 +860,8 @@ class _Grams:
     """A redactor's needles as 4-byte windows, made for one request.
 
     For `Redactor._sampled_in`. `whole`: the needles secret only whole; `runs`: the others,
-    `size` bytes together, made of the bytes `stretch` finds (None when no class holds them).
+    `size` bytes together, made of the bytes of one class: `stretch`, its table (None when no
+    class holds them).
     Their windows are worked out the first time a text needs them, every window (`every`) or
     every _STEP bytes (`sampled`).
     """

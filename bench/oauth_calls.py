@@ -12,7 +12,8 @@ calls, per call, after a warm-up. The first call of a token pays its signature c
 later one finds its verdict remembered, as a member's conversation does. Rounds alternate, and
 so do the checkouts given with `--code` (each a directory holding `mcp_server`, run with
 `python -P` so that its code, not this one's, is imported): the ratio of each round's two calls
-is what is compared, its median and its spread over the rounds.
+is what is compared, its median and its spread over the rounds, and for two checkouts the
+difference of their ratios round by round.
 """
 
 from __future__ import annotations
@@ -155,7 +156,16 @@ def main(argv: list[str] | None = None) -> int:
             for pair in pairs:
                 for proc in pair.procs:
                     stop(proc)
-    summary = {pair.code: pair.summary() for pair in pairs}
+    summary: dict[str, Any] = {pair.code: pair.summary() for pair in pairs}
+    if len(pairs) == 2:
+        # Each round's two ratios were measured side by side, under the same load: their difference
+        # resolves a change the load moves each ratio by more than.
+        first, second = ([oauth / fw1 for fw1, oauth in zip(pair.fw1, pair.oauth, strict=True)] for pair in pairs)
+        differences = [after - before for before, after in zip(first, second, strict=True)]
+        summary["paired"] = {
+            "second minus first, median": rounded(statistics.median(differences)),
+            "rounds the second is lower": sum(difference < 0 for difference in differences),
+        }
     print(json.dumps(summary if len(pairs) > 1 else summary[codes[0]], indent=2))
     return 0
 

@@ -2,7 +2,8 @@
 
 A bearer with more than a few dozen probes is searched by its 4-byte windows
 (`Redactor._sampled_in`): the text's stretches of token bytes found first where the text is no
-more than a few times the bearer's length, then whichever side is shorter windowed at every byte.
+more than a few times the bearer's length, then whichever side is shorter windowed at every byte
+(or, for a few stretches, their windows every 5 bytes looked for in the bearer itself).
 Each way is held here to the definition written the simple way (a run of MIN_RUN characters of
 the folded bearer in the folded text, `reference_holds`): for texts with no escape, where the
 raw bytes' test is exact, `might_be_in` says exactly that; with escapes it says what a search
@@ -153,6 +154,23 @@ def test_each_way_of_searching_finds_a_run_of_eight_and_passes_a_run_of_seven() 
                         short = neighbour + run[: MIN_RUN - 1] + neighbour
                         text = around[:where] + short + around[where:]
                         assert redactor.might_be_in(text.encode()) is reference_holds(text, bearer)
+
+
+def test_a_run_of_eight_is_found_at_every_offset_of_a_stretch_of_token_bytes() -> None:
+    # Token bytes the bearer lacks before and after the run: the stretch holding it is windowed
+    # every _STEP bytes from its own start, so each offset of the run within it is a way of its own.
+    rng = random.Random(8)
+    bearer = ".".join("".join(rng.choice("0123456789abcdefABCDEF-_") for _ in range(n)) for n in (36, 470, 342))
+    redactor = Redactor(bearer, None)
+    for around in ("", "deadline description " * 60):  # a few stretches (looked for in the bearer), more
+        for start in (0, 3, 37, 500, len(bearer) - MIN_RUN):
+            for before in range(2 * redaction._STEP):
+                for after in (0, 1, redaction._STEP):
+                    for size in (MIN_RUN, MIN_RUN - 1):
+                        run = "g" * before + bearer[start : start + size] + "z" * after
+                        text = around + '"' + run + '",' + around
+                        assert redactor.might_be_in(text.encode()) is (size == MIN_RUN), (len(around), start, before)
+                        assert reference_holds(text, bearer) is (size == MIN_RUN)
 
 
 def test_the_sampled_windows_of_a_text_are_its_windows_every_step_bytes() -> None:

@@ -48,7 +48,7 @@ import functools
 import json
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 from mcp_server.ops import logs
@@ -454,11 +454,14 @@ class Redactor:
         same length for every text; a long bearer is 800 bytes, a member's answer 1 KB). Of the
         text, only its stretches of a needle's bytes of MIN_RUN or more can hold a run, and an
         answer is mostly other bytes (words, numbers, JSON): where a text is no more than a few
-        times the needles' length, its stretches are found by one `re` pass and only they are
-        windowed. Windows are integers read by `struct`, a few C calls each side, and matched
+        times the needles' length, its stretches are found by a translate and a split, and only
+        they are windowed. Windows are integers read by `struct`, a few C calls each side, and matched
         by one set operation; only the windows both share are looked at, where each occurs in
         the needle and in the text, and the run through them compared. Past MAX_CANDIDATES
-        comparisons, the text is suspected.
+        comparisons, the text is suspected. Where the stretches are short (a member's small
+        answer: a few ids, dates and long words), their windows every _STEP bytes are looked for
+        in the needles themselves, one `bytes.find` each, and nothing is made of the needles:
+        a few dozen passes in C cost less than the needles' windows as integers and a set.
         """
         if any(needle in view for needle in grams.whole):
             return True
@@ -466,18 +469,34 @@ class Redactor:
             return False
         text = view
         if grams.stretch is not None and len(view) <= _STRETCHED * grams.size:
-            pieces = grams.stretch.findall(view)
+            pieces = {piece for piece in view.translate(grams.stretch).split() if len(piece) >= MIN_RUN}
             if not pieces:
                 return False
-            # Each stretch once, a byte no needle holds between two: a window across one is none of theirs.
-            text = b"\n".join(set(pieces))
+            if sum(map(len, pieces)) <= _FOUND * _STEP:
+                windows = {
+                    piece[at : at + _PROBE] for piece in pieces for at in range(0, len(piece) - _PROBE + 1, _STEP)
+                }
+                # find, not `in`: bytes.__contains__ first tries its argument as an int, and formats
+                # (then clears) a TypeError for every bytes it is given.
+                found = {gram for gram in windows for needle in grams.runs if needle.find(gram) >= 0}
+                return self._run_through(view, grams, found)
+            # A byte no needle holds between two stretches: a window across one is none of theirs.
+            text = b"\n".join(pieces)
         if len(text) < grams.size:
-            common = grams.sampled().intersection(_every_window(text))
+            numbers = grams.sampled().intersection(_every_window(text))
         else:
-            common = _sampled_windows(text).intersection(grams.every())
+            numbers = _sampled_windows(text).intersection(grams.every())
+        return self._run_through(view, grams, [number.to_bytes(_PROBE, "little") for number in numbers])
+
+    @staticmethod
+    def _run_through(view: bytes, grams: _Grams, common: Iterable[bytes]) -> bool:
+        """Whether a run of MIN_RUN of a needle goes through one of the 4-byte `common` windows.
+
+        Each found where it occurs in a needle and in `view`, and the run around it compared.
+        Past MAX_CANDIDATES comparisons, the text is suspected.
+        """
         budget = MAX_CANDIDATES
-        for number in common:
-            gram = number.to_bytes(_PROBE, "little")
+        for gram in common:
             for needle in grams.runs:
                 offset = needle.find(gram)
                 while offset >= 0:
@@ -736,6 +755,7 @@ _PROBE_HITS: Final = 256  # places a probe is looked at closely, before its runs
 _LARGE: Final = 64 * 1024  # bytes from which a probe is looked for with re
 _STEP: Final = MIN_RUN - _PROBE + 1  # a run of MIN_RUN holds a whole window of 4 starting at a multiple of 5
 _MANY_PROBES: Final = 48  # probes past which one pass over a text's windows costs less (_sampled_in)
+_FOUND: Final = 64  # windows of a text's stretches up to which each is looked for in the needles (_sampled_in)
 
 
 # A probe: its 4 bytes, then what its runs are worked out from when it is found (most never are):
@@ -828,12 +848,11 @@ def _every_window(needle: bytes) -> tuple[int, ...]:
 
 # The bytes a long needle is made of when it is a token or a payment's base64 or hex, folded: an
 # access token's (base64url and dots), then every base64 form's. A run of a needle lies in a
-# stretch of MIN_RUN or more of its bytes; these are looked for with one of the classes that hold
-# them all, the narrowest (a class from the needle's own bytes would keep it in re's cache).
-_STRETCHES: Final = [
-    (b"-._0123456789abcdefghijklmnopqrstuvwxyz", re.compile(rb"[-._0-9a-z]{%d,}+" % MIN_RUN)),
-    (b"+-./0123456789=_abcdefghijklmnopqrstuvwxyz", re.compile(rb"[-+./0-9=_a-z]{%d,}+" % MIN_RUN)),
-]
+# stretch of MIN_RUN or more of its bytes; these are found with one of the classes that hold them
+# all, the narrowest: its table turns every other byte into a space, and `split` cuts there (one
+# pass each in C, where a `re` class tried at every byte of a short word costs twice as much).
+_CLASSES: Final = [b"-._0123456789abcdefghijklmnopqrstuvwxyz", b"+-./0123456789=_abcdefghijklmnopqrstuvwxyz"]
+_STRETCHES: Final = [(letters, bytes(c if c in letters else 0x20 for c in range(256))) for letters in _CLASSES]
 _STRETCHED: Final = 16  # a text up to this many times the needles' length is searched in its stretches
 
 
@@ -841,7 +860,8 @@ class _Grams:
     """A redactor's needles as 4-byte windows, made for one request.
 
     For `Redactor._sampled_in`. `whole`: the needles secret only whole; `runs`: the others,
-    `size` bytes together, made of the bytes `stretch` finds (None when no class holds them).
+    `size` bytes together, made of the bytes of one class: `stretch`, its table (None when no
+    class holds them).
     Their windows are worked out the first time a text needs them, every window (`every`) or
     every _STEP bytes (`sampled`).
     """
@@ -853,7 +873,7 @@ class _Grams:
         self.runs = runs
         self.size = sum(len(needle) for needle in runs)
         joined = b"".join(runs)
-        self.stretch = next((pattern for letters, pattern in _STRETCHES if not joined.translate(None, letters)), None)
+        self.stretch = next((table for letters, table in _STRETCHES if not joined.translate(None, letters)), None)
         self._every: tuple[int, ...] | None = None
         self._sampled: set[int] | None = None
 

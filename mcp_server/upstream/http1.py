@@ -70,7 +70,6 @@ def host_header(host: str, port: int, default_port: int) -> str:
 
 
 _UNSAFE_TARGET: Final = re.compile(r"[\x00- \x7f]")
-_UNSAFE_VALUE: Final = re.compile(r"[\r\n\x00]")
 _UNSAFE_NAME: Final = re.compile(r"[\r\n\x00: ]")
 
 
@@ -84,7 +83,8 @@ def encode_request(method: str, target: str, fields: list[tuple[str, str]], body
         raise ValueError("the request line would not be a single well-formed line")
     lines = [f"{method} {target} HTTP/1.1"]
     for name, value in fields:
-        if not name or _UNSAFE_VALUE.search(value) or _UNSAFE_NAME.search(name):
+        # Three C scans, not a re search: a bearer here is an access token of 800 bytes, on every call.
+        if not name or "\r" in value or "\n" in value or "\x00" in value or _UNSAFE_NAME.search(name):
             raise ValueError(f"the {name!r} header would not be a single well-formed field")
         lines.append(f"{name}: {value}")
     if body is not None:

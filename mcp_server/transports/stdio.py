@@ -28,7 +28,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import replace
 from itertools import chain
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, NamedTuple
 
 from mcp_server.core.context import RequestContext
 from mcp_server.core.protocol import Dispatcher, Reply, Session
@@ -136,6 +136,15 @@ class _Line:
         self.slices = _slices(parts)
 
 
+class _Terms(NamedTuple):
+    """What both ways of writing stdout answer to: the loop, the deadline, the server."""
+
+    loop: asyncio.AbstractEventLoop
+    timeout: float  # seconds a line may take from its first byte
+    on_late: Callable[[], None]  # the client missed the deadline: stop serving
+    on_room: Callable[[], None]  # the reading side may go on
+
+
 class _Wire:
     """stdout's queued lines, under an HTTP answer's flow control and deadline.
 
@@ -149,14 +158,8 @@ class _Wire:
     slice is written is the subclass's `_pump`.
     """
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        timeout: float,
-        on_late: Callable[[], None],
-        on_room: Callable[[], None],
-    ) -> None:
-        self.loop, self.timeout, self.on_late, self.on_room = loop, timeout, on_late, on_room
+    def __init__(self, terms: _Terms) -> None:
+        self.loop, self.timeout, self.on_late, self.on_room = terms
         self.waiting = 0  # bytes queued and not yet written
         self.late = False
         self._gone = False
@@ -269,16 +272,9 @@ class _LoopWire(_Wire):
     """stdout the loop watches (a pipe, a socket), written when writable."""
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        fd: int,
-        write: Callable[[memoryview | bytes], int],
-        release: Callable[[], None],
-        timeout: float,
-        on_late: Callable[[], None],
-        on_room: Callable[[], None],
+        self, terms: _Terms, fd: int, write: Callable[[memoryview | bytes], int], release: Callable[[], None]
     ) -> None:
-        super().__init__(loop, timeout, on_late, on_room)
+        super().__init__(terms)
         self.fd, self._write, self._release = fd, write, release
         self._chunk: memoryview | bytes | None = None  # what the last write left of its slice
 
@@ -348,16 +344,8 @@ class _ThreadWire(_Wire):
     system ends it.
     """
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        write: Callable[[memoryview | bytes], None],
-        release: Callable[[], None],
-        timeout: float,
-        on_late: Callable[[], None],
-        on_room: Callable[[], None],
-    ) -> None:
-        super().__init__(loop, timeout, on_late, on_room)
+    def __init__(self, terms: _Terms, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
+        super().__init__(terms)
         self._handed: queue.SimpleQueue[list[_Line] | None] = queue.SimpleQueue()
         thread = threading.Thread(target=self._run, args=(write, release), name="fairwins-mcp-stdout", daemon=True)
         signals.start(thread)  # a stop signal must reach the main thread, not this one
@@ -447,6 +435,7 @@ def _open_wire(
     on_room: Callable[[], None],
 ) -> _Wire:
     """The claimed stdout: on the loop where it can watch it, else on a thread."""
+    terms = _Terms(loop, timeout, on_late, on_room)
     fd = _descriptor(wire)
     if fd is None:  # an in-memory wire
 
@@ -454,11 +443,11 @@ def _open_wire(
             wire.write(data)
             wire.flush()
 
-        return _ThreadWire(loop, write_object, lambda: None, timeout, on_late, on_room)
+        return _ThreadWire(terms, write_object, lambda: None)
     wire.flush()  # nothing may wait in the writer's own buffer: from here the descriptor is written directly
     unblocked = _unblocked(fd)
     if unblocked is not None:
-        return _LoopWire(loop, *unblocked, timeout, on_late, on_room)
+        return _LoopWire(terms, *unblocked)
     own = os.dup(fd)
 
     def write_all(data: memoryview | bytes) -> None:
@@ -466,7 +455,7 @@ def _open_wire(
         while view:
             view = view[os.write(own, view) :]
 
-    return _ThreadWire(loop, write_all, lambda: os.close(own), timeout, on_late, on_room)
+    return _ThreadWire(terms, write_all, lambda: os.close(own))
 
 
 def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Callable[[], None]] | None:

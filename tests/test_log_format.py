@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import random
+import re
 import select
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +22,7 @@ import pytest
 from mcp_server.ops import logs, records
 from mcp_server.ops.records import Record
 from mcp_server.wire.jsonrpc import Request
+from tests.conftest import ROOT, server_env
 from tests.secret_canaries import CANARY_TOKEN
 
 WAIT = 10.0
@@ -350,3 +355,64 @@ def test_a_line_sent_ahead_never_waits_on_a_full_stderr() -> None:
     rest = bytes(data[filled:])
     assert bytes(data[:filled]) == b"x" * filled  # the line whole, after what filled the pipe
     assert rest.count(b"\n") == 1 and rest.endswith(b"INFO fairwins_mcp.x: stopping: no new connections\n")
+
+
+_WRITER = """
+import logging, sys
+from mcp_server.ops import logs
+handler = logs.StderrHandler(int(sys.argv[1]))
+handler.setFormatter(logging.Formatter("%(message)s"))
+log = logging.getLogger("fairwins_mcp.x")
+log.addHandler(handler)
+log.setLevel(logging.INFO)
+for n in range(int(sys.argv[3])):
+    log.info("writer %s line %d %s end", sys.argv[2], n, "x" * (n % 300))
+handler.close()
+"""
+
+
+@PIPE_WAIT
+def test_lines_from_several_processes_on_one_pipe_never_mix() -> None:
+    # --workers: every process writes the one stderr. A write of more than PIPE_BUF bytes may be
+    # cut by another process's when the pipe is full; lines must still arrive whole.
+    writers, lines = 3, 4000
+    read_fd, write_fd = os.pipe()
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: a one-page pipe, full most of the time
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(write_fd), str(n), str(lines)],
+            pass_fds=(write_fd,),
+            cwd=ROOT,
+            env=server_env(),
+        )
+        for n in range(writers)
+    ]
+    os.close(write_fd)
+    data = bytearray()
+    try:
+        while chunk := os.read(read_fd, 512):  # a slow reader: the pipe stays full, the writers wait
+            data += chunk
+    finally:
+        os.close(read_fd)
+        for child in children:
+            assert child.wait(WAIT) == 0
+    seen: dict[str, list[int]] = {str(n): [] for n in range(writers)}
+    for text in data.decode().splitlines():
+        match = re.fullmatch(r"writer (\d) line (\d+) (x*) end", text)
+        assert match is not None and len(match.group(3)) == int(match.group(2)) % 300, f"a mixed line: {text[:200]!r}"
+        seen[match.group(1)].append(int(match.group(2)))
+    assert all(numbers == list(range(lines)) for numbers in seen.values())
+
+
+def test_whole_lines_cut_only_after_a_line_end_and_lose_nothing() -> None:
+    rng = random.Random(5)
+    for _ in range(500):
+        data = b"".join(b"y" * rng.choice([0, 3, 100, 600]) + b"\n" for _ in range(rng.randint(0, 30)))
+        data += b"z" * rng.choice([0, 5])  # an unfinished last line, as it is
+        most = rng.choice([8, 64, 512])
+        pieces = list(logs.whole_lines(data, most))
+        assert b"".join(pieces) == data
+        for piece in pieces[:-1]:
+            assert piece.endswith(b"\n")
+            assert len(piece) <= most or piece.count(b"\n") == 1  # longer: one line alone

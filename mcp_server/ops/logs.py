@@ -33,6 +33,9 @@ MAX_WAITING: Final = 4 * 1024 * 1024  # bytes of lines queued while stderr is no
 # a signal. Its own time stamp keeps it true.
 AHEAD: Final = {"fairwins_ahead": True}
 FORMAT_SLICE: Final = 256  # queued lines formatted and written at a time
+# A write to a pipe of at most this many bytes is never interleaved with another process's: under
+# --workers every process writes the one stderr, so lines go in writes of whole lines this long.
+ATOMIC: Final = getattr(select, "PIPE_BUF", 512)
 RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
 
 # Python level → Cloud Logging's LogSeverity names.
@@ -213,6 +216,25 @@ class JsonFormatter(logging.Formatter):
                 entry["logging.googleapis.com/trace"] = f"projects/{self.trace_project}/traces/{trace_id}"
         # The whole line is scrubbed, not only the message: no field may carry a secret either.
         return scrub(json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=str))
+
+
+def whole_lines(data: bytes, most: int) -> Iterator[bytes]:
+    """`data` in pieces of whole lines, each at most `most` bytes (or one longer line alone).
+
+    Written one piece a write, lines from several processes sharing a pipe never mix: a pipe
+    takes a write of at most PIPE_BUF bytes whole, and a larger one may be cut by another's.
+    """
+    start, end = 0, len(data)
+    while end - start > most:
+        cut = data.rfind(b"\n", start, start + most)
+        if cut < 0:  # one line longer than `most`: no write keeps it whole, so it goes alone
+            cut = data.find(b"\n", start + most)
+            if cut < 0:
+                break
+        yield data[start : cut + 1]
+        start = cut + 1
+    if start < end:
+        yield data[start:]
 
 
 class StderrHandler(logging.Handler):
@@ -418,10 +440,11 @@ class StderrHandler(logging.Handler):
                 self._cond.notify_all()
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.fd, view) :]
+            for piece in whole_lines(data, ATOMIC):
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(self.fd, view) :]
         except OSError:
             with self._cond:  # stderr is closed (the client went away): nothing more can be said there
                 self._broken = True

@@ -35,7 +35,10 @@ AHEAD: Final = {"fairwins_ahead": True}
 FORMAT_SLICE: Final = 256  # queued lines formatted and written at a time
 # A write to a pipe of at most this many bytes is never interleaved with another process's: under
 # --workers every process writes the one stderr, so lines go in writes of whole lines this long.
-ATOMIC: Final = getattr(select, "PIPE_BUF", 512)
+if sys.platform == "win32":
+    ATOMIC: Final = 512  # no PIPE_BUF there, and no workers either
+else:
+    ATOMIC: Final = select.PIPE_BUF
 RECORD_SIZE: Final = 1024  # what a queued per-message record counts for (about its memory) until it is formatted
 
 # Python level → Cloud Logging's LogSeverity names.

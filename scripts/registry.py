@@ -6,6 +6,9 @@ the keywords that schema uses; it refuses any keyword it does not know (Unsuppor
 newer schema cannot pass by being half-read. tests/test_server_json.py holds its refusals to
 broken copies; `python -m scripts.release` validates the entry it writes with it.
 
+`remote_problems` holds a declared remote to what the official registry takes and to this
+server's door; `door_problems` asks the hosted door itself, before a release publishes its URL.
+
 `release_entry` is server.json as a release publishes it (dist/server.json): the repository's
 file plus the `mcpb` package, the bundle's download URL on the GitHub release and its SHA-256,
 which the registry requires of an MCPB package and which a client checks before running it.
@@ -18,7 +21,9 @@ import hashlib
 import json
 import pathlib
 import re
+import urllib.error
 import urllib.parse
+import urllib.request
 from typing import Any, Final
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
@@ -131,6 +136,68 @@ def validate(value: Any, schema: dict[str, Any] | bool, root: dict[str, Any] = S
 def server_json() -> dict[str, Any]:
     data: dict[str, Any] = json.loads((ROOT / "server.json").read_text(encoding="utf-8"))
     return data
+
+
+def remote_problems(remote: dict[str, Any], server_name: str) -> list[str]:
+    """Why the official registry would refuse `remote`, or why it would not be this server's door.
+
+    The registry reads a remote's host from the URL as written and holds it to the namespace's
+    domain (internal/validators in modelcontextprotocol/registry), so a template has no host to
+    read. A remote can say nothing of OAuth (its one credential field is `headers`): a client
+    learns to sign in from a member call's 401 and the resource metadata.
+    """
+    domain = ".".join(reversed(server_name.split("/", 1)[0].split(".")))
+    parts = urllib.parse.urlsplit(remote.get("url", ""))
+    host = parts.hostname or ""
+    problems = []
+    if remote.get("type") != "streamable-http":
+        problems.append("this server speaks Streamable HTTP only")
+    if parts.scheme != "https":
+        problems.append("a remote is https (the registry; and a token never crosses the network in clear)")
+    if not re.fullmatch(r"[a-z0-9.-]+", host):
+        problems.append(f"the host {host!r} is a template or not a host name: the registry cannot match it")
+    elif host != domain and not host.endswith("." + domain):
+        problems.append(f"the host {host!r} is not {domain} or under it, as the namespace requires")
+    if not parts.path.endswith("/mcp") or parts.query or parts.fragment:
+        problems.append("the URL is the MCP endpoint, /mcp, as --public-url names it")
+    if remote.get("headers"):
+        problems.append("members sign in with OAuth: no header carries a credential")
+    return problems
+
+
+def door_problems(url: str, timeout: float = 10.0) -> list[str]:
+    """Why the server at `url` is not yet the door a remote may name: its resource metadata, asked.
+
+    A door that serves publishes, at the path-aware RFC 9728 address, `resource` exactly `url`
+    and the authorization server members sign in with; anything else (no answer, a redirect,
+    another resource) and a registry entry would send members to a door that is not there.
+    """
+    parts = urllib.parse.urlsplit(url)
+    metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    try:
+        with opener.open(
+            urllib.request.Request(metadata, headers={"Accept": "application/json"}), timeout=timeout
+        ) as r:
+            document = json.loads(r.read(65536))
+    except (OSError, ValueError) as exc:  # urllib's errors are OSErrors; a body not JSON, ValueError
+        return [f"{metadata} did not answer with the resource metadata: {exc}"]
+    if not isinstance(document, dict):
+        return [f"{metadata} answered {type(document).__name__}, not the resource metadata"]
+    problems = []
+    if document.get("resource") != url:
+        problems.append(f"{metadata} names the resource {document.get('resource')!r}, not {url!r}")
+    servers = document.get("authorization_servers")
+    if not isinstance(servers, list) or not servers:
+        problems.append(f"{metadata} names no authorization server to sign in with")
+    return problems
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer to report, not one to follow: the metadata lives at its address."""
+
+    def redirect_request(self, *args: Any) -> None:
+        return None
 
 
 def sha256(path: pathlib.Path) -> str:

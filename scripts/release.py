@@ -1,4 +1,4 @@
-"""`python -m scripts.release build|check|server-json`: every release artifact, built reproducibly, and its checks.
+"""`python -m scripts.release COMMAND`: every release artifact, built reproducibly, and its checks.
 
     build        every artifact into dist/, built twice from two clean copies of the tree (the
                  files git tracks, as they are now): both distributions' wheel and sdist (the server,
@@ -17,6 +17,9 @@
                  rehearses it with a throwaway certificate. Either way dist/server.json and
                  dist/SHA256SUMS are written again for the bundles' new bytes, and
                  build/release-notes.markdown holds CHANGELOG.md's entry and whether the bundles are signed.
+    remotes      each hosted door dist/server.json names asked for its resource metadata, which
+                 must name that URL as its resource: the release publishes no remote that does not
+                 serve (the workflow runs it before the registry's publisher).
     image-tags   the image's tags on GHCR, as a `tags=` line for the workflow's outputs.
     tag TAG      refuses a git tag that is not `v` followed by the version.
 
@@ -331,7 +334,24 @@ def check_registry_entry(out: pathlib.Path) -> None:
     bundle = out / UV_BUNDLE.format(version=version())
     if mcpb["fileSha256"] != registry.sha256(bundle) or not mcpb["identifier"].endswith(f"/{bundle.name}"):
         raise ReleaseError(f"dist/server.json's mcpb package does not describe {bundle.name} as built")
+    for remote in entry.get("remotes", []):
+        problems = registry.remote_problems(remote, entry["name"])
+        if problems:
+            raise ReleaseError(f"dist/server.json's remote {remote.get('url')!r}: " + "; ".join(problems))
     say(f"dist/server.json valid against {registry.SCHEMA_FILE.name}; mcpb {mcpb['identifier']} {mcpb['fileSha256']}")
+
+
+def check_remotes(out: pathlib.Path) -> None:
+    """Every remote dist/server.json names answers as this server's door: run before publishing it."""
+    entry = json.loads((out / "server.json").read_text(encoding="utf-8"))
+    for remote in entry.get("remotes", []):
+        problems = registry.door_problems(remote["url"])
+        if problems:
+            raise ReleaseError(
+                f"the remote {remote['url']} does not serve as this server yet, so it is not published: "
+                + "; ".join(problems)
+            )
+        say(f"the remote {remote['url']} serves its resource metadata")
 
 
 def check_installed_wheel(out: pathlib.Path, scratch: pathlib.Path) -> None:
@@ -539,7 +559,7 @@ def check_tag(tag: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.release", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["build", "check", "server-json", "sign", "image-tags", "tag"])
+    parser.add_argument("command", choices=["build", "check", "server-json", "remotes", "sign", "image-tags", "tag"])
     parser.add_argument("tag", nargs="?", help="tag: the git tag being released, which must be v<version>")
     parser.add_argument("--out", type=pathlib.Path, default=DIST, help="the directory of the artifacts (dist/)")
     parser.add_argument("--self-signed", action="store_true", help="sign: rehearse with a throwaway certificate")
@@ -554,6 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = write_server_json(args.out)
                 write_sums(args.out)
                 say(f"wrote {path} for {UV_BUNDLE.format(version=version())} as it is now")
+            case "remotes":
+                check_remotes(args.out)
             case "sign":
                 after_signing(args.out, args.self_signed)
             case "image-tags":

@@ -13,14 +13,16 @@ import json
 import pathlib
 import re
 import tomllib
-import urllib.parse
 from typing import Any, Final
 
 import pytest
 
 from mcp_server import __version__
 from mcp_server.setup.config import LOG_LEVELS, Config
-from scripts.registry import SCHEMA, UnsupportedSchema, validate
+from mcp_server.setup.server import build_dispatcher
+from scripts.registry import SCHEMA, UnsupportedSchema, door_problems, remote_problems, validate
+from tests.mcp_http import serving
+from tests.test_oauth_door import oauth_door
 
 ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 PUBLISHER_META: Final = "io.modelcontextprotocol.registry/publisher-provided"
@@ -139,43 +141,18 @@ def test_environment_variables_are_the_ones_the_server_reads_with_its_defaults()
 
 # --- the hosted server (issue 60) ----------------------------------------------------------------
 #
-# server.json declares no remote yet. The registry's schema would take one whose URL is a template
-# an operator fills (`https://{host}/mcp` with `variables`, 2025-12-11), and a remote can say
-# nothing of OAuth (its only credential field is `headers`): a client learns to sign in from the
-# member call's 401 and the resource metadata, as from any MCP server. But the official registry
-# refuses a remote whose host is not the namespace's domain (fairwins.app) or one under it, read
-# from the URL as written (internal/validators in modelcontextprotocol/registry: url.Parse, then
-# the host against the reversed namespace), and a template has no host to read. So the remote waits
-# for FairWins's hosted URL; then it is one entry, held to these rules.
+# server.json names FairWins's hosted door. The official registry takes a remote only with the
+# namespace's host written out (scripts/registry.remote_problems), and a remote can say nothing of
+# OAuth: a client learns to sign in from a member call's 401 and the resource metadata. A release
+# publishes the remote only once that door answers as this server (scripts.release remotes).
 
-HOSTED: Final = {"type": "streamable-http", "url": "https://mcp.fairwins.app/mcp"}  # the shape, not the URL
+HOSTED: Final = {"type": "streamable-http", "url": "https://mcp.fairwins.app/mcp"}
 
 
-def remote_problems(remote: dict[str, Any], server_name: str) -> list[str]:
-    """Why the official registry would refuse `remote`, or why it would not be this server's door."""
-    domain = ".".join(reversed(server_name.split("/", 1)[0].split(".")))
-    url = remote.get("url", "")
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    problems = []
-    if remote.get("type") != "streamable-http":
-        problems.append("this server speaks Streamable HTTP only")
-    if parts.scheme != "https":
-        problems.append("a remote is https (the registry; and a token never crosses the network in clear)")
-    if not re.fullmatch(r"[a-z0-9.-]+", host):
-        problems.append(f"the host {host!r} is a template or not a host name: the registry cannot match it")
-    elif host != domain and not host.endswith("." + domain):
-        problems.append(f"the host {host!r} is not {domain} or under it, as the namespace requires")
-    if not parts.path.endswith("/mcp") or parts.query or parts.fragment:
-        problems.append("the URL is the MCP endpoint, /mcp, as --public-url names it")
-    if remote.get("headers"):
-        problems.append("members sign in with OAuth: no header carries a credential")
-    return problems
-
-
-def test_every_declared_remote_is_one_the_official_registry_takes() -> None:
+def test_the_hosted_door_is_declared_and_is_one_the_official_registry_takes() -> None:
     data = server_json()
-    for remote in data.get("remotes", []):
+    assert data["remotes"] == [HOSTED]
+    for remote in data["remotes"]:
         assert remote_problems(remote, data["name"]) == [], remote
 
 
@@ -201,3 +178,21 @@ def test_a_remote_the_registry_or_this_server_would_refuse_is_named(remote: dict
     # Each valid against the schema: the rules the schema cannot say are the ones held here.
     assert validate({**server_json(), "remotes": [remote]}, SCHEMA) == []
     assert any(why in problem for problem in remote_problems(remote, server_json()["name"])), why
+
+
+def test_a_door_that_serves_as_this_server_may_be_published_and_any_other_is_named() -> None:
+    with oauth_door() as door:
+        assert door_problems(door.public) == []
+        # The same door reached by another name publishes another resource: not this remote's door.
+        other_name = door.public.replace("127.0.0.1", "localhost")
+        assert any("names the resource" in p for p in door_problems(other_name))
+        # No metadata at a path that is no door.
+        assert any("did not answer" in p for p in door_problems(door.public.replace("/mcp", "/other/mcp")))
+    # Nothing listening any more.
+    assert any("did not answer" in p for p in door_problems(door.public, timeout=2.0))
+
+
+def test_a_server_without_sign_in_is_no_door_a_remote_may_name() -> None:
+    with serving(build_dispatcher(Config(api_url="http://127.0.0.1:9"))) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        assert any("did not answer" in p and "404" in p for p in door_problems(url))

@@ -3,6 +3,9 @@
     python3 -m bench.idle_calls              both parts, about three minutes
     python3 -m bench.idle_calls --no-valgrind    the machine's part alone, seconds
 
+Needs valgrind (Debian's package) for the instruction counts, and the Node 22 and wrk the crowd
+uses (`make bench-crowd` installs them).
+
 The crowd (bench.crowd) finds ours costing about twice the CPU per call at 64 connections that
 it costs at 1,000. Two measures tell whether the server does more work per call when it is idle
 or the same work runs slower:
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     for gap, ms in cost.items():
         print(f"  gap {gap:>4} ms: {ms:.3f}  ({ms / cost['0']:.2f}x back to back)")
     if not args.no_valgrind:
+        if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+            sys.stderr.write("bench.idle_calls: valgrind is not installed (or pass --no-valgrind)\n")
+            return 2
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
             handle.write(body)
         try:

@@ -38,12 +38,10 @@ CORS_ALLOW_HEADERS: Final = (
     " PAYMENT-SIGNATURE, traceparent, tracestate"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id, WWW-Authenticate"
-HEALTH_BODY: Final = json.dumps(
-    {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
-).encode()
-STOPPING_BODY: Final = json.dumps(
-    {"status": "stopping", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
-).encode()
+HEALTH_BODY, STOPPING_BODY = (
+    json.dumps({"status": status, "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")).encode()
+    for status in ("ok", "stopping")
+)
 
 
 def cors(origin: str | None) -> dict[str, str]:

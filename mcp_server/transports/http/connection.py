@@ -265,9 +265,8 @@ class Connection(asyncio.BufferedProtocol):
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
         """Call `on_gone` if the client leaves before the returned unwatch.
 
-        Called when a request is whole, before it waits for a call slot. A connection already
-        reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
-        still in the kernel) came with the request is the table's to say (`Lifecycle.call_begins`).
+        Called when a request is whole, before it waits for a call slot. A connection already gone
+        calls `on_gone` at once; whether an end came with the request is `Lifecycle.call_begins`'.
         """
         if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
@@ -543,11 +542,9 @@ class Connection(asyncio.BufferedProtocol):
     async def drop_body(self, request: Head) -> bool:
         """Read and drop a body no route wants; False if answered or client gone.
 
-        Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
-        answer closes the connection: a body over that size, and the body of a client that waits
-        for "100 Continue" before sending it (it is never promised one here).
-        A body that is malformed or late is answered for what it is (400, 408) instead of the
-        route's answer.
+        Read within POST /mcp's size and read deadline. Over that size, or awaiting "100 Continue"
+        (never promised here), it is not read and the answer closes the connection. A malformed or
+        late body is answered for what it is (400, 408) instead of the route's answer.
         """
         limit = self.server.policy.max_body
         if not request.has_body or request.expect_continue or request.length > limit:

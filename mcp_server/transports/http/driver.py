@@ -87,9 +87,8 @@ class Pacing:
     """How one server's large answers share the core with its small calls.
 
     Its executor (made on first use: a server that never sees a large answer starts no thread),
-    the share its executor's CPU is counted against (share.py), the pacer each large answer's
-    thread runs with (`Pacer`, at every `wire.pause.pause()` of the work), and the switch interval
-    while a large answer is at work (`switch`; None leaves the process's as it is).
+    the share its CPU is counted against, the pacers' slice (`every`) and the loop's beat, and the
+    switch interval while a large answer is at work (`switch`; None leaves the process's as it is).
     """
 
     __slots__ = ("_executor", "_lock", "beat", "every", "share", "switch", "threads")

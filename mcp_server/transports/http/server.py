@@ -63,6 +63,10 @@ METRICS_REQUEST_LIMIT: Final = 5.0
 # larger one is not read and its connection closes after the answer.
 METRICS_MAX_BODY: Final = 64 * 1024
 METRICS_DRAIN_LIMIT: Final = SETTLE_LIMIT + METRICS_IDLE_GRACE + METRICS_REQUEST_LIMIT  # after the MCP drain
+# What metrics served where others can reach them give away.
+_EXPOSED: Final = (
+    "reads the server's version and its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)"
+)
 # Connections accepted per readiness event: enough to empty a burst, few enough that the
 # connections already open are served in between.
 ACCEPT_BURST: Final = 64
@@ -556,18 +560,11 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
         address = listener.getsockname()
         log.info("metrics: %s%s", http_url(address, "/metrics"), each)
         if not is_loopback(str(address[0])):
-            log.warning(
-                "metrics: %s is not a loopback address: whoever can reach it reads the server's version and "
-                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)",
-                address[0],
-            )
+            log.warning("metrics: %s is not a loopback address: whoever can reach it %s", address[0], _EXPOSED)
     if on_mcp_port:
         log.info("metrics: %s%s (--metrics-on-mcp-port)", http_url(mcp, "/metrics"), each)
         if not is_loopback(str(mcp[0])):
-            log.warning(
-                "--metrics-on-mcp-port: every client that reaches the MCP port reads the server's version and "
-                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)"
-            )
+            log.warning("--metrics-on-mcp-port: every client that reaches the MCP port %s", _EXPOSED)
 
 
 def raise_descriptor_limit(wanted: int) -> None:

@@ -340,8 +340,7 @@ class _ThreadWire(_Wire):
     cannot be joined while its write blocks, and need not be: it is a daemon, which the
     interpreter's exit does not wait for, and it writes a file with os.write to a descriptor of
     its own that nothing else closes, so it holds no lock another thread could wait on and no
-    descriptor number that could be reused under it. The process exits with the thread blocked, and the
-    system ends it.
+    descriptor number that could be reused under it.
     """
 
     def __init__(self, terms: _Terms, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:

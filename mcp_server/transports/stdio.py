@@ -137,7 +137,7 @@ class _Line:
 
 
 class _Terms(NamedTuple):
-    """What both ways of writing stdout answer to: the loop, the deadline, the server."""
+    """What both ways of writing stdout answer to: loop, deadline, server."""
 
     loop: asyncio.AbstractEventLoop
     timeout: float  # seconds a line may take from its first byte
@@ -697,7 +697,7 @@ class StdioServer:
         self.finish(record)
 
     def _cancels(self, message: object) -> bool:
-        """Whether `message` is notifications/cancelled; its call is then cancelled."""
+        """Whether `message` is notifications/cancelled: its call is cancelled."""
         if not (isinstance(message, Notification) and message.method == "notifications/cancelled"):
             return False
         request_id = message.params.get("requestId")

@@ -137,7 +137,7 @@ class _Line:
 
 
 class _Terms(NamedTuple):
-    """What both ways of writing stdout answer to: the loop, the deadline, the server."""
+    """What both ways of writing stdout answer to: loop, deadline, server."""
 
     loop: asyncio.AbstractEventLoop
     timeout: float  # seconds a line may take from its first byte
@@ -340,8 +340,7 @@ class _ThreadWire(_Wire):
     cannot be joined while its write blocks, and need not be: it is a daemon, which the
     interpreter's exit does not wait for, and it writes a file with os.write to a descriptor of
     its own that nothing else closes, so it holds no lock another thread could wait on and no
-    descriptor number that could be reused under it. The process exits with the thread blocked, and the
-    system ends it.
+    descriptor number that could be reused under it.
     """
 
     def __init__(self, terms: _Terms, write: Callable[[memoryview | bytes], None], release: Callable[[], None]) -> None:
@@ -480,9 +479,13 @@ def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Calla
         return sock.fileno(), lambda data: sock.send(data, socket.MSG_DONTWAIT), sock.close
     if not stat.S_ISFIFO(mode):
         return None
-    private = _reopened(fd)
-    if private is not None:
-        return private, lambda data: os.write(private, data), lambda: os.close(private)
+    if sys.platform == "linux":
+        try:
+            private = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:  # no /proc, or the reading end already closed (ENXIO)
+            log.debug("the stdout pipe could not be opened anew (%s): its own description is made non-blocking", exc)
+        else:
+            return private, lambda data: os.write(private, data), lambda: os.close(private)
     os.set_blocking(fd, False)
 
     def restore() -> None:
@@ -492,20 +495,6 @@ def _unblocked(fd: int) -> tuple[int, Callable[[memoryview | bytes], int], Calla
             pass  # closed already
 
     return fd, lambda data: os.write(fd, data), restore
-
-
-def _reopened(fd: int) -> int | None:
-    """The pipe `fd` writes to, opened anew and non-blocking.
-
-    Linux, through /proc; None where that cannot be done.
-    """
-    if sys.platform != "linux":
-        return None
-    try:
-        return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:  # no /proc, or the reading end already closed (ENXIO)
-        log.debug("the stdout pipe could not be opened anew (%s): its own description is made non-blocking", exc)
-        return None
 
 
 # ---- stdin ----------------------------------------------------------------------------------------
@@ -702,24 +691,29 @@ class StdioServer:
             self._client_logged = True
         records.finish(record)
 
-    def cancel(self, params: JSONObject) -> None:
-        request_id = params.get("requestId")
+    def _log(self, message: object) -> None:
+        record = records.Record("stdio")
+        record.begin(message)
+        self.finish(record)
+
+    def _cancels(self, message: object) -> bool:
+        """Whether `message` is notifications/cancelled: its call is cancelled."""
+        if not (isinstance(message, Notification) and message.method == "notifications/cancelled"):
+            return False
+        request_id = message.params.get("requestId")
         ctx = self._inflight.get(request_id) if isinstance(request_id, (str, int)) else None
         if ctx is not None:
             ctx.cancellation.cancel()  # stops the gateway wait; the answer is then not sent
+        return True
 
     def receive(self, line: bytes) -> None:
         message = parse(line)
-        if isinstance(message, Notification) and message.method == "notifications/cancelled":
-            self.cancel(message.params)
-            record = records.Record("stdio")
-            record.begin(message)
-            self.finish(record)
+        if self._cancels(message):
+            self._log(message)
             return
         if isinstance(message, Batch):
             for item in message.items:
-                if isinstance(item, Notification) and item.method == "notifications/cancelled":
-                    self.cancel(item.params)
+                self._cancels(item)
             if self.dispatcher.is_blocking(message):
                 self._start(self._batch(message, self.session))
             else:
@@ -809,9 +803,7 @@ class StdioServer:
         if isinstance(item, Oversized):
             err = error_object(INVALID_REQUEST, f"Invalid Request: a message over {item.limit} bytes")
             self._put(error_response(None, err), None)
-            record = records.Record("stdio")
-            record.begin(Invalid(None, err))
-            self.finish(record)
+            self._log(Invalid(None, err))
         else:
             self.receive(item)
 
@@ -829,10 +821,7 @@ class StdioServer:
         self._work()
 
     def _work(self) -> None:
-        """Answer the lines read, in order, while stdout and the calls leave room.
-
-        stdin is read on once all are answered.
-        """
+        """Answer the lines read, in order, while stdout and the calls leave room."""
         while self._framed and not self._held_back():
             self._answer_line(self._framed.popleft())
         if self._input is not None and not self._ended:
@@ -888,11 +877,7 @@ class StdioServer:
         self._work()
 
     def run(self, reader: BinaryIO) -> int:
-        """Serve `reader` until end of input or a stop signal; the exit code.
-
-        0 once every request read is answered; EXIT_WIRE_BROKEN once the client stopped reading
-        its answers past the deadline (the wire was given up, and serving stopped).
-        """
+        """Serve `reader` to its end or a stop signal: 0, or EXIT_WIRE_BROKEN."""
         loop = loops.new_loop()
         loops.Guard(loop)  # a failure nobody owned is logged, and serving goes on
         self._loop = loop

@@ -8,15 +8,8 @@ any route runs; a connection whose request body was not read to its end is close
 answer, so no byte of a body is ever read as the next request.
 
 What each event means (an end, a reset, bytes during a call, a deadline passed) is the
-lifecycle table's to say (lifecycle.py). A client that leaves while its request waits (for a
-call slot, then for its call; from the moment the request is whole, `watch`) is let go at once:
-the wait for a slot ends and the call's cancellation is thrown.
-
-Who owns a failure here (docs/architecture.md, "Who owns a failure"): whatever serving one
-connection raises, its coroutine catches, logs and ends that connection with; its last steps
-(the linger, the close) are each total; the server that started the coroutine retrieves its
-outcome (server.McpHTTPServer._ended); and what the transport's own steps raise, the loop's
-handler charges to this connection alone (loop.Guard).
+lifecycle table's to say (lifecycle.py). Whatever serving one connection raises, its coroutine
+catches, logs and ends that connection with (docs/architecture.md, "Who owns a failure").
 """
 
 from __future__ import annotations
@@ -174,15 +167,6 @@ class Connection(asyncio.BufferedProtocol):
         self._poller: Callable[[float], list[tuple[int, int]]] | None = None
 
     @property
-    def closing(self) -> bool:
-        """The answer being written is the connection's last."""
-        return self.life.closing
-
-    @closing.setter
-    def closing(self, value: bool) -> None:
-        self.life.closing = value
-
-    @property
     def linger(self) -> bool:
         """Whether the connection closes in stages (`_linger_close`) at its end."""
         return self.life.linger
@@ -281,9 +265,8 @@ class Connection(asyncio.BufferedProtocol):
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], None]:
         """Call `on_gone` if the client leaves before the returned unwatch.
 
-        Called when a request is whole, before it waits for a call slot. A connection already
-        reset or closed calls `on_gone` at once; whether an end that has come by now (read, or
-        still in the kernel) came with the request is the table's to say (`Lifecycle.call_begins`).
+        Called when a request is whole, before it waits for a call slot. A connection already gone
+        calls `on_gone` at once; whether an end came with the request is `Lifecycle.call_begins`'.
         """
         if not self.life.call_begins(self._unread(), self._ended_in_kernel):
             on_gone()  # it left before its request was whole
@@ -370,7 +353,7 @@ class Connection(asyncio.BufferedProtocol):
                 sock.close()
                 raise
             self._sock = sock
-            while not self.closing:
+            while not self.life.closing:
                 event = await self._read_head()
                 if event is None:
                     break  # the client left, or stayed idle: closed quietly, as keep-alive clients expect
@@ -378,7 +361,7 @@ class Connection(asyncio.BufferedProtocol):
                 if self.reader.body_done:
                     self.reader.next_request()
                 else:
-                    self.closing = True  # the body was not read to its end: its bytes are no request
+                    self.life.closing = True  # the body was not read to its end: its bytes are no request
         except Gone:
             pass
         except OSError as exc:
@@ -418,17 +401,14 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve(self, event: Head | Refusal) -> None:
         record = self.record
         if isinstance(event, Refusal):
-            # Unreadable as a request: answered, and the connection closed (RFC 9112 §9.6).
-            await self.respond(
-                event.status, error_body(event.error, event.message), close=True, linger=event is not TIMED_OUT
-            )
+            await self._refuse(event)
             return
         record.method, record.path = event.method, event.path
         record.protocol = f"HTTP/1.{event.minor}"
         record.user_agent = event.headers.get("user-agent")
         # W3C Trace Context; a repeated traceparent, joined with ", ", is no longer valid.
         record.record.inbound = (event.headers.get("traceparent"), event.headers.get("tracestate"))
-        self.closing = not event.keep_alive or self.slot == "reserve"
+        self.life.closing = not event.keep_alive or self.slot == "reserve"
         self.server.begin()
         try:
             policy = self.server.policy
@@ -441,6 +421,11 @@ class Connection(asyncio.BufferedProtocol):
             await self.server.route(self, event, decision)
         finally:
             self.server.end()
+
+    async def _refuse(self, refusal: Refusal) -> None:
+        """Answer a request refused for what it is, then close (RFC 9112 §9.6)."""
+        body = error_body(refusal.error, refusal.message)
+        await self.respond(refusal.status, body, close=True, linger=refusal is not TIMED_OUT)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -509,11 +494,7 @@ class Connection(asyncio.BufferedProtocol):
                 return None  # a head cut short is not answered: its client has gone
 
     def _request_begins(self) -> None:
-        """A request's first byte: its read deadline starts.
-
-        The whole of it (line, headers, body) must arrive within read_timeout from now, so a client
-        trickling one byte a second cannot hold a connection.
-        """
+        """A request's first byte: all of it must arrive within read_timeout."""
         whole = RESERVE_SECONDS if self.slot == "reserve" else self.server.read_timeout
         self.record = Exchange(self.peer, time.monotonic())
         self.deadline = self.record.started + whole
@@ -561,23 +542,19 @@ class Connection(asyncio.BufferedProtocol):
     async def drop_body(self, request: Head) -> bool:
         """Read and drop a body no route wants; False if answered or client gone.
 
-        Read within the limits of POST /mcp (its size and the read deadline). Not read, so the
-        answer closes the connection: a body over that size, and the body of a client that waits
-        for "100 Continue" before sending it (it is never promised one here).
-        A body that is malformed or late is answered for what it is (400, 408) instead of the
-        route's answer.
+        Read within POST /mcp's size and read deadline. Over that size, or awaiting "100 Continue"
+        (never promised here), it is not read and the answer closes the connection. A malformed or
+        late body is answered for what it is (400, 408) instead of the route's answer.
         """
         limit = self.server.policy.max_body
         if not request.has_body or request.expect_continue or request.length > limit:
             return True
         body = await self.read_body(limit, keep=False)
         if body is None:
-            self.closing = True
+            self.life.closing = True
             return False
         if isinstance(body, Refusal) and body.status != 413:  # over the limit: not read, and closed after
-            await self.respond(
-                body.status, error_body(body.error, body.message), close=True, linger=body is not TIMED_OUT
-            )
+            await self._refuse(body)
             return False
         return True
 
@@ -596,7 +573,7 @@ class Connection(asyncio.BufferedProtocol):
         handed to the loop's thread.
         """
         if self.life.lost or self.transport is None or self.transport.is_closing():
-            self.closing = True
+            self.life.closing = True
             return False
         if threading.get_ident() != self.thread:
             self.loop.call_soon_threadsafe(self._write_now, bytes(data))
@@ -643,9 +620,7 @@ class Connection(asyncio.BufferedProtocol):
     async def flush(self) -> bool:
         """Wait until the client has taken enough to queue more; False if cut off.
 
-        Cut off when it has not read its answer within the answer's deadline, or is gone. A client
-        that reads just fast enough gets no more time than one that reads nothing: the
-        deadline counts from the answer's first byte.
+        Cut off when it has not read its answer within the answer's deadline, or is gone.
         """
         while self._writing_paused and not self.life.lost:
             left = self._answer_until - self.loop.time()
@@ -657,15 +632,12 @@ class Connection(asyncio.BufferedProtocol):
                     self.abort()
                     return False
         if self.life.lost:
-            self.closing = True
+            self.life.closing = True
             return False
         return True
 
     def abort(self) -> None:
-        """Cut the connection off now with a reset, dropping what the kernel holds.
-
-        A plain close would go on sending it, at the client's pace.
-        """
+        """Cut off now with a reset: a close would send what the kernel holds."""
         self.life.aborted()
         self._held.clear()  # dropped, with what the kernel holds
         self._held_size = 0
@@ -695,7 +667,7 @@ class Connection(asyncio.BufferedProtocol):
         server drains, or when the request's body was not read to its end: whatever is left of
         it must never be read as a request.
         """
-        close = close or self.closing or self.server.stopping or not self.reader.body_done
+        close = close or self.life.closing or self.server.stopping or not self.reader.body_done
         if close:
             # Refused, with part of the request possibly still on its way: close in stages.
             self.life.last_answer(status >= 400 if linger is None else linger)
@@ -715,16 +687,14 @@ class Connection(asyncio.BufferedProtocol):
         self.finish(status, delivered=delivered)
 
     async def send_answer(self, parts: Sequence[Part]) -> bool:
-        """An answer's bytes, written within its deadline; False if not all went.
+        """An answer's bytes, within its deadline; False if not all went.
 
-        Every last write of an answer goes this way (a JSON answer, an event stream's), so it is
-        held to the one deadline `start_answer` set, never to a bound meant for anything else; when
-        the client left or missed it, the rest is dropped and the connection closes.
+        Every last write of an answer goes this way (a JSON answer, an event stream's), under the
+        one deadline `start_answer` set. Pieces are never joined, and go WRITE_SLICE at a time with
+        the loop's other work between slices, as fast as the client takes them: a multi-megabyte
+        piece handed to the transport whole is one send() copying megabytes on loopback while
+        every other connection waits.
         """
-        # A large answer is queued piece by piece as jsonrpc.encode made it, never joined, at most
-        # WRITE_SLICE bytes at a time with the loop's other work between slices, and only as fast
-        # as the client takes it: a multi-megabyte piece handed to the transport whole is one send()
-        # copying megabytes on loopback while every other connection waits (bench.fairness).
         for at, chunk in _slices(parts):
             if at:
                 await asyncio.sleep(0)  # one turn of the loop for the others
@@ -735,9 +705,7 @@ class Connection(asyncio.BufferedProtocol):
     def finish(self, status: int, *, delivered: bool = True) -> None:
         """Log the request's one record; the connection is idle from now.
 
-        An answer to an MCP message that did not reach its client whole is logged CLIENT_LEFT,
-        whatever its head said: its outcome says what the call did, its status that the client
-        never had the answer. A refusal keeps its status, which says why it was refused.
+        An MCP answer not delivered whole is logged CLIENT_LEFT; a refusal keeps its status.
         """
         record = self.record
         record.status = status if delivered or not record.record.outcome else CLIENT_LEFT

@@ -7,8 +7,7 @@ scrubbing a large answer) by one of a few threads, so the 2 KB calls beside a 4 
 served meanwhile. A call waiting on the gateway is a suspended generator, not a thread.
 
 How large answers share the core with small calls is a `Pacing`, made by the server that serves
-them and handed to every `drive`. None of it is module state, but for the interpreter's switch
-interval, which is the process's (`_SwitchInterval`), and changed only while paced work runs.
+them and handed to every `drive`: no module state, but for the process's switch interval.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ COMPUTE_THREADS: Final = 2
 # lock up at each system call it makes (a read, a send, the selector) and the working thread takes
 # it; the loop then waits the switch interval to have it back (5 ms by default), at every one of a
 # small call's half-dozen system calls. The work is Python and C slices, so handing over sooner
-# costs it little (bench.fairness; BENCHMARKS.md).
+# costs it little.
 SWITCH_S: Final = 0.0002
 # Seconds of a thread's CPU between two looks at the share: the longest a large answer's work runs
 # at a stretch beside small calls (with the interpreter lock's hand-over, what the loop may wait).
@@ -63,14 +62,18 @@ class _SwitchInterval:
         self._working = 0
         self._before = sys.getswitchinterval()
 
-    def begins(self, seconds: float) -> None:
+    def begins(self, seconds: float | None) -> None:
+        if seconds is None:
+            return  # the process's interval left as it is
         with self._lock:
             if not self._working:
                 self._before = sys.getswitchinterval()
             self._working += 1
             sys.setswitchinterval(min(sys.getswitchinterval(), seconds))
 
-    def ends(self) -> None:
+    def ends(self, seconds: float | None) -> None:
+        if seconds is None:
+            return
         with self._lock:
             self._working -= 1
             if not self._working:
@@ -84,10 +87,8 @@ class Pacing:
     """How one server's large answers share the core with its small calls.
 
     Its executor (made on first use: a server that never sees a large answer starts no thread),
-    the share its executor's CPU is counted against (share.py), the pacer each large answer's
-    thread runs with (`Pacer`, at every `wire.pause.pause()` of the work), and the switch interval
-    while a large answer is at work (`switch`; None leaves the process's as it is). `close()`
-    lets its threads go once the server is done.
+    the share its CPU is counted against, the pacers' slice (`every`) and the loop's beat, and the
+    switch interval while a large answer is at work (`switch`; None leaves the process's as it is).
     """
 
     __slots__ = ("_executor", "_lock", "beat", "every", "share", "switch", "threads")
@@ -116,22 +117,11 @@ class Pacing:
             return self._executor
 
     def close(self) -> None:
-        """Let the executor go.
-
-        Its threads end once the work queued is done; a later large answer makes a new executor.
-        """
+        """Let the executor go: its threads end once the work queued is done."""
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False)
-
-    def _work_begins(self) -> None:
-        if self.switch is not None:
-            _SWITCH.begins(self.switch)
-
-    def _work_ends(self) -> None:
-        if self.switch is not None:
-            _SWITCH.ends()
 
 
 class Run:
@@ -150,9 +140,7 @@ class Pacer:
     sleeps while the share is spent.
 
     The share's wait before a Compute starts is not enough on its own: a thread that holds the
-    interpreter lock takes about half the core from the loop for as long as it runs, so one large
-    answer once started would hold the small calls beside it to half speed for its whole length
-    (bench.fairness measures it). Paced, it runs `every` (PACE_SLICE) at a time.
+    interpreter lock takes about half the core from the loop for as long as it runs.
 
     `sleep(seconds)` may end early: a true return ends the wait (`Cancellation.wait`, its call
     cancelled: the work is about to stop, and sleeps off no debt first).
@@ -230,12 +218,12 @@ async def off_loop(work: Callable[[], R], pacing: Pacing, cancellation: Cancella
             cpu[0] = time.thread_time() - start - pacer.counted
 
     beat = Beat(loop, share, pacing.beat)
-    pacing._work_begins()
+    _SWITCH.begins(pacing.switch)
     try:
         return await loop.run_in_executor(pacing.executor(), timed)
     finally:
         beat.stop()
-        pacing._work_ends()
+        _SWITCH.ends(pacing.switch)
         share.spent(cpu[0], loop.time())
 
 

@@ -5,11 +5,8 @@ socket or a clock. The connection (connection.py) feeds each event the loop repo
 client's end, a reset), each step of its own (a request begins, a call begins and ends, an answer
 begins and ends, a refusal that closes, a drain, a deadline passed), and does what the answer says.
 
-Two sides, as h11 keeps them. The client's (`Side`): OPEN, ENDED once its end was read, LOST once
-the connection is gone (a reset, a close). Ours (`Phase`): IDLE between requests, READING once one
-has begun, ANSWERING while its answer is written, LINGERING after a refusal that closes (whatever
-arrives is read and dropped), CLOSED. Beside them, the watched call (a request whole and waiting
-for a call slot or its call) and whether the client pipelines.
+Two sides, as h11 keeps them: the client's (`Side`) and ours (`Phase`); beside them, the watched
+call (a request whole and waiting for a call slot or its call) and whether the client pipelines.
 
 An end's place among the client's bytes decides what it says (docs/architecture.md, "An end's
 place decides"): an end that had come by the moment a request was whole (read, or next in the
@@ -112,10 +109,7 @@ class Lifecycle:
     # ---- ours ---------------------------------------------------------------------------------
 
     def reading(self) -> None:
-        """A request is being read: it must be whole by the read deadline.
-
-        From its first byte; its body again after an interim "100 Continue".
-        """
+        """A request is read: from its first byte, its body after "100 Continue"."""
         self.phase = Phase.READING
 
     def call_begins(self, unread: bool, end_next: Callable[[], bool]) -> bool:

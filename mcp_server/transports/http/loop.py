@@ -1,20 +1,11 @@
 """The one event loop both transports serve on.
 
 One loop per process serves stdio, or the MCP listener and the metrics listener. Every failure on
-it has an owner (docs/architecture.md, "Who owns a failure"): a connection's coroutine owns what
-serving that connection raises, the server that started the coroutine owns its outcome, a gateway
-call owns its connection's failures and returns them as a value. What reaches the loop's exception
-handler (`Guard`) nobody owned: a connection's callback (its transport or protocol named) costs
-that connection; anything else is a bug, logged with its traceback and counted, and the loop goes
-on serving.
-
-Only the loop's vital parts end the process, each by calling `Guard.fail` itself: the accept
-path (a listening socket that can no longer accept, or a bug in accepting), the serving
-coroutine with its drain (whatever it raises), the selector (which raises out of the loop
-itself). Then the loop cannot be trusted to serve, and the process leaves with a non-zero exit
-so that whatever supervises it (Desktop, the workers' supervisor, Kubernetes, Cloud Run)
-replaces it. A process that runs and cannot accept is never left behind; a process that can
-accept is never stopped by one connection.
+it has an owner (docs/architecture.md, "Who owns a failure"); what reaches the loop's exception
+handler (`Guard`) nobody owned: a connection's callback costs that connection, anything else is a
+logged bug, and the loop goes on serving. Only the vital parts (the accept path, the serving
+coroutine with its drain, the selector) end the process, each by calling `Guard.fail`, so that
+whatever supervises it replaces a process that cannot be trusted to accept.
 """
 
 from __future__ import annotations
@@ -133,14 +124,11 @@ def on_stop_signals(
 ) -> Callable[[], None]:
     """Call `handler(signum)` on the loop for each signal; returns its undo.
 
-    The Python handler queues `handler` with `call_soon_threadsafe`, which always lands: the
-    queue is a list, and the byte it also writes to the loop's self-pipe may be dropped when the
-    pipe is full, since a full pipe wakes the loop anyway. The C handler's byte goes to a socket
-    of the stop signals' own (`signal.set_wakeup_fd`), which only signals write to, so it wakes
-    the selector whichever thread the kernel chose. The loop's self-pipe is never the wakeup
-    descriptor (asyncio's `add_signal_handler` makes it one): a burst of `call_soon_threadsafe`
-    (a crowd's calls cancelled together) fills it, and a signal whose byte is dropped there is
-    never heard. Every platform the same way: Windows has socket pairs and wakeup sockets too.
+    The Python handler queues `handler` with `call_soon_threadsafe`, which always lands. The C
+    handler's byte goes to a socket of the stop signals' own (`signal.set_wakeup_fd`), which wakes
+    the selector whichever thread the kernel chose. Never the loop's self-pipe, as asyncio's
+    `add_signal_handler` does: a burst of `call_soon_threadsafe` (a crowd's calls cancelled
+    together) fills it, and a signal whose byte is dropped there is never heard.
     """
     woken, wake = socket.socketpair()
     woken.setblocking(False)

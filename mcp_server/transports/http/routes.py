@@ -38,12 +38,10 @@ CORS_ALLOW_HEADERS: Final = (
     " PAYMENT-SIGNATURE, traceparent, tracestate"
 )
 CORS_EXPOSE_HEADERS: Final = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, Mcp-Session-Id, WWW-Authenticate"
-HEALTH_BODY: Final = json.dumps(
-    {"status": "ok", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
-).encode()
-STOPPING_BODY: Final = json.dumps(
-    {"status": "stopping", "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")
-).encode()
+HEALTH_BODY, STOPPING_BODY = (
+    json.dumps({"status": status, "name": "fairwins-mcp", "version": __version__}, separators=(",", ":")).encode()
+    for status in ("ok", "stopping")
+)
 
 
 def cors(origin: str | None) -> dict[str, str]:
@@ -109,7 +107,7 @@ async def refuse(conn: Connection, head: Head, decision: gate.Refuse) -> None:
     if head.has_body and not head.expect_continue and head.length <= conn.server.policy.max_body:
         read = await conn.read_body(conn.server.policy.max_body)
         if read is None:
-            conn.closing = True
+            conn.life.closing = True
             return
         body = read if isinstance(read, bytes) else b""
     message = parse(body) if body else None
@@ -223,7 +221,7 @@ async def mcp(conn: Connection, head: Head, decision: gate.Admit) -> None:
             return  # "100 Continue" is promised only once the gate admits the request
     body = await conn.read_body(server.policy.max_body)
     if body is None:
-        conn.closing = True  # the client stopped sending: nothing to answer
+        conn.life.closing = True  # the client stopped sending: nothing to answer
         return
     if isinstance(body, Refusal):
         await conn.respond(body.status, error_body(body.error, body.message), extra=extra, close=True)
@@ -292,7 +290,7 @@ def _left_waiting(conn: Connection, message: Message | Batch) -> None:
         record.reply(None, cancelled=True)
     elif isinstance(message, Batch):
         conn.record.batch = len(message.items)
-    conn.closing = True
+    conn.life.closing = True
     conn.finish(CLIENT_LEFT)
 
 
@@ -374,13 +372,13 @@ async def _serve_message(
                 last = stream.finish(reply.message)
                 delivered = last is not None and await conn.send_answer(last)
                 if not delivered or stream.close:
-                    conn.closing = True
+                    conn.life.closing = True
                 conn.finish(200, delivered=delivered)
                 return
     finally:
         unwatch()
     if cancellation.is_set:
-        conn.closing = True  # the client went away: nothing more is sent for this request
+        conn.life.closing = True  # the client went away: nothing more is sent for this request
         conn.finish(CLIENT_LEFT)
         return
     if reply.message is None:

@@ -2,14 +2,11 @@
 
 Thin on purpose: what a request is, is the reader's business (reader.py); who may connect, the
 admission's (admission.py); what a request gets, the routes' (routes.py); how long each step of a
-stop may take, the drain's (drain.py). Here: accept, count what is in flight, and stop so that a
-load balancer loses nothing: no new handshakes, every queued connection taken in, every request
-on an open connection answered (with `Connection: close`), idle connections closed last.
+stop may take, the drain's (drain.py). Here: accept, count what is in flight, and drain.
 
 Every wait is on the loop (loop.py): a connection costs a protocol object and a coroutine, never a
 thread. The accept is ours (the loop only says the socket is readable), so whatever accepting one
-connection raises costs that connection, and the loop goes on; what the loop itself cannot go on
-from ends the process, so a supervisor replaces it instead of a server that runs and never answers.
+connection raises costs that connection, and the loop goes on.
 
 The metrics listener (`--metrics`) is this same server with a gate that admits GET /metrics
 alone (`metrics_server`), on the same loop: no second, weaker HTTP parser exists for it.
@@ -66,6 +63,10 @@ METRICS_REQUEST_LIMIT: Final = 5.0
 # larger one is not read and its connection closes after the answer.
 METRICS_MAX_BODY: Final = 64 * 1024
 METRICS_DRAIN_LIMIT: Final = SETTLE_LIMIT + METRICS_IDLE_GRACE + METRICS_REQUEST_LIMIT  # after the MCP drain
+# What metrics served where others can reach them give away.
+_EXPOSED: Final = (
+    "reads the server's version and its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)"
+)
 # Connections accepted per readiness event: enough to empty a burst, few enough that the
 # connections already open are served in between.
 ACCEPT_BURST: Final = 64
@@ -159,10 +160,6 @@ class McpHTTPServer:
         self._stopped.set()
 
     @property
-    def idle_timeout(self) -> float:
-        return self.timings.idle_timeout
-
-    @property
     def url(self) -> str:
         return http_url(self.server_address, "/metrics" if self.policy.metrics_only else "/mcp")
 
@@ -180,8 +177,7 @@ class McpHTTPServer:
     def serve_forever(self, poll_interval: float = 0.5, *, selector: selectors.BaseSelector | None = None) -> None:
         """Run a loop of its own in this thread, until shutdown().
 
-        `poll_interval` is unused (the loop wakes when told); it is taken as socketserver's
-        serve_forever takes it. `selector`: the loop's (a test's seam); a selector that raises ends
+        `poll_interval` is socketserver's, unused. `selector`: a test's seam; one that raises ends
         the loop, and `fatal` says why.
         """
         loop = loops.new_loop(selector)
@@ -265,13 +261,13 @@ class McpHTTPServer:
         accepting itself, and a process that cannot be trusted to accept must be replaced.
         """
         try:
-            self._accept_burst(ACCEPT_BURST)
+            self._accept_burst()
         except Exception as exc:
             self._fail(exc, "accepting connections failed")
 
-    def _accept_burst(self, most: int) -> int:
+    def _accept_burst(self) -> int:
         taken = 0
-        while taken < most:
+        while taken < ACCEPT_BURST:
             try:
                 sock, address = self.socket.accept()
             except (BlockingIOError, InterruptedError):
@@ -501,7 +497,7 @@ class McpHTTPServer:
         end = time.monotonic() + limit
         quiet_until = time.monotonic() + settle
         while True:
-            taken = self._accept_burst(ACCEPT_BURST)
+            taken = self._accept_burst()
             accepted += taken
             now = time.monotonic()
             if taken:
@@ -564,18 +560,11 @@ def announce_metrics(mcp: tuple[Any, ...], listener: socket.socket | None, on_mc
         address = listener.getsockname()
         log.info("metrics: %s%s", http_url(address, "/metrics"), each)
         if not is_loopback(str(address[0])):
-            log.warning(
-                "metrics: %s is not a loopback address: whoever can reach it reads the server's version and "
-                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)",
-                address[0],
-            )
+            log.warning("metrics: %s is not a loopback address: whoever can reach it %s", address[0], _EXPOSED)
     if on_mcp_port:
         log.info("metrics: %s%s (--metrics-on-mcp-port)", http_url(mcp, "/metrics"), each)
         if not is_loopback(str(mcp[0])):
-            log.warning(
-                "--metrics-on-mcp-port: every client that reaches the MCP port reads the server's version and "
-                "its tool call, payment, error and gateway counts (docs/hosting.md, Metrics)"
-            )
+            log.warning("--metrics-on-mcp-port: every client that reaches the MCP port %s", _EXPOSED)
 
 
 def raise_descriptor_limit(wanted: int) -> None:

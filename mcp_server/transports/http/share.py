@@ -2,27 +2,20 @@
 
 One process answers on one core at a time. Reading, checking and encoding a 4 MB answer takes some
 50 ms of CPU in the executor (driver.off_loop); two clients asking for such answers one after
-another would take most of the core, and the small calls beside them would get what is left
-(bench.fairness measures it). So the CPU the executor spends is counted against a budget that grows
-at SHARE of the wall clock (up to BURST saved), and while small calls contend for the core, a large
-answer waits for the budget before its work starts, and its thread sleeps between two slices of the
-work while the budget is spent (driver.Pacer: once started, a thread holding the interpreter lock
-would take half the core).
+another would take most of the core, and the small calls beside them would get what is left. So
+the CPU the executor spends is counted against a budget that grows at SHARE of the wall clock (up
+to BURST saved), and while small calls contend for the core, a large answer waits for the budget
+before its work starts, and its thread sleeps between two slices of the work while the budget is
+spent (driver.Pacer: once started, a thread holding the interpreter lock would take half the core).
 
 The share is a ceiling under contention, never a cap on an idle core. Small calls contend for
-RECENT after one was answered: long enough to span the moments between two calls of a steady load
-(at 16 connections one is answered every 0.3 ms), even where the gateway or this process waits a
-few milliseconds for a core, and short enough that a trickle of them (a ping every 0.2 s) holds
-large answers back a tenth of the time at most. They also contend while the loop is behind: while
-large answers are worked on, the loop says it ran every few milliseconds (driver.Beat), and a loop
-that has not said so for LATE waits for the interpreter lock or for the CPU (the process
-descheduled, a container throttled), and so may its small calls. A mark the loop set when it had
-work would reach a thread holding the lock only once the loop had the lock back; the age of its
-last beat reaches the thread at once. A wait never runs past the moment contention may have ended:
-it is asked again then, and a large answer with the core to itself goes on at once. What large
-answers took of an idle core is owed to no one. A large answer waiting to start holds its gateway
-answer (bounded by the connections) and nothing else; that wait is the loop's timer, ended by its
-call's cancellation.
+RECENT after one was answered, and while the loop is behind: while large answers are worked on,
+the loop says it ran every few milliseconds (driver.Beat), and a loop that has not said so for
+LATE waits for the interpreter lock or for the CPU (the process descheduled, a container
+throttled), and so may its small calls. A mark the loop set when it had work would reach a thread
+holding the lock only once the loop had the lock back; the age of its last beat reaches the thread
+at once. A large answer waiting to start holds its gateway answer (bounded by the connections) and
+nothing else.
 
 Pure accounting: the caller passes the clock and the CPU spent, so it is tested without waiting.
 """
@@ -34,10 +27,12 @@ from typing import Final
 
 SHARE: Final = 0.1  # of the wall clock, the CPU large answers may take while small calls are served
 # Seconds of CPU a large answer may take at once, saved while the share was unused: a few of the
-# pacer's slices (0.1 s let a whole 4 MB answer run unpaced after a quiet moment).
+# pacer's slices (0.1 s would let a whole 4 MB answer run unpaced after a quiet moment).
 BURST: Final = 0.005
-# Seconds after a small call was answered during which small calls contend (tuned with
-# bench.fairness, BENCHMARKS.md: 5 ms was too short on a busy machine).
+# Seconds after a small call was answered during which small calls contend: long enough to span
+# the moments between two calls of a steady load, even where the gateway or this process waits a
+# few milliseconds for a core; short enough that a trickle of them (a ping every 0.2 s) holds large
+# answers back a tenth of the time at most.
 RECENT: Final = 0.02
 # Seconds since the loop last said it ran after which it is behind: beyond its beat (driver.BEAT)
 # and a busy turn's length, so a loop that is merely busy is not taken for one that is stopped.

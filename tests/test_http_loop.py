@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import logging
 import os
 import pathlib
 import select
@@ -165,8 +166,9 @@ def test_a_fault_accepting_a_scraper_costs_that_scrape_only(fault: tuple[str, An
         assert answered(port, SCRAPE) == 200
 
 
-def test_a_listening_socket_that_cannot_accept_any_more_ends_the_loop() -> None:
-    # EBADF from accept: the listener itself is gone. The loop ends (fatal), never serving deafly on.
+def test_a_listening_socket_that_cannot_accept_any_more_ends_the_loop(caplog: pytest.LogCaptureFixture) -> None:
+    # EBADF from accept: the listener itself is gone. The loop ends (fatal), never serving deafly on,
+    # and says why once.
     listener = FaultyListener(listening.listen("127.0.0.1", 0))
     server = McpHTTPServer(
         ("127.0.0.1", 0),
@@ -182,6 +184,8 @@ def test_a_listening_socket_that_cannot_accept_any_more_ends_the_loop() -> None:
         thread.join(WAIT)
         assert not thread.is_alive(), "the loop went on with a listener that cannot accept"
         assert isinstance(server.fatal, OSError) and server.fatal.errno == errno.EBADF
+        critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+        assert len(critical) == 1 and critical[0].startswith("the listening socket can no longer accept"), critical
     finally:
         server.server_close()
 

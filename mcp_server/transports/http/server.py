@@ -293,10 +293,11 @@ class McpHTTPServer:
         return taken
 
     def _fail(self, exc: BaseException, why: str) -> None:
-        log.critical("%s: %s", why, exc, exc_info=exc)
         self.fatal = exc
         if self.guard is not None:
-            self.guard.fail(exc)
+            self.guard.fail(exc, why)  # which logs it, once
+        else:
+            log.critical("%s: %s", why, exc, exc_info=exc)
 
     def admit(self, sock: socket.socket, address: Any) -> None:
         """An accepted connection: served by a protocol, or answered and closed.

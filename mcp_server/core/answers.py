@@ -22,13 +22,11 @@ What is kept at once: the text, one chunk's values and the skeleton; never the p
 from __future__ import annotations
 
 import functools
-import json.decoder
 import re
-from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from mcp_server.core.schema import CHECKED, Verdict, compile_bulk, compile_verdict
-from mcp_server.wire.jsonrpc import DECODER
+from mcp_server.wire.jsonrpc import SCAN, SCAN_STRING, SPACE
 from mcp_server.wire.pause import pause
 
 CHUNK: Final = 64 * 1024  # characters of an array decoded at once
@@ -36,10 +34,6 @@ BATCH: Final = 512  # items checked at once when an array is read one item at a 
 SMALL: Final = 8 * 1024  # characters up to which an answer is decoded whole (faster there)
 STREAMED: Final = "(read and checked in pieces)"  # stands in the skeleton for an array not kept
 
-# The C scanner json.loads runs on, one value at a time, and its string reader (typeshed names neither).
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
-_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
-_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _WS: Final = " \t\n\r"
 _NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
@@ -81,7 +75,7 @@ class _Plan(Protocol):
 
 
 def _skip(s: str, i: int) -> int:
-    return _SPACE.match(s, i).end() if s[i] in " \t\n\r" else i  # type: ignore[union-attr]
+    return SPACE.match(s, i).end() if s[i] in _WS else i  # type: ignore[union-attr]
 
 
 class _Whole:
@@ -91,7 +85,7 @@ class _Whole:
         self.fits = fits
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
-        value, end = _SCAN(s, i)
+        value, end = SCAN(s, i)
         if self.fits is not None and not self.fits(value):
             raise _Doubt
         return value, end
@@ -109,7 +103,7 @@ class _Container:
         return compile_verdict(self.schema)
 
     def _other(self, s: str, i: int) -> tuple[Any, int]:
-        value, end = _SCAN(s, i)
+        value, end = SCAN(s, i)
         if not self.fits(value):
             raise _Doubt
         return value, end
@@ -185,7 +179,7 @@ class _Array(_Container):
                     end_of_chunk = boundary.start() + 1
                     piece = "[" + s[i:end_of_chunk] + "]"
                     try:
-                        values, end = _SCAN(piece, 0)
+                        values, end = SCAN(piece, 0)
                     except (ValueError, StopIteration):
                         values, end = None, 0
                     del piece
@@ -206,7 +200,7 @@ class _Array(_Container):
                 if not count % BATCH:
                     pause()
             else:
-                value, i = _SCAN(s, i)
+                value, i = SCAN(s, i)
                 batch.append(value)
                 if len(batch) >= BATCH:
                     self._check(batch, kept)
@@ -282,7 +276,7 @@ class _Object(_Container):
             return self._other(s, i)
         # Whitespace is looked at before it is skipped: a gateway's compact JSON has none.
         kept: dict[str, Any] = {}
-        fields, space, scan, string = self.fields, _SPACE.match, _SCAN, _STRING
+        fields, space, scan, string = self.fields, SPACE.match, SCAN, SCAN_STRING
         i += 1
         if s[i] in _WS:
             i = space(s, i).end()  # type: ignore[union-attr]
@@ -395,11 +389,6 @@ class Reader:
             if isinstance(array, _Array):
                 array.keep = True
 
-    @property
-    def streams(self) -> bool:
-        """Whether any part of an answer is read in pieces (else decoded whole)."""
-        return not isinstance(self._plan, _Whole)
-
     def read(self, text: str) -> tuple[bool, Any]:
         """(True, the answer less its streamed arrays), or (False, None) in doubt."""
         try:
@@ -410,7 +399,7 @@ class Reader:
             plan = self._whole if len(text) <= self._small else self._plan
             value, i = plan.read(text, i)
             if i < len(text):
-                i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+                i = SPACE.match(text, i).end()  # type: ignore[union-attr]
             return (True, value) if i == len(text) else (False, None)
         except (_Doubt, ValueError, StopIteration, IndexError, RecursionError):
             return False, None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server.core import redaction
+from mcp_server.core.catalog import text_content
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
 from mcp_server.ops.logs import redact
@@ -19,6 +20,7 @@ from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest,
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
+    LONE_SURROGATE,
     MAX_DEPTH,
     JSONObject,
     McpError,
@@ -175,10 +177,6 @@ class Wording:
         )
 
 
-def text_block(text: str) -> JSONObject:
-    return {"type": "text", "text": text}
-
-
 def error_result(text: str, facts: JSONObject | None = None, answer: str | None = None) -> JSONObject:
     """A tool error result, `facts` (a Failure's) as structuredContent.
 
@@ -186,9 +184,9 @@ def error_result(text: str, facts: JSONObject | None = None, answer: str | None 
     text block: the outputSchema holds structuredContent and not content, so the answer rides in
     content, and structuredContent carries the facts, which fit the schema's failure branch.
     """
-    result: JSONObject = {"content": [text_block(text)], "isError": True}
+    result: JSONObject = {"content": [text_content(text)], "isError": True}
     if answer is not None:
-        result["content"].append(text_block(answer))
+        result["content"].append(text_content(answer))
     if facts is not None:
         result["structuredContent"] = facts
     return result
@@ -364,8 +362,8 @@ def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | 
     if redactor is not None:
         value = redactor.scrub_value(value)
     text = dumps_in_slices(value, ensure_ascii=False)
-    if _LONE_SURROGATE.search(text):
-        text = _LONE_SURROGATE.sub("\ufffd", text)
+    if LONE_SURROGATE.search(text):
+        text = LONE_SURROGATE.sub("\ufffd", text)
     raw = text.encode("utf-8")
     if redactor is not None and redactor.might_be_in(raw):
         return _success(text, notes, value if isinstance(value, dict) else None)
@@ -378,11 +376,8 @@ def _success(text: str | Verbatim, notes: list[str], structured: Any) -> JSONObj
     """A success result: text, notes, and structuredContent unless None."""
     content: list[JSONObject] = [{"type": "text", "text": text}]
     if notes:
-        content.append(text_block(" ".join(notes)))
+        content.append(text_content(" ".join(notes)))
     result: JSONObject = {"content": content, "isError": False}
     if structured is not None:
         result["structuredContent"] = structured
     return result
-
-
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")

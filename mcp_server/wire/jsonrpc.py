@@ -375,7 +375,7 @@ class NumberTooLong(ValueError):
     """A JSON integer longer than sys.get_int_max_str_digits (4,300) allows."""
 
 
-_LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
+LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -399,7 +399,6 @@ def _valid_id(value: Any) -> bool:
 
 
 # Made once: json.loads with any option builds a new decoder (and its scanner) on every call.
-# Public for answers.py, which reads a gateway answer in pieces with the same scanner.
 DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
@@ -426,10 +425,11 @@ def loads(data: bytes | str) -> Any:
 
 
 SLICED_LOADS: Final = 256 * 1024  # characters from which a text is decoded a slice at a time
-# The C scanner DECODER.decode runs on, one value at a time, and its string reader (typeshed names neither).
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
-_SCAN_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
-_WS: Final = re.compile(r"[ \t\n\r]*")
+# The C scanner DECODER.decode runs on, one value at a time, and its string reader (typeshed names
+# neither): public for answers.py, which reads a gateway answer in pieces with them.
+SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
+SCAN_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
+SPACE: Final = re.compile(r"[ \t\n\r]*")
 
 
 def _loads_in_slices(s: str) -> Any:
@@ -442,9 +442,9 @@ def _loads_in_slices(s: str) -> Any:
     Whatever does not read as JSON here (a trailing comma, extra data) raises, and the caller's
     decoder reads it again, to say why.
     """
-    i = _WS.match(s, 0).end()  # type: ignore[union-attr]
+    i = SPACE.match(s, 0).end()  # type: ignore[union-attr]
     value, i = _walk_value(s, i, 0)
-    if _WS.match(s, i).end() != len(s):  # type: ignore[union-attr]
+    if SPACE.match(s, i).end() != len(s):  # type: ignore[union-attr]
         raise ValueError("extra data")
     return value
 
@@ -452,8 +452,8 @@ def _loads_in_slices(s: str) -> Any:
 def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
     opening = s[i]
     if depth >= _DEEPEST or (opening != "{" and opening != "["):
-        return _SCAN(s, i)
-    space = _WS.match
+        return SCAN(s, i)
+    space = SPACE.match
     i = space(s, i + 1).end()  # type: ignore[union-attr]
     if opening == "{":
         members: dict[str, Any] = {}
@@ -462,7 +462,7 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
         while True:
             if s[i] != '"':
                 raise ValueError("a name was expected")
-            name, i = _SCAN_STRING(s, i + 1, True)
+            name, i = SCAN_STRING(s, i + 1, True)
             i = space(s, i).end()  # type: ignore[union-attr]
             if s[i] != ":":
                 raise ValueError("a colon was expected")
@@ -478,7 +478,7 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
     if s[i] == "]":
         return items, i + 1
     while True:
-        item, i = _walk_value(s, i, depth + 1) if len(items) < _FEW else _SCAN(s, i)
+        item, i = _walk_value(s, i, depth + 1) if len(items) < _FEW else SCAN(s, i)
         items.append(item)
         i = space(s, i).end()  # type: ignore[union-attr]
         if s[i] == "]":
@@ -502,11 +502,11 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            if not item.isascii() and _LONE_SURROGATE.search(item):
+            if not item.isascii() and LONE_SURROGATE.search(item):
                 return _path(path)
         elif isinstance(item, dict):
             for key in reversed(item):  # reversed: the first in document order is found first
-                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                if isinstance(key, str) and not key.isascii() and LONE_SURROGATE.search(key):
                     return f"a key of {_path(path)}" if path else "a key"
                 stack.append((item[key], (*path, key)))
         elif isinstance(item, list):
@@ -524,7 +524,7 @@ def _holds_lone_surrogate(value: Any) -> bool:
         item = stack.pop()
         if isinstance(item, dict):
             for key in item:
-                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                if isinstance(key, str) and not key.isascii() and LONE_SURROGATE.search(key):
                     return True
             items: Any = item.values()
         elif isinstance(item, list):
@@ -533,7 +533,7 @@ def _holds_lone_surrogate(value: Any) -> bool:
             items = (item,)
         for child in items:
             if isinstance(child, str):
-                if not child.isascii() and _LONE_SURROGATE.search(child):
+                if not child.isascii() and LONE_SURROGATE.search(child):
                     return True
             elif isinstance(child, (dict, list)):
                 stack.append(child)

@@ -110,11 +110,6 @@ class Session:
     client_capabilities: JSONObject = field(default_factory=dict)
     views_declared: bool = False  # an HTTP `initialize` declared the views: the answer issues their session id
 
-    def legacy_log_level(self) -> str:
-        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
-        # get info and above unless this session set a level ("The server MAY send log messages").
-        return self.log_level or "info"
-
     def legacy_version(self) -> str:
         return self.version or (HTTP_DEFAULT_VERSION if self.http else LATEST_LEGACY)
 
@@ -315,14 +310,18 @@ class Dispatcher:
 
     def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Steps[Reply]:
         ctx.request_id = req.id
-        modern = self._is_modern(req, session, ctx)
+        modern = not session.pinned_legacy and (_carries_modern_meta(req.params) or _modern_header(ctx.http_headers))
         ctx.era = "modern" if modern else "legacy"
         try:
             _require_text(req.params)
+            era_only = self._modern(req, ctx) if modern else self._legacy(ctx, session)
+            ctx.progress_token = _progress_token(req.params)
+            handler = era_only.get(req.method) or self._methods.get(req.method)
+            if handler is None:
+                raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            result = yield from _called(handler(req.params, ctx, session))
             if modern:
-                result = yield from self._modern(req, ctx, session)
-            else:
-                result = yield from self._legacy(req, ctx, session)
+                self._stamp(result, req.method, ctx)
         except McpError as exc:
             table = MODERN_HTTP_STATUS if modern else LEGACY_HTTP_STATUS
             return Reply(error_response(req.id, exc.to_error()), table.get(exc.code, 200))
@@ -333,23 +332,18 @@ class Dispatcher:
             return Reply(error_response(req.id, err), 500 if modern else 200)
         return Reply(response(req.id, result), 200)
 
-    def _is_modern(self, req: Request, session: Session, ctx: RequestContext) -> bool:
-        if session.pinned_legacy:
-            return False
-        return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
-
-    def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
+    def _legacy(self, ctx: RequestContext, session: Session) -> dict[str, Handler]:
+        """The session's facts into `ctx`; the methods only legacy requests have."""
         ctx.version = ctx.record.version = session.legacy_version()
         ctx.record.era = "legacy"
         ctx.client_capabilities = session.client_capabilities
-        ctx.log_level = session.legacy_log_level()
-        ctx.progress_token = _progress_token(req.params)
-        handler = self._legacy_only.get(req.method) or self._methods.get(req.method)
-        if handler is None:
-            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        return (yield from _called(handler(req.params, ctx, session)))
+        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
+        # get info and above unless this session set a level ("The server MAY send log messages").
+        ctx.log_level = session.log_level or "info"
+        return self._legacy_only
 
-    def _modern(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
+    def _modern(self, req: Request, ctx: RequestContext) -> dict[str, Handler]:
+        """The `_meta` facts into `ctx`; the methods only modern requests have."""
         meta = self._ladder(req, ctx)
         ctx.version = ctx.record.version = meta[META_VERSION]
         ctx.record.era = "modern"
@@ -361,21 +355,19 @@ class Dispatcher:
         if level is not None and level not in LOG_LEVELS:
             raise McpError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
         ctx.log_level = level
-        ctx.progress_token = _progress_token(req.params)
         if req.method in REMOVED_IN_MODERN:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method} does not exist in MCP {ctx.version}")
-        handler = self._modern_only.get(req.method) or self._methods.get(req.method)
-        if handler is None:
-            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        result = yield from _called(handler(req.params, ctx, session))
+        return self._modern_only
+
+    def _stamp(self, result: JSONObject, method: str, ctx: RequestContext) -> None:
+        """A modern result's resultType, caching hints and serverInfo."""
         result["resultType"] = "complete"
-        if req.method in CACHEABLE:
+        if method in CACHEABLE:
             result.setdefault("ttlMs", self.catalog.list_ttl_ms)
             result.setdefault("cacheScope", "public")
         result_meta = result.get("_meta")
-        info = self._server_info_for(ctx.version) if req.method == "server/discover" else self.server_info
+        info = self._server_info_for(ctx.version) if method == "server/discover" else self.server_info
         result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: info}
-        return result
 
     def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
         """The modern ladder's error for a request the gate refused on its version.
@@ -520,16 +512,18 @@ class Dispatcher:
         ctx.progress_token = None
         ctx.log_level = None
         ctx.send = lambda message: None
-        if ctx.payment_conflict is not None or getattr(tool, "priced", False) is not True:
+        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
+        priced = getattr(tool, "priced", False) is True
+        if ctx.payment_conflict is not None or not priced:
             ctx.record.payment = "refused"
             ctx.record.fail("payment_refused")
         payments = self.catalog.payments
-        if payments is None:
-            return _refusal(_takes_no_payments(), ctx)
+        if payments is None:  # a catalogue built without payments (a test's)
+            text = "This server takes no payments; the payment was not sent anywhere."
+            return _refusal({"content": [{"type": "text", "text": text}], "isError": True}, ctx)
         if ctx.payment_conflict is not None:
             return _refusal(payments.refused(ctx.payment_conflict), ctx)
-        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
-        if getattr(tool, "priced", False) is not True:
+        if not priced:
             return _refusal(payments.refused_unpriced(name), ctx)
         if ctx.payment_allowance is None:
             ctx.payment_allowance = PaymentAllowance()
@@ -666,12 +660,6 @@ def _require_text(params: JSONObject) -> None:
             "(a \\ud800-\\udfff escape without its pair), which cannot be sent anywhere. Nothing was "
             "sent to the gateway.",
         )
-
-
-def _takes_no_payments() -> JSONObject:
-    """The refusal of a catalogue built without payments (a test's)."""
-    text = "This server takes no payments; the payment was not sent anywhere."
-    return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:

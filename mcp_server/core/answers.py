@@ -1,22 +1,15 @@
 """A gateway answer read once and never held whole.
 
-It is parsed in pieces and checked against the outputSchema as it is read: a fast path with no say
-of its own. It vouches for an answer (JSON that `jsonrpc.loads` accepts and that fits the schema, no
-name repeated in an object it walks) or it doubts, and a doubted answer is read the exact way
-(outcomes.read_json and the checker), which words every failure. So it only has to be sound.
+A fast path with no say of its own: it vouches for an answer (JSON that `jsonrpc.loads` accepts,
+fitting the outputSchema, no name repeated in an object it walks) or doubts it, and a doubted
+answer is read the exact way (outcomes.read_json and the checker), which words every failure. So
+it only has to be sound.
 
-The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
-each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk, else one
-by one with schema.compile_verdict), then dropped. Items that hold arrays of their own (a market's
-outcomes) are decoded a chunk at a time too; where no item ends within two chunks' length, items
-are walked, never decoded whole. An object holding such an array is walked name by name: its other
-values are decoded whole and kept (the skeleton the notes on a chain's state are made from), and
-it is checked with the streamed properties taken as checked, which they were. A schema whose anyOf
-branches name a streamed property is not streamed there; the answer's own anyOf is read as its
-first branch, the answer the tool exists for (one fitting another branch is doubted, and the exact
-reading accepts it). An answer of at most SMALL characters is decoded and checked whole.
-
-What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
+The schema decides what is streamed. An array under `items` is read a chunk of items at a time,
+each chunk decoded by the C scanner, checked in bulk (schema.compile_bulk, else one by one with
+schema.compile_verdict), then dropped. An object holding such an array is walked name by name, its
+other values kept: the skeleton the notes on a chain's state are made from. What is kept at once:
+the text, one chunk's values and the skeleton; never the parsed answer.
 """
 
 from __future__ import annotations
@@ -103,10 +96,7 @@ class _Container:
         return compile_verdict(self.schema)
 
     def _other(self, s: str, i: int) -> tuple[Any, int]:
-        value, end = SCAN(s, i)
-        if not self.fits(value):
-            raise _Doubt
-        return value, end
+        return _Whole(self.fits).read(s, i)
 
 
 class _Array(_Container):
@@ -154,9 +144,9 @@ class _Array(_Container):
     def _items(self, s: str, i: int, kept: list[Any]) -> tuple[int, int]:
         """Items decoded whole, a chunk at a time: (how many, the end).
 
-        Chunks are taken where the array is of objects. Where a chunk cannot be had (an item longer
-        than a chunk, a boundary not found), an item of a walked plan is walked (so a long one is
-        never held whole), any other decoded whole.
+        Chunks are taken where the array is of objects; where one cannot be had (an item longer than
+        a chunk, no boundary found), an item of a walked plan is walked (so a long one is never held
+        whole), any other decoded whole.
         """
         count = 0
         batch: list[Any] = []
@@ -219,12 +209,10 @@ class _Array(_Container):
     def _boundary(self, s: str, i: int, following: _Search, ending: _Search) -> tuple[re.Match[str] | None, bool, int]:
         """Where the chunk from s[i] (an item's "{") ends, or None.
 
-        Returns (its "}, {" or "}]", whether it is "}]", how far looked).
-
-        The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
-        chunks' length, at which the braces since s[i] balance: that is between two items,
-        unless a string holds brackets (then the decode says no). A "}, {" between the objects of
-        an inner array (a market's outcomes) is passed over.
+        Returns (its "}, {" or "}]", whether it is "}]", how far looked): the first candidate a
+        chunk's length on ("}, {"), else the array's end ("}]"), within two chunks' length, at which
+        the braces since s[i] balance: that is between two items, unless a string holds brackets
+        (then the decode says no). A "}, {" between the objects of an inner array is passed over.
         """
         at, reach = i + self.chunk, i + 2 * self.chunk
         # The braces are counted whatever the plan: items read whole may hold arrays of objects too
@@ -356,7 +344,8 @@ def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
 def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
     """The plan of an answer's first anyOf branch, with the answer's `type`.
 
-    Stricter than the schema (its first branch alone), so what it vouches for fits.
+    Stricter than the schema (its first branch alone, the answer the tool exists for), so what it
+    vouches for fits; an answer of another branch is doubted, and the exact reading accepts it.
     """
     branches = schema.get("anyOf")
     own = {k: v for k, v in schema.items() if k in CHECKED and k != "anyOf"}

@@ -2,6 +2,9 @@
 
 Nothing here raises for bad input: an unreadable message is returned as an `Invalid` value that
 carries the error to send back, so every transport answers malformed input the same way.
+
+A pass over a large text goes a slice at a time, with a `pause()` between slices: one C call over
+megabytes holds the interpreter lock for milliseconds, and the event loop beside the work waits.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def _escaped_run(run: re.Match[str]) -> str:
 
 
 def _escaped_runs(text: str) -> str:
-    pause()  # between two slices of a long text
+    pause()
     if "\\" not in text:
         # With no backslash of its own, each escape in the text's backslashreplace encoding is one
         # that encoding made: \uXXXX as JSON writes it, \xXX (which JSON spells \u00XX), or
@@ -143,9 +146,7 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
     if len(text) <= _TEXT_SLICE:
         text = text if text.isascii() else _escaped_runs(text)
     elif not text.isascii():
-        text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
-            _escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
-        )
+        text = "".join(_escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")
     return Verbatim(text, held)
@@ -163,19 +164,17 @@ def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Ve
     if raw is None or not raw.isascii():
         if len(text) <= _TEXT_SLICE:
             return Verbatim(encode_basestring_ascii(text), held)
-        # A slice at a time (each character's escape is its own, so the slices join exactly).
+        # Each character's escape is its own, so the slices join exactly.
         slices = (_escaped_slice(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
         return Verbatim('"' + "".join(slices) + '"', held)
-    # A slice at a time (each byte's escape is its own), the slices kept apart: joined, they would
-    # be copied once more, and one replace over megabytes holds the interpreter lock for
-    # milliseconds, which the event loop beside this work would wait for at every turn.
+    # Each byte's escape is its own; the slices are kept apart: joined, they would be copied once more.
     return Verbatim(
         (b'"', *(_escaped_bytes(raw[at : at + _TEXT_SLICE]) for at in range(0, len(raw), _TEXT_SLICE)), b'"'), held
     )
 
 
 def _escaped_bytes(data: bytes) -> bytes:
-    pause()  # between two slices of a long text
+    pause()
     data = data.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     for space, escaped in _SPACES:
         if space in data:
@@ -192,10 +191,9 @@ _FEW: Final = 16  # an array of at most this many items is looked into (an envel
 def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
     """`json.dumps(value, separators=(",", ":"))`, written a slice at a time.
 
-    One json.dumps of a multi-megabyte value is one C call that holds the interpreter lock for
-    tens of milliseconds, and the event loop waits for it. Here a long array is written _ITEMS
-    items per call, and the objects and short arrays around such arrays (an answer's envelope)
-    member by member, so no call writes more than a slice of a long list (or one long string).
+    A long array is written _ITEMS items per call, and the objects and short arrays around such
+    arrays (an answer's envelope) member by member, so no call writes more than a slice of a long
+    list (or one long string).
     """
     dump = functools.partial(
         json.dumps, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=default
@@ -300,7 +298,7 @@ _STEP: Final = tuple(1 if byte == ord("[") else -1 for byte in range(256))  # by
 
 
 def _structure(data: bytes) -> bytes:
-    pause()  # between two slices of a long text
+    pause()
     return data.translate(_ONE_KIND, _NOT_STRUCTURE)
 
 
@@ -319,9 +317,8 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
         return False
     if b"\\" in data:  # left to right, as JSON reads escapes: "\\\\" is one backslash, "\\"" a quote
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): one
-    # translate over megabytes holds the interpreter lock for milliseconds. What is left is a
-    # fraction of the text.
+    # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): what
+    # is left is a fraction of the text.
     step = _BLOCK * 4
     if len(data) <= step:
         data = _structure(data)  # an answer of one slice (most are): no generator, no join
@@ -435,12 +432,11 @@ SPACE: Final = re.compile(r"[ \t\n\r]*")
 def _loads_in_slices(s: str) -> Any:
     """`DECODER.decode(s)`, the same value, decoded a slice at a time.
 
-    One decode of a multi-megabyte text is one C call that holds the interpreter lock for tens of
-    milliseconds. Here the objects and the first _FEW items of each array, down to _DEEPEST
-    levels (an answer's envelope), are walked member by member, and every other value decoded by
-    the same C scanner on its own: each call decodes one member or one item of a long array.
-    Whatever does not read as JSON here (a trailing comma, extra data) raises, and the caller's
-    decoder reads it again, to say why.
+    The objects and the first _FEW items of each array, down to _DEEPEST levels (an answer's
+    envelope), are walked member by member, and every other value decoded by the same C scanner on
+    its own: each call decodes one member or one item of a long array. Whatever does not read as
+    JSON here (a trailing comma, extra data) raises, and the caller's decoder reads it again, to
+    say why.
     """
     i = SPACE.match(s, 0).end()  # type: ignore[union-attr]
     value, i = _walk_value(s, i, 0)
@@ -515,10 +511,7 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string or key in `value` holds a lone surrogate.
-
-    lone_surrogate's first pass, taken by every call's arguments: no paths, only containers stacked.
-    """
+    """Whether any string or key in `value` holds a lone surrogate (no paths kept)."""
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()

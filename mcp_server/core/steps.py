@@ -33,7 +33,6 @@ class Compute(Generic[R]):
     """CPU work that may take milliseconds, done off the event loop.
 
     Reading, checking and scrubbing a large answer, in a small executor while the loop serves on.
-
     The work is for one call. Once that call's `cancellation` is thrown, the work does not start,
     or stops at its next pause (wire/pause.py), and the step gives `if_cancelled` instead: a
     stand-in nobody reads, since no transport sends a cancelled call's answer (the HTTP one

@@ -511,7 +511,7 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string or key in `value` holds a lone surrogate (no paths kept)."""
+    """Whether any string or key in `value` holds a lone surrogate."""
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()

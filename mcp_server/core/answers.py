@@ -125,8 +125,7 @@ class _Array(_Container):
             while True:
                 value, i = self.walked.read(s, i)
                 count += 1
-                if self.keep:
-                    kept.append(value)
+                kept.append(value)
                 i = _skip(s, i)
                 if s[i] == ",":
                     i = _skip(s, i + 1)

@@ -209,31 +209,27 @@ def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[An
             out.append(dump(item)[1:-1])
             pause()
         elif how < _DEEPEST and isinstance(item, list) and len(item) > _FEW:
-            stack.append(("]", _RAW))
-            for at in reversed(range(0, len(item), _ITEMS)):
-                stack.append((item[at : at + _ITEMS], _SLICE_OF))
-                if at:
-                    stack.append((",", _RAW))
-            stack.append(("[", _RAW))
+            slices = [[(item[at : at + _ITEMS], _SLICE_OF)] for at in range(0, len(item), _ITEMS)]
+            stack += reversed(_between("[", slices, "]"))
         elif how < _DEEPEST and isinstance(item, list) and item:
-            stack.append(("]", _RAW))
-            for index in reversed(range(len(item))):
-                stack.append((item[index], how + 1))
-                if index:
-                    stack.append((",", _RAW))
-            stack.append(("[", _RAW))
+            stack += reversed(_between("[", [[(value, how + 1)] for value in item], "]"))
         elif how < _DEEPEST and isinstance(item, dict) and item:
-            stack.append(("}", _RAW))
-            names = list(item)
-            for index in reversed(range(len(names))):
-                stack.append((item[names[index]], how + 1))
-                stack.append((dump(names[index]) + ":", _RAW))
-                if index:
-                    stack.append((",", _RAW))
-            stack.append(("{", _RAW))
+            members = [[(dump(name) + ":", _RAW), (value, how + 1)] for name, value in item.items()]
+            stack += reversed(_between("{", members, "}"))
         else:
             out.append(dump(item))
     return "".join(out)
+
+
+def _between(opening: str, members: list[list[tuple[Any, int]]], closing: str) -> list[tuple[Any, int]]:
+    """A container's entries in writing order: its members between commas."""
+    entries: list[tuple[Any, int]] = [(opening, _RAW)]
+    for index, member in enumerate(members):
+        if index:
+            entries.append((",", _RAW))
+        entries += member
+    entries.append((closing, _RAW))
+    return entries
 
 
 _RAW: Final = -1

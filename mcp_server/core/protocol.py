@@ -244,28 +244,18 @@ class Dispatcher:
     def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Steps[Reply]:
         if isinstance(message, Invalid):
             return Reply(error_response(message.id, message.error), 400)
-        if isinstance(message, ClientResponse):
-            return Reply(None, 202)  # the server never asks, so any response is stale; drop it
-        if isinstance(message, Notification):
-            return Reply(None, 202)  # notifications/initialized too: requests never wait for it
+        if isinstance(message, (ClientResponse, Notification)):
+            # The server never asks, so any response is stale; no request waits for a notification
+            # (notifications/initialized included).
+            return Reply(None, 202)
         return (yield from self._request(message, session, ctx))
 
-    def handle_batch(
-        self,
-        batch: Batch,
-        session: Session,
-        make_ctx: Callable[[], RequestContext],
-        cancellation: Cancellation | None = None,
-    ) -> Reply:
+    def handle_batch(self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext]) -> Reply:
         """`handle_batch_steps`, each step waited for on this thread."""
-        return steps.run(self.handle_batch_steps(batch, session, make_ctx, cancellation))
+        return steps.run(self.handle_batch_steps(batch, session, make_ctx, Cancellation()))
 
     def handle_batch_steps(
-        self,
-        batch: Batch,
-        session: Session,
-        make_ctx: Callable[[], RequestContext],
-        cancellation: Cancellation | None = None,
+        self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext], cancellation: Cancellation
     ) -> Steps[Reply]:
         """A JSON array's answers under 2025-03-26; refused under other revisions.
 
@@ -293,9 +283,7 @@ class Dispatcher:
             message = (yield from self.handle_steps(item, session, ctx)).message
             return message if isinstance(message, dict) else None
 
-        encoded = yield from batches.run_steps(
-            batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer
-        )
+        encoded = yield from batches.run_steps(batch.items, self.batch_limits, cancellation, make_ctx, answer)
         return Reply(None, 202) if encoded is None else Reply(encoded, 200)
 
     # ---- request routing ----------------------------------------------------------------

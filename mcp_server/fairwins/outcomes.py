@@ -96,7 +96,7 @@ _FIELD_LIMIT: Final = 200  # characters kept of field and expected
 _PROBLEM = re.compile(r"`(?P<field>[^`]*)` (?P<rest>.*)", re.DOTALL)
 
 
-def undescribed(problem: str, status: int | None, code: str | None = None) -> Failure:
+def undescribed(problem: str, status: int | None) -> Failure:
     """A 2xx answer read whole that fits no shape the contract describes.
 
     `problem` is schema.check's sentence: the field in backticks ("`markets[0].question` must be a
@@ -105,7 +105,7 @@ def undescribed(problem: str, status: int | None, code: str | None = None) -> Fa
     match = _PROBLEM.fullmatch(problem)
     field, rest = (match["field"], match["rest"]) if match else ("", problem.removeprefix("the arguments "))
     # The path is made of the gateway's own names: quoted only cleaned (one line, no credential, cut).
-    return Failure(UNDESCRIBED, status, code, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
+    return Failure(UNDESCRIBED, status, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
 
 
 @dataclass(frozen=True)

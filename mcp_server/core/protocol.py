@@ -332,7 +332,7 @@ class Dispatcher:
 
     def _modern(self, req: Request, ctx: RequestContext) -> dict[str, Handler]:
         """The `_meta` facts into `ctx`; the methods only modern requests have."""
-        meta = self._ladder(req, ctx)
+        meta = self._ladder(req, ctx.http_headers)
         ctx.version = ctx.record.version = meta[META_VERSION]
         ctx.record.era = "modern"
         client = meta.get(META_CLIENT_INFO)
@@ -367,12 +367,12 @@ class Dispatcher:
         if not isinstance(message, Request) or not _carries_modern_meta(message.params):
             return None
         try:
-            self._ladder(message, RequestContext(http_headers=headers))
+            self._ladder(message, headers)
         except McpError as exc:
             return exc.to_error()
         return None
 
-    def _ladder(self, req: Request, ctx: RequestContext) -> dict[str, Any]:
+    def _ladder(self, req: Request, headers: Mapping[str, str] | None) -> dict[str, Any]:
         """2026-07-28 validation in the conformance order: _meta, headers, version."""
         meta = req.params.get("_meta")
         if not isinstance(meta, dict):
@@ -382,7 +382,6 @@ class Dispatcher:
             raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string")
         if not isinstance(meta.get(META_CAPABILITIES), dict):
             raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CAPABILITIES!r}] must be an object")
-        headers = ctx.http_headers
         if headers is not None:
             if headers.get("mcp-protocol-version") != version:
                 raise McpError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version differs from the body's version")

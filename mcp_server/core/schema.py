@@ -524,10 +524,8 @@ class _Source:
             checks = []
             if isinstance(extra, _Node):
                 self._checks(extra, item, checks, depth + 3)
-            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:"]
-            inner += checks if extra is not False else [f"{pad}            return False"]
-            if not checks and extra is not False:
-                inner.append(f"{pad}            pass")
+            body = [f"{pad}            return False"] if extra is False else checks or [f"{pad}            pass"]
+            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:", *body]
         if inner:
             out += [f"{pad}if {'True' if is_object else f'isinstance({v}, dict)'}:", *inner]
 

@@ -167,16 +167,16 @@ class Dispatcher:
         # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
         self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
         self._resource_list = [r.definition() for r in catalog.resources]
-        self._template_list = [t.definition() for t in catalog.templates]
-        self._prompt_list = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
+        templates = [t.definition() for t in catalog.templates]
+        prompts = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
         self.capabilities = self._capabilities()
         self._methods: dict[str, Handler] = {
-            "tools/list": self._tools_list,
+            "tools/list": _listing("tools", self._tools_for),
             "tools/call": self._tools_call,
-            "resources/list": self._resources_list,
+            "resources/list": _listing("resources", self._resources_for),
             "resources/read": self._resources_read,
-            "resources/templates/list": self._templates_list,
-            "prompts/list": self._prompts_list,
+            "resources/templates/list": _listing("resourceTemplates", lambda ctx: templates),
+            "prompts/list": _listing("prompts", lambda ctx: prompts),
             "prompts/get": self._prompts_get,
             "completion/complete": self._complete,
         }
@@ -470,10 +470,6 @@ class Dispatcher:
         session.log_level = level
         return {}
 
-    def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"tools": list(self._tools_for(ctx))}
-
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
         if not isinstance(name, str):
@@ -519,15 +515,10 @@ class Dispatcher:
             return _refusal(payments.refused(refusal), ctx)
         return (yield from payments.guarded_steps(_tool_call(tool, arguments, ctx), ctx))
 
-    def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
+    def _resources_for(self, ctx: RequestContext) -> list[JSONObject]:
         if self._views and apps.wants_ui(ctx.client_capabilities):
-            return {"resources": [*self._resource_list, *(v.definition() for v in self._views.values())]}
-        return {"resources": list(self._resource_list)}
-
-    def _templates_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"resourceTemplates": list(self._template_list)}
+            return [*self._resource_list, *(v.definition() for v in self._views.values())]
+        return self._resource_list
 
     def _resources_read(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         uri = params.get("uri")
@@ -552,10 +543,6 @@ class Dispatcher:
         # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
         code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
         raise McpError(code, f"Resource not found: {uri}", {"uri": uri})
-
-    def _prompts_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"prompts": list(self._prompt_list)}
 
     def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
@@ -684,9 +671,13 @@ def _progress_token(params: JSONObject) -> str | int | None:
     return None
 
 
-def _one_page(params: JSONObject, ctx: RequestContext) -> None:
-    """Every list fits one page, so the only cursor issued is none."""
-    cursor = params.get("cursor")
-    if cursor is None or (cursor == "" and ctx.era == "modern"):
-        return
-    raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor (every list here fits one page)")
+def _listing(name: str, listed: Callable[[RequestContext], list[JSONObject]]) -> Handler:
+    """A `*/list` method: every list fits one page, so the only cursor issued is none."""
+
+    def handler(params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        cursor = params.get("cursor")
+        if cursor is not None and not (cursor == "" and ctx.era == "modern"):
+            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor (every list here fits one page)")
+        return {name: list(listed(ctx))}
+
+    return handler

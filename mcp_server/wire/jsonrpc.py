@@ -188,14 +188,16 @@ _ITEMS: Final = 256  # items of a long array written by one json.dumps call
 _FEW: Final = 16  # an array of at most this many items is looked into (an envelope's chains)
 
 
-def dumps_in_slices(value: Any, ensure_ascii: bool = True) -> str:
+def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
     """`json.dumps(value, separators=(",", ":"))`, written a slice at a time.
 
     A long array is written _ITEMS items per call, and the objects and short arrays around such
     arrays (an answer's envelope) member by member, so no call writes more than a slice of a long
     list (or one long string).
     """
-    dump = functools.partial(json.dumps, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False)
+    dump = functools.partial(
+        json.dumps, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=default
+    )
     out: list[str] = []
     # (what, how): _RAW text as it is, _SLICE_OF items written together, else a value at that depth.
     stack: list[tuple[Any, int]] = [(value, 0)]

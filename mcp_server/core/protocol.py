@@ -154,6 +154,7 @@ class Dispatcher:
         # The icon rides where a client learns who the server is (initialize, server/discover),
         # not on the serverInfo stamped on every modern result.
         self._server_info_icons = apps.with_icons(self.server_info, list(catalog.icons))
+        self._instructions = {"instructions": catalog.instructions} if catalog.instructions else {}
         self._views: dict[str, View] = {v.uri: v for v in catalog.views}
         self._view_of: dict[str, str] = {name: v.uri for v in catalog.views for name in v.tools}
         self._tool_lists: dict[tuple[bool, bool, bool], list[JSONObject]] = {}
@@ -403,8 +404,11 @@ class Dispatcher:
 
     # ---- methods --------------------------------------------------------------------------
 
+    def _wants_views(self, capabilities: object) -> bool:
+        return bool(self._views) and apps.wants_ui(capabilities)
+
     def _with_apps(self, capabilities: JSONObject, client: object) -> JSONObject:
-        return apps.with_extension(capabilities) if self._views and apps.wants_ui(client) else capabilities
+        return apps.with_extension(capabilities) if self._wants_views(client) else capabilities
 
     def _server_info_for(self, version: str) -> JSONObject:
         return self._server_info_icons if version in apps.ICON_VERSIONS else self.server_info
@@ -414,7 +418,7 @@ class Dispatcher:
         key = (
             ctx.version in STRUCTURED_OUTPUT_VERSIONS,
             ctx.version in apps.ICON_VERSIONS,
-            bool(self._views) and apps.wants_ui(ctx.client_capabilities),
+            self._wants_views(ctx.client_capabilities),
         )
         listed = self._tool_lists.get(key)
         if listed is None:
@@ -443,25 +447,20 @@ class Dispatcher:
             session.pinned_legacy = True
             session.version = version
             session.client_capabilities = caps if isinstance(caps, dict) else {}
-        elif self._views and apps.wants_ui(caps):
+        elif self._wants_views(caps):
             # Over stateless HTTP the declaration reaches later POSTs only in the session id the
             # transport issues with this answer (apps.views_session_id).
             session.views_declared = True
-        result: JSONObject = {
+        return {
             "protocolVersion": version,
             "capabilities": self._with_apps(self.capabilities, caps),
             "serverInfo": self._server_info_for(version),
+            **self._instructions,
         }
-        if self.catalog.instructions:
-            result["instructions"] = self.catalog.instructions
-        return result
 
     def _discover(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         capabilities = self._with_apps(self.capabilities, ctx.client_capabilities)
-        result: JSONObject = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
-        if self.catalog.instructions:
-            result["instructions"] = self.catalog.instructions
-        return result
+        return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities, **self._instructions}
 
     def _set_level(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         level = params.get("level")
@@ -516,7 +515,7 @@ class Dispatcher:
         return (yield from payments.guarded_steps(_tool_call(tool, arguments, ctx), ctx))
 
     def _resources_for(self, ctx: RequestContext) -> list[JSONObject]:
-        if self._views and apps.wants_ui(ctx.client_capabilities):
+        if self._wants_views(ctx.client_capabilities):
             return [*self._resource_list, *(v.definition() for v in self._views.values())]
         return self._resource_list
 

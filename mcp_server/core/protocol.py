@@ -671,7 +671,7 @@ def _progress_token(params: JSONObject) -> str | int | None:
 
 
 def _listing(name: str, listed: Callable[[RequestContext], list[JSONObject]]) -> Handler:
-    """A `*/list` method: every list fits one page, so the only cursor issued is none."""
+    """A `*/list` method; every list fits one page, so no cursor is issued."""
 
     def handler(params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         cursor = params.get("cursor")

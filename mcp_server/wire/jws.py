@@ -136,7 +136,7 @@ def parse_jwk(jwk: object) -> PublicKey | Refused:
 
 
 def _unsigned(value: object, size: int | None = None) -> int | None:
-    """A JWK's Base64urlUInt (RFC 7518 §2) → its value, of `size` octets if given."""
+    """A JWK's Base64urlUInt (RFC 7518 §2) → its value (of `size` octets)."""
     if not isinstance(value, str) or not value:
         return None
     data = b64url_decode(value)

@@ -71,6 +71,16 @@ def _skip(s: str, i: int) -> int:
     return SPACE.match(s, i).end() if s[i] in _WS else i  # type: ignore[union-attr]
 
 
+def _after_item(s: str, i: int) -> tuple[int, bool]:
+    """Past the "," or "]" after an array's item: (where, whether it was "]")."""
+    i = _skip(s, i)
+    if s[i] == ",":
+        return _skip(s, i + 1), False
+    if s[i] != "]":
+        raise _Doubt
+    return i + 1, True
+
+
 class _Whole:
     """A value decoded whole by the C scanner, checked when `fits` is given."""
 
@@ -122,18 +132,12 @@ class _Array(_Container):
         if s[i] == "]":
             i += 1
         elif self.walked is not None and self.keep:
-            while True:
+            ended = False
+            while not ended:
                 value, i = self.walked.read(s, i)
-                count += 1
                 kept.append(value)
-                i = _skip(s, i)
-                if s[i] == ",":
-                    i = _skip(s, i + 1)
-                elif s[i] == "]":
-                    i += 1
-                    break
-                else:
-                    raise _Doubt
+                i, ended = _after_item(s, i)
+            count = len(kept)
         else:
             count, i = self._items(s, i, kept)
         if (self.low is not None and count < self.low) or (self.high is not None and count > self.high):
@@ -155,8 +159,7 @@ class _Array(_Container):
         while True:
             if i >= single_until and s[i] == "{":
                 if batch:  # the items read one by one so far, before a chunk
-                    self._check(batch, kept)
-                    count += len(batch)
+                    count += self._check(batch, kept)
                     batch = []
                     pause()
                 # A chunk ends at a "}, {" between two items, or is the rest of the array ("}]").
@@ -173,8 +176,7 @@ class _Array(_Container):
                         values, end = None, 0
                     del piece
                     if values is not None and end == end_of_chunk - i + 2:
-                        self._check(values, kept)
-                        count += len(values)
+                        count += self._check(values, kept)
                         pause()  # a chunk decoded and checked: a paced thread may wait here
                         i = boundary.end() - (1 if not last else 0)
                         if last:
@@ -192,18 +194,12 @@ class _Array(_Container):
                 value, i = SCAN(s, i)
                 batch.append(value)
                 if len(batch) >= BATCH:
-                    self._check(batch, kept)
-                    count += len(batch)
+                    count += self._check(batch, kept)
                     batch = []
                     pause()
-            i = _skip(s, i)
-            if s[i] == ",":
-                i = _skip(s, i + 1)
-            elif s[i] == "]":
-                self._check(batch, kept)
-                return count + len(batch), i + 1
-            else:
-                raise _Doubt
+            i, ended = _after_item(s, i)
+            if ended:
+                return count + self._check(batch, kept), i
 
     def _boundary(self, s: str, i: int, following: _Search, ending: _Search) -> tuple[re.Match[str] | None, bool, int]:
         """Where the chunk from s[i] (an item's "{") ends, or None.
@@ -236,14 +232,15 @@ class _Array(_Container):
                 return found, last, counted
             at = max(at, close)  # a "}, {" is looked for a chunk's length on, never nearer
 
-    def _check(self, values: list[Any], kept: list[Any]) -> None:
+    def _check(self, values: list[Any], kept: list[Any]) -> int:
+        """How many `values` there are, once checked (and kept, if kept)."""
         if self.keep:
             kept += values
-        if self.bulk is None or self.bulk(values):
-            return
-        assert self.each is not None
-        if not all(map(self.each, values)):
-            raise _Doubt
+        if self.bulk is not None and not self.bulk(values):
+            assert self.each is not None
+            if not all(map(self.each, values)):
+                raise _Doubt
+        return len(values)
 
 
 class _Object(_Container):

@@ -233,10 +233,8 @@ def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: fl
 
 def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
     """The Failure of an outcome where the gateway gave no answer."""
-    if outcome.cause == "not_configured":
-        if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
-            return Failure("gateway_not_configured")
-        return Failure("unreachable", detail=f": {outcome.detail}")
+    if outcome.cause == "not_configured" and outcome.detail.startswith("FAIRWINS_API_URL is not set"):
+        return Failure("gateway_not_configured")
     if outcome.cause == "unsendable":
         return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
     if outcome.cause in ("too_large", "unreadable"):

@@ -143,9 +143,7 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
             data = data.replace(b"\r", b" ").replace(b"\n", b" ")
         return Verbatim(data, held)
     text = text.strip(" \t\r\n")
-    if len(text) <= _TEXT_SLICE:
-        text = text if text.isascii() else _escaped_runs(text)
-    elif not text.isascii():
+    if not text.isascii():
         text = "".join(_escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")

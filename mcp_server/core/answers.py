@@ -1,34 +1,25 @@
 """A gateway answer read once and never held whole.
 
-It is parsed in pieces and checked against the outputSchema as it is read: a fast path with no say
-of its own. It vouches for an answer (JSON that `jsonrpc.loads` accepts and that fits the schema, no
-name repeated in an object it walks) or it doubts, and a doubted answer is read the exact way
-(outcomes.read_json and the checker), which words every failure. So it only has to be sound.
+A fast path with no say of its own: it vouches for an answer (JSON that `jsonrpc.loads` accepts,
+fitting the outputSchema, no name repeated in an object it walks) or doubts it, and a doubted
+answer is read the exact way (outcomes.read_json and the checker), which words every failure. So
+it only has to be sound.
 
-The schema decides what is streamed. An array under `items` is read a chunk of items at a time:
-each chunk decoded by the json module's C scanner, checked in bulk (schema.compile_bulk, else one
-by one with schema.compile_verdict), then dropped. Items that hold arrays of their own (a market's
-outcomes) are decoded a chunk at a time too; where no item ends within two chunks' length, items
-are walked, never decoded whole. An object holding such an array is walked name by name: its other
-values are decoded whole and kept (the skeleton the notes on a chain's state are made from), and
-it is checked with the streamed properties taken as checked, which they were. A schema whose anyOf
-branches name a streamed property is not streamed there; the answer's own anyOf is read as its
-first branch, the answer the tool exists for (one fitting another branch is doubted, and the exact
-reading accepts it). An answer of at most SMALL characters is decoded and checked whole.
-
-What is kept at once: the text, one chunk's values and the skeleton; never the parsed answer.
+The schema decides what is streamed. An array under `items` is read a chunk of items at a time,
+each chunk decoded by the C scanner, checked in bulk (schema.compile_bulk, else one by one with
+schema.compile_verdict), then dropped. An object holding such an array is walked name by name, its
+other values kept: the skeleton the notes on a chain's state are made from. What is kept at once:
+the text, one chunk's values and the skeleton; never the parsed answer.
 """
 
 from __future__ import annotations
 
 import functools
-import json.decoder
 import re
-from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from mcp_server.core.schema import CHECKED, Verdict, compile_bulk, compile_verdict
-from mcp_server.wire.jsonrpc import DECODER
+from mcp_server.wire.jsonrpc import SCAN, SCAN_STRING, SPACE
 from mcp_server.wire.pause import pause
 
 CHUNK: Final = 64 * 1024  # characters of an array decoded at once
@@ -36,10 +27,6 @@ BATCH: Final = 512  # items checked at once when an array is read one item at a 
 SMALL: Final = 8 * 1024  # characters up to which an answer is decoded whole (faster there)
 STREAMED: Final = "(read and checked in pieces)"  # stands in the skeleton for an array not kept
 
-# The C scanner json.loads runs on, one value at a time, and its string reader (typeshed names neither).
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
-_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
-_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _WS: Final = " \t\n\r"
 _NEXT_OBJECT: Final = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _LAST_OBJECT: Final = re.compile(r"\}[ \t\n\r]*\]")
@@ -81,7 +68,17 @@ class _Plan(Protocol):
 
 
 def _skip(s: str, i: int) -> int:
-    return _SPACE.match(s, i).end() if s[i] in " \t\n\r" else i  # type: ignore[union-attr]
+    return SPACE.match(s, i).end() if s[i] in _WS else i  # type: ignore[union-attr]
+
+
+def _after_item(s: str, i: int) -> tuple[int, bool]:
+    """Past the "," or "]" after an array's item: (where, whether it was "]")."""
+    i = _skip(s, i)
+    if s[i] == ",":
+        return _skip(s, i + 1), False
+    if s[i] != "]":
+        raise _Doubt
+    return i + 1, True
 
 
 class _Whole:
@@ -91,7 +88,7 @@ class _Whole:
         self.fits = fits
 
     def read(self, s: str, i: int) -> tuple[Any, int]:
-        value, end = _SCAN(s, i)
+        value, end = SCAN(s, i)
         if self.fits is not None and not self.fits(value):
             raise _Doubt
         return value, end
@@ -109,10 +106,7 @@ class _Container:
         return compile_verdict(self.schema)
 
     def _other(self, s: str, i: int) -> tuple[Any, int]:
-        value, end = _SCAN(s, i)
-        if not self.fits(value):
-            raise _Doubt
-        return value, end
+        return _Whole(self.fits).read(s, i)
 
 
 class _Array(_Container):
@@ -138,19 +132,12 @@ class _Array(_Container):
         if s[i] == "]":
             i += 1
         elif self.walked is not None and self.keep:
-            while True:
+            ended = False
+            while not ended:
                 value, i = self.walked.read(s, i)
-                count += 1
-                if self.keep:
-                    kept.append(value)
-                i = _skip(s, i)
-                if s[i] == ",":
-                    i = _skip(s, i + 1)
-                elif s[i] == "]":
-                    i += 1
-                    break
-                else:
-                    raise _Doubt
+                kept.append(value)
+                i, ended = _after_item(s, i)
+            count = len(kept)
         else:
             count, i = self._items(s, i, kept)
         if (self.low is not None and count < self.low) or (self.high is not None and count > self.high):
@@ -160,9 +147,9 @@ class _Array(_Container):
     def _items(self, s: str, i: int, kept: list[Any]) -> tuple[int, int]:
         """Items decoded whole, a chunk at a time: (how many, the end).
 
-        Chunks are taken where the array is of objects. Where a chunk cannot be had (an item longer
-        than a chunk, a boundary not found), an item of a walked plan is walked (so a long one is
-        never held whole), any other decoded whole.
+        Chunks are taken where the array is of objects; where one cannot be had (an item longer than
+        a chunk, no boundary found), an item of a walked plan is walked (so a long one is never held
+        whole), any other decoded whole.
         """
         count = 0
         batch: list[Any] = []
@@ -172,8 +159,7 @@ class _Array(_Container):
         while True:
             if i >= single_until and s[i] == "{":
                 if batch:  # the items read one by one so far, before a chunk
-                    self._check(batch, kept)
-                    count += len(batch)
+                    count += self._check(batch, kept)
                     batch = []
                     pause()
                 # A chunk ends at a "}, {" between two items, or is the rest of the array ("}]").
@@ -185,13 +171,12 @@ class _Array(_Container):
                     end_of_chunk = boundary.start() + 1
                     piece = "[" + s[i:end_of_chunk] + "]"
                     try:
-                        values, end = _SCAN(piece, 0)
+                        values, end = SCAN(piece, 0)
                     except (ValueError, StopIteration):
                         values, end = None, 0
                     del piece
                     if values is not None and end == end_of_chunk - i + 2:
-                        self._check(values, kept)
-                        count += len(values)
+                        count += self._check(values, kept)
                         pause()  # a chunk decoded and checked: a paced thread may wait here
                         i = boundary.end() - (1 if not last else 0)
                         if last:
@@ -206,31 +191,23 @@ class _Array(_Container):
                 if not count % BATCH:
                     pause()
             else:
-                value, i = _SCAN(s, i)
+                value, i = SCAN(s, i)
                 batch.append(value)
                 if len(batch) >= BATCH:
-                    self._check(batch, kept)
-                    count += len(batch)
+                    count += self._check(batch, kept)
                     batch = []
                     pause()
-            i = _skip(s, i)
-            if s[i] == ",":
-                i = _skip(s, i + 1)
-            elif s[i] == "]":
-                self._check(batch, kept)
-                return count + len(batch), i + 1
-            else:
-                raise _Doubt
+            i, ended = _after_item(s, i)
+            if ended:
+                return count + self._check(batch, kept), i
 
     def _boundary(self, s: str, i: int, following: _Search, ending: _Search) -> tuple[re.Match[str] | None, bool, int]:
         """Where the chunk from s[i] (an item's "{") ends, or None.
 
-        Returns (its "}, {" or "}]", whether it is "}]", how far looked).
-
-        The first candidate a chunk's length on ("}, {"), else the array's end ("}]"), within two
-        chunks' length, at which the braces since s[i] balance: that is between two items,
-        unless a string holds brackets (then the decode says no). A "}, {" between the objects of
-        an inner array (a market's outcomes) is passed over.
+        Returns (its "}, {" or "}]", whether it is "}]", how far looked): the first candidate a
+        chunk's length on ("}, {"), else the array's end ("}]"), within two chunks' length, at which
+        the braces since s[i] balance: that is between two items, unless a string holds brackets
+        (then the decode says no). A "}, {" between the objects of an inner array is passed over.
         """
         at, reach = i + self.chunk, i + 2 * self.chunk
         # The braces are counted whatever the plan: items read whole may hold arrays of objects too
@@ -255,14 +232,15 @@ class _Array(_Container):
                 return found, last, counted
             at = max(at, close)  # a "}, {" is looked for a chunk's length on, never nearer
 
-    def _check(self, values: list[Any], kept: list[Any]) -> None:
+    def _check(self, values: list[Any], kept: list[Any]) -> int:
+        """How many `values` there are, once checked (and kept, if kept)."""
         if self.keep:
             kept += values
-        if self.bulk is None or self.bulk(values):
-            return
-        assert self.each is not None
-        if not all(map(self.each, values)):
-            raise _Doubt
+        if self.bulk is not None and not self.bulk(values):
+            assert self.each is not None
+            if not all(map(self.each, values)):
+                raise _Doubt
+        return len(values)
 
 
 class _Object(_Container):
@@ -282,7 +260,7 @@ class _Object(_Container):
             return self._other(s, i)
         # Whitespace is looked at before it is skipped: a gateway's compact JSON has none.
         kept: dict[str, Any] = {}
-        fields, space, scan, string = self.fields, _SPACE.match, _SCAN, _STRING
+        fields, space, scan, string = self.fields, SPACE.match, SCAN, SCAN_STRING
         i += 1
         if s[i] in _WS:
             i = space(s, i).end()  # type: ignore[union-attr]
@@ -362,7 +340,8 @@ def _array_plan(schema: dict[str, Any], chunk: int) -> _Array | None:
 def _first_branch_plan(schema: dict[str, Any], chunk: int) -> _Plan | None:
     """The plan of an answer's first anyOf branch, with the answer's `type`.
 
-    Stricter than the schema (its first branch alone), so what it vouches for fits.
+    Stricter than the schema (its first branch alone, the answer the tool exists for), so what it
+    vouches for fits; an answer of another branch is doubted, and the exact reading accepts it.
     """
     branches = schema.get("anyOf")
     own = {k: v for k, v in schema.items() if k in CHECKED and k != "anyOf"}
@@ -395,11 +374,6 @@ class Reader:
             if isinstance(array, _Array):
                 array.keep = True
 
-    @property
-    def streams(self) -> bool:
-        """Whether any part of an answer is read in pieces (else decoded whole)."""
-        return not isinstance(self._plan, _Whole)
-
     def read(self, text: str) -> tuple[bool, Any]:
         """(True, the answer less its streamed arrays), or (False, None) in doubt."""
         try:
@@ -410,7 +384,7 @@ class Reader:
             plan = self._whole if len(text) <= self._small else self._plan
             value, i = plan.read(text, i)
             if i < len(text):
-                i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+                i = SPACE.match(text, i).end()  # type: ignore[union-attr]
             return (True, value) if i == len(text) else (False, None)
         except (_Doubt, ValueError, StopIteration, IndexError, RecursionError):
             return False, None

@@ -43,10 +43,7 @@ def with_extension(capabilities: JSONObject) -> JSONObject:
 
 
 def with_view(definition: JSONObject, uri: str) -> JSONObject:
-    """A tool definition naming its view in `_meta.ui.resourceUri`.
-
-    The flat `ui/resourceUri` is deprecated.
-    """
+    """A tool definition naming its view in `_meta.ui`, not the deprecated key."""
     meta = dict(definition.get("_meta") or {})
     meta["ui"] = {"resourceUri": uri}
     return {**definition, "_meta": meta}

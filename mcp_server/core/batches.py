@@ -180,10 +180,8 @@ def run_steps(
                 return None  # the client left: nobody will read the answer
             late = time.monotonic() >= deadline
             if (late or full) and not isinstance(item, Invalid):
-                if late:
-                    keep(_error(item, REQUEST_TIMEOUT, refusals.not_run_late))
-                else:
-                    keep(_error(item, SERVER_ERROR, refusals.not_run_full))
+                code, text = (REQUEST_TIMEOUT, refusals.not_run_late) if late else (SERVER_ERROR, refusals.not_run_full)
+                keep(_error(item, code, text))
                 continue
             ctx = make_ctx()
             ctx.payment_allowance = allowance

@@ -23,7 +23,6 @@ class Tool(Protocol):
 
     def call(self, arguments: JSONObject, ctx: RequestContext) -> JSONObject:
         """A CallToolResult (a failure has isError; only McpError raises)."""
-        ...
 
 
 class Resource(Protocol):
@@ -35,7 +34,6 @@ class Resource(Protocol):
 
     def read(self, ctx: RequestContext) -> list[JSONObject]:
         """The `contents` list; McpError naming why a live source is unreadable."""
-        ...
 
 
 class ResourceTemplate(Protocol):
@@ -46,7 +44,6 @@ class ResourceTemplate(Protocol):
 
     def read(self, uri: str, ctx: RequestContext) -> list[JSONObject] | None:
         """Contents for a matching `uri`; None when the URI is not this template's."""
-        ...
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
 
@@ -61,7 +58,6 @@ class View(Protocol):
     @property
     def tools(self) -> tuple[str, ...]:
         """The tools whose results it renders."""
-        ...
 
     @property
     def ttl_ms(self) -> int: ...
@@ -81,7 +77,6 @@ class Prompt(Protocol):
 
     def get(self, arguments: dict[str, str], ctx: RequestContext) -> JSONObject:
         """`{"description"?, "messages"}`; McpError(-32602) for bad arguments."""
-        ...
 
     def complete(self, argument: str, value: str, ctx: RequestContext) -> list[str]: ...
 
@@ -99,7 +94,6 @@ class Payments(Protocol):
 
     def guarded_steps(self, call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObject]:
         """The call's steps; its result always says what became of the payment."""
-        ...
 
 
 @dataclass(frozen=True)

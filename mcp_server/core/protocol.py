@@ -110,11 +110,6 @@ class Session:
     client_capabilities: JSONObject = field(default_factory=dict)
     views_declared: bool = False  # an HTTP `initialize` declared the views: the answer issues their session id
 
-    def legacy_log_level(self) -> str:
-        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
-        # get info and above unless this session set a level ("The server MAY send log messages").
-        return self.log_level or "info"
-
     def legacy_version(self) -> str:
         return self.version or (HTTP_DEFAULT_VERSION if self.http else LATEST_LEGACY)
 
@@ -159,6 +154,7 @@ class Dispatcher:
         # The icon rides where a client learns who the server is (initialize, server/discover),
         # not on the serverInfo stamped on every modern result.
         self._server_info_icons = apps.with_icons(self.server_info, list(catalog.icons))
+        self._instructions = {"instructions": catalog.instructions} if catalog.instructions else {}
         self._views: dict[str, View] = {v.uri: v for v in catalog.views}
         self._view_of: dict[str, str] = {name: v.uri for v in catalog.views for name in v.tools}
         self._tool_lists: dict[tuple[bool, bool, bool], list[JSONObject]] = {}
@@ -172,16 +168,16 @@ class Dispatcher:
         # outputSchema exists from 2025-06-18 on: earlier revisions are listed the tools without it.
         self._tool_list_unstructured = [{k: v for k, v in t.items() if k != "outputSchema"} for t in self._tool_list]
         self._resource_list = [r.definition() for r in catalog.resources]
-        self._template_list = [t.definition() for t in catalog.templates]
-        self._prompt_list = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
+        templates = [t.definition() for t in catalog.templates]
+        prompts = [p.definition() for p in sorted(catalog.prompts, key=lambda p: p.name)]
         self.capabilities = self._capabilities()
         self._methods: dict[str, Handler] = {
-            "tools/list": self._tools_list,
+            "tools/list": _listing("tools", self._tools_for),
             "tools/call": self._tools_call,
-            "resources/list": self._resources_list,
+            "resources/list": _listing("resources", self._resources_for),
             "resources/read": self._resources_read,
-            "resources/templates/list": self._templates_list,
-            "prompts/list": self._prompts_list,
+            "resources/templates/list": _listing("resourceTemplates", lambda ctx: templates),
+            "prompts/list": _listing("prompts", lambda ctx: prompts),
             "prompts/get": self._prompts_get,
             "completion/complete": self._complete,
         }
@@ -249,28 +245,18 @@ class Dispatcher:
     def _handle(self, message: Message, session: Session, ctx: RequestContext) -> Steps[Reply]:
         if isinstance(message, Invalid):
             return Reply(error_response(message.id, message.error), 400)
-        if isinstance(message, ClientResponse):
-            return Reply(None, 202)  # the server never asks, so any response is stale; drop it
-        if isinstance(message, Notification):
-            return Reply(None, 202)  # notifications/initialized too: requests never wait for it
+        if isinstance(message, (ClientResponse, Notification)):
+            # The server never asks, so any response is stale; no request waits for a notification
+            # (notifications/initialized included).
+            return Reply(None, 202)
         return (yield from self._request(message, session, ctx))
 
-    def handle_batch(
-        self,
-        batch: Batch,
-        session: Session,
-        make_ctx: Callable[[], RequestContext],
-        cancellation: Cancellation | None = None,
-    ) -> Reply:
+    def handle_batch(self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext]) -> Reply:
         """`handle_batch_steps`, each step waited for on this thread."""
-        return steps.run(self.handle_batch_steps(batch, session, make_ctx, cancellation))
+        return steps.run(self.handle_batch_steps(batch, session, make_ctx, Cancellation()))
 
     def handle_batch_steps(
-        self,
-        batch: Batch,
-        session: Session,
-        make_ctx: Callable[[], RequestContext],
-        cancellation: Cancellation | None = None,
+        self, batch: Batch, session: Session, make_ctx: Callable[[], RequestContext], cancellation: Cancellation
     ) -> Steps[Reply]:
         """A JSON array's answers under 2025-03-26; refused under other revisions.
 
@@ -298,9 +284,7 @@ class Dispatcher:
             message = (yield from self.handle_steps(item, session, ctx)).message
             return message if isinstance(message, dict) else None
 
-        encoded = yield from batches.run_steps(
-            batch.items, self.batch_limits, cancellation or Cancellation(), make_ctx, answer
-        )
+        encoded = yield from batches.run_steps(batch.items, self.batch_limits, cancellation, make_ctx, answer)
         return Reply(None, 202) if encoded is None else Reply(encoded, 200)
 
     # ---- request routing ----------------------------------------------------------------
@@ -315,14 +299,18 @@ class Dispatcher:
 
     def _serve(self, req: Request, session: Session, ctx: RequestContext) -> Steps[Reply]:
         ctx.request_id = req.id
-        modern = self._is_modern(req, session, ctx)
+        modern = not session.pinned_legacy and (_carries_modern_meta(req.params) or _modern_header(ctx.http_headers))
         ctx.era = "modern" if modern else "legacy"
         try:
             _require_text(req.params)
+            era_only = self._modern(req, ctx) if modern else self._legacy(ctx, session)
+            ctx.progress_token = _progress_token(req.params)
+            handler = era_only.get(req.method) or self._methods.get(req.method)
+            if handler is None:
+                raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            result = yield from _called(handler(req.params, ctx, session))
             if modern:
-                result = yield from self._modern(req, ctx, session)
-            else:
-                result = yield from self._legacy(req, ctx, session)
+                self._stamp(result, req.method, ctx)
         except McpError as exc:
             table = MODERN_HTTP_STATUS if modern else LEGACY_HTTP_STATUS
             return Reply(error_response(req.id, exc.to_error()), table.get(exc.code, 200))
@@ -333,24 +321,19 @@ class Dispatcher:
             return Reply(error_response(req.id, err), 500 if modern else 200)
         return Reply(response(req.id, result), 200)
 
-    def _is_modern(self, req: Request, session: Session, ctx: RequestContext) -> bool:
-        if session.pinned_legacy:
-            return False
-        return _carries_modern_meta(req.params) or _modern_header(ctx.http_headers)
-
-    def _legacy(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
+    def _legacy(self, ctx: RequestContext, session: Session) -> dict[str, Handler]:
+        """The session's facts into `ctx`; the methods only legacy requests have."""
         ctx.version = ctx.record.version = session.legacy_version()
         ctx.record.era = "legacy"
         ctx.client_capabilities = session.client_capabilities
-        ctx.log_level = session.legacy_log_level()
-        ctx.progress_token = _progress_token(req.params)
-        handler = self._legacy_only.get(req.method) or self._methods.get(req.method)
-        if handler is None:
-            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        return (yield from _called(handler(req.params, ctx, session)))
+        # Stateless HTTP cannot remember a logging/setLevel from another POST, so legacy requests
+        # get info and above unless this session set a level ("The server MAY send log messages").
+        ctx.log_level = session.log_level or "info"
+        return self._legacy_only
 
-    def _modern(self, req: Request, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
-        meta = self._ladder(req, ctx)
+    def _modern(self, req: Request, ctx: RequestContext) -> dict[str, Handler]:
+        """The `_meta` facts into `ctx`; the methods only modern requests have."""
+        meta = self._ladder(req, ctx.http_headers)
         ctx.version = ctx.record.version = meta[META_VERSION]
         ctx.record.era = "modern"
         client = meta.get(META_CLIENT_INFO)
@@ -361,21 +344,19 @@ class Dispatcher:
         if level is not None and level not in LOG_LEVELS:
             raise McpError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
         ctx.log_level = level
-        ctx.progress_token = _progress_token(req.params)
         if req.method in REMOVED_IN_MODERN:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method} does not exist in MCP {ctx.version}")
-        handler = self._modern_only.get(req.method) or self._methods.get(req.method)
-        if handler is None:
-            raise McpError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        result = yield from _called(handler(req.params, ctx, session))
+        return self._modern_only
+
+    def _stamp(self, result: JSONObject, method: str, ctx: RequestContext) -> None:
+        """A modern result's resultType, caching hints and serverInfo."""
         result["resultType"] = "complete"
-        if req.method in CACHEABLE:
+        if method in CACHEABLE:
             result.setdefault("ttlMs", self.catalog.list_ttl_ms)
             result.setdefault("cacheScope", "public")
         result_meta = result.get("_meta")
-        info = self._server_info_for(ctx.version) if req.method == "server/discover" else self.server_info
+        info = self._server_info_for(ctx.version) if method == "server/discover" else self.server_info
         result["_meta"] = {**(result_meta if isinstance(result_meta, dict) else {}), META_SERVER_INFO: info}
-        return result
 
     def ladder_error(self, message: Message | Batch, headers: Mapping[str, str]) -> JSONObject | None:
         """The modern ladder's error for a request the gate refused on its version.
@@ -387,12 +368,12 @@ class Dispatcher:
         if not isinstance(message, Request) or not _carries_modern_meta(message.params):
             return None
         try:
-            self._ladder(message, RequestContext(http_headers=headers))
+            self._ladder(message, headers)
         except McpError as exc:
             return exc.to_error()
         return None
 
-    def _ladder(self, req: Request, ctx: RequestContext) -> dict[str, Any]:
+    def _ladder(self, req: Request, headers: Mapping[str, str] | None) -> dict[str, Any]:
         """2026-07-28 validation in the conformance order: _meta, headers, version."""
         meta = req.params.get("_meta")
         if not isinstance(meta, dict):
@@ -402,7 +383,6 @@ class Dispatcher:
             raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string")
         if not isinstance(meta.get(META_CAPABILITIES), dict):
             raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CAPABILITIES!r}] must be an object")
-        headers = ctx.http_headers
         if headers is not None:
             if headers.get("mcp-protocol-version") != version:
                 raise McpError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version differs from the body's version")
@@ -424,8 +404,11 @@ class Dispatcher:
 
     # ---- methods --------------------------------------------------------------------------
 
+    def _wants_views(self, capabilities: object) -> bool:
+        return bool(self._views) and apps.wants_ui(capabilities)
+
     def _with_apps(self, capabilities: JSONObject, client: object) -> JSONObject:
-        return apps.with_extension(capabilities) if self._views and apps.wants_ui(client) else capabilities
+        return apps.with_extension(capabilities) if self._wants_views(client) else capabilities
 
     def _server_info_for(self, version: str) -> JSONObject:
         return self._server_info_icons if version in apps.ICON_VERSIONS else self.server_info
@@ -435,7 +418,7 @@ class Dispatcher:
         key = (
             ctx.version in STRUCTURED_OUTPUT_VERSIONS,
             ctx.version in apps.ICON_VERSIONS,
-            bool(self._views) and apps.wants_ui(ctx.client_capabilities),
+            self._wants_views(ctx.client_capabilities),
         )
         listed = self._tool_lists.get(key)
         if listed is None:
@@ -464,25 +447,20 @@ class Dispatcher:
             session.pinned_legacy = True
             session.version = version
             session.client_capabilities = caps if isinstance(caps, dict) else {}
-        elif self._views and apps.wants_ui(caps):
+        elif self._wants_views(caps):
             # Over stateless HTTP the declaration reaches later POSTs only in the session id the
             # transport issues with this answer (apps.views_session_id).
             session.views_declared = True
-        result: JSONObject = {
+        return {
             "protocolVersion": version,
             "capabilities": self._with_apps(self.capabilities, caps),
             "serverInfo": self._server_info_for(version),
+            **self._instructions,
         }
-        if self.catalog.instructions:
-            result["instructions"] = self.catalog.instructions
-        return result
 
     def _discover(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         capabilities = self._with_apps(self.capabilities, ctx.client_capabilities)
-        result: JSONObject = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
-        if self.catalog.instructions:
-            result["instructions"] = self.catalog.instructions
-        return result
+        return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities, **self._instructions}
 
     def _set_level(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
         level = params.get("level")
@@ -490,10 +468,6 @@ class Dispatcher:
             raise McpError(INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
         session.log_level = level
         return {}
-
-    def _tools_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"tools": list(self._tools_for(ctx))}
 
     def _tools_call(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
@@ -520,16 +494,18 @@ class Dispatcher:
         ctx.progress_token = None
         ctx.log_level = None
         ctx.send = lambda message: None
-        if ctx.payment_conflict is not None or getattr(tool, "priced", False) is not True:
+        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
+        priced = getattr(tool, "priced", False) is True
+        if ctx.payment_conflict is not None or not priced:
             ctx.record.payment = "refused"
             ctx.record.fail("payment_refused")
         payments = self.catalog.payments
-        if payments is None:
-            return _refusal(_takes_no_payments(), ctx)
+        if payments is None:  # a catalogue built without payments (a test's)
+            text = "This server takes no payments; the payment was not sent anywhere."
+            return _refusal({"content": [{"type": "text", "text": text}], "isError": True}, ctx)
         if ctx.payment_conflict is not None:
             return _refusal(payments.refused(ctx.payment_conflict), ctx)
-        # Tools that can be priced say so (tools.GatewayTool.priced); any other tool is never paid.
-        if getattr(tool, "priced", False) is not True:
+        if not priced:
             return _refusal(payments.refused_unpriced(name), ctx)
         if ctx.payment_allowance is None:
             ctx.payment_allowance = PaymentAllowance()
@@ -538,15 +514,10 @@ class Dispatcher:
             return _refusal(payments.refused(refusal), ctx)
         return (yield from payments.guarded_steps(_tool_call(tool, arguments, ctx), ctx))
 
-    def _resources_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        if self._views and apps.wants_ui(ctx.client_capabilities):
-            return {"resources": [*self._resource_list, *(v.definition() for v in self._views.values())]}
-        return {"resources": list(self._resource_list)}
-
-    def _templates_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"resourceTemplates": list(self._template_list)}
+    def _resources_for(self, ctx: RequestContext) -> list[JSONObject]:
+        if self._wants_views(ctx.client_capabilities):
+            return [*self._resource_list, *(v.definition() for v in self._views.values())]
+        return self._resource_list
 
     def _resources_read(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         uri = params.get("uri")
@@ -571,10 +542,6 @@ class Dispatcher:
         # 2026-07-28: -32602 ("MUST NOT return an empty contents"); earlier revisions: -32002.
         code = INVALID_PARAMS if ctx.era == "modern" else RESOURCE_NOT_FOUND
         raise McpError(code, f"Resource not found: {uri}", {"uri": uri})
-
-    def _prompts_list(self, params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
-        _one_page(params, ctx)
-        return {"prompts": list(self._prompt_list)}
 
     def _prompts_get(self, params: JSONObject, ctx: RequestContext, session: Session) -> Steps[JSONObject]:
         name = params.get("name")
@@ -668,12 +635,6 @@ def _require_text(params: JSONObject) -> None:
         )
 
 
-def _takes_no_payments() -> JSONObject:
-    """The refusal of a catalogue built without payments (a test's)."""
-    text = "This server takes no payments; the payment was not sent anywhere."
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
 def _refusal(result: JSONObject, ctx: RequestContext) -> JSONObject:
     """A refused payment, its kind as structuredContent where allowed."""
     if ctx.version in STRUCTURED_OUTPUT_VERSIONS:
@@ -709,9 +670,13 @@ def _progress_token(params: JSONObject) -> str | int | None:
     return None
 
 
-def _one_page(params: JSONObject, ctx: RequestContext) -> None:
-    """Every list fits one page, so the only cursor issued is none."""
-    cursor = params.get("cursor")
-    if cursor is None or (cursor == "" and ctx.era == "modern"):
-        return
-    raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor (every list here fits one page)")
+def _listing(name: str, listed: Callable[[RequestContext], list[JSONObject]]) -> Handler:
+    """A `*/list` method; every list fits one page, so no cursor is issued."""
+
+    def handler(params: JSONObject, ctx: RequestContext, session: Session) -> JSONObject:
+        cursor = params.get("cursor")
+        if cursor is not None and not (cursor == "" and ctx.era == "modern"):
+            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor (every list here fits one page)")
+        return {name: list(listed(ctx))}
+
+    return handler

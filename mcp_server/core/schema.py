@@ -478,24 +478,26 @@ class _Source:
         """Lines for a string's length and pattern."""
         if not node.text:
             return
-        low, high, source = node.min_length, node.max_length, node.pattern
+        source = node.pattern
         out.append(f"{pad}if {'True' if known == 'string' else f'isinstance({v}, str)'}:")
-        if low is not None:
-            out.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
-        if high is not None:
-            out.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+        out += self._lengths(v, node.min_length, node.max_length, pad)
         if source is not None:
             out.append(f"{pad}    if not {self.constant(_pattern(source))}.search({v}): return False")
+
+    def _lengths(self, v: str, low: int | None, high: int | None, pad: str) -> list[str]:
+        """Lines for the bounds of a length."""
+        bounds = (("<", low), (">", high))
+        return [
+            f"{pad}    if len({v}) {sign} {self.constant(limit)}: return False"
+            for sign, limit in bounds
+            if limit is not None
+        ]
 
     def _array(self, node: _Node, v: str, out: list[str], depth: int, known: str | None) -> None:
         """Lines for an array's size and its items."""
         pad = "    " * depth
-        low, high, items = node.min_items, node.max_items, node.items
-        block: list[str] = []
-        if low is not None:
-            block.append(f"{pad}    if len({v}) < {self.constant(low)}: return False")
-        if high is not None:
-            block.append(f"{pad}    if len({v}) > {self.constant(high)}: return False")
+        items = node.items
+        block = self._lengths(v, node.min_items, node.max_items, pad)
         if items is not None:
             item = self.name("x")
             inner: list[str] = []
@@ -522,10 +524,8 @@ class _Source:
             checks = []
             if isinstance(extra, _Node):
                 self._checks(extra, item, checks, depth + 3)
-            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:"]
-            inner += checks if extra is not False else [f"{pad}            return False"]
-            if not checks and extra is not False:
-                inner.append(f"{pad}            pass")
+            body = [f"{pad}            return False"] if extra is False else checks or [f"{pad}            pass"]
+            inner += [f"{pad}    for {key}, {item} in {v}.items():", f"{pad}        if {key} not in {known}:", *body]
         if inner:
             out += [f"{pad}if {'True' if is_object else f'isinstance({v}, dict)'}:", *inner]
 

@@ -1,12 +1,12 @@
 """What a request waits for, as values: the steps a handler yields.
 
-Sans-I/O dispatch. The path from a message to the gateway (tools/call, resources/read, prompts/get,
-completion/complete, and batches of them) is a generator: it yields a `Step` (a gateway call, CPU
-work that may take milliseconds, or an alarm to set) and is sent what the step gave. One definition
-of every step, driven two ways: both transports drive the generator on their event loop
-(transports/http/driver.drive), so a call waiting on the gateway holds a suspended generator, not a
-thread; `run` here waits for each step in turn on the caller's thread, for Dispatcher.handle (the
-unit tests, and the messages stdio answers as it reads them, which wait on nothing).
+Sans-I/O dispatch. The path from a message to the gateway (protocol.BLOCKING_METHODS, and batches
+of them) is a generator: it yields a `Step` (a gateway call, CPU work that may take milliseconds,
+or an alarm to set) and is sent what the step gave. One definition of every step, driven two ways:
+both transports drive the generator on their event loop (transports/http/driver.drive), so a call
+waiting on the gateway holds a suspended generator, not a thread; `run` here waits for each step in
+turn on the caller's thread, for Dispatcher.handle (the unit tests, and the messages stdio answers
+as it reads them, which wait on nothing).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ class Compute(Generic[R]):
     """CPU work that may take milliseconds, done off the event loop.
 
     Reading, checking and scrubbing a large answer, in a small executor while the loop serves on.
-
     The work is for one call. Once that call's `cancellation` is thrown, the work does not start,
     or stops at its next pause (wire/pause.py), and the step gives `if_cancelled` instead: a
     stand-in nobody reads, since no transport sends a cancelled call's answer (the HTTP one

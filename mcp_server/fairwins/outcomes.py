@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_server.core import redaction
+from mcp_server.core.catalog import text_content
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
 from mcp_server.ops.logs import redact
@@ -19,6 +20,7 @@ from mcp_server.upstream.gateway import Gateway, GatewayFailure, GatewayRequest,
 from mcp_server.upstream.retry_after import retry_after_seconds
 from mcp_server.wire.jsonrpc import (
     INTERNAL_ERROR,
+    LONE_SURROGATE,
     MAX_DEPTH,
     JSONObject,
     McpError,
@@ -94,7 +96,7 @@ _FIELD_LIMIT: Final = 200  # characters kept of field and expected
 _PROBLEM = re.compile(r"`(?P<field>[^`]*)` (?P<rest>.*)", re.DOTALL)
 
 
-def undescribed(problem: str, status: int | None, code: str | None = None) -> Failure:
+def undescribed(problem: str, status: int | None) -> Failure:
     """A 2xx answer read whole that fits no shape the contract describes.
 
     `problem` is schema.check's sentence: the field in backticks ("`markets[0].question` must be a
@@ -103,7 +105,7 @@ def undescribed(problem: str, status: int | None, code: str | None = None) -> Fa
     match = _PROBLEM.fullmatch(problem)
     field, rest = (match["field"], match["rest"]) if match else ("", problem.removeprefix("the arguments "))
     # The path is made of the gateway's own names: quoted only cleaned (one line, no credential, cut).
-    return Failure(UNDESCRIBED, status, code, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
+    return Failure(UNDESCRIBED, status, field=clean(field, _FIELD_LIMIT), expected=clean(rest, _FIELD_LIMIT))
 
 
 @dataclass(frozen=True)
@@ -175,10 +177,6 @@ class Wording:
         )
 
 
-def text_block(text: str) -> JSONObject:
-    return {"type": "text", "text": text}
-
-
 def error_result(text: str, facts: JSONObject | None = None, answer: str | None = None) -> JSONObject:
     """A tool error result, `facts` (a Failure's) as structuredContent.
 
@@ -186,9 +184,9 @@ def error_result(text: str, facts: JSONObject | None = None, answer: str | None 
     text block: the outputSchema holds structuredContent and not content, so the answer rides in
     content, and structuredContent carries the facts, which fit the schema's failure branch.
     """
-    result: JSONObject = {"content": [text_block(text)], "isError": True}
+    result: JSONObject = {"content": [text_content(text)], "isError": True}
     if answer is not None:
-        result["content"].append(text_block(answer))
+        result["content"].append(text_content(answer))
     if facts is not None:
         result["structuredContent"] = facts
     return result
@@ -235,10 +233,8 @@ def classify(outcome: Outcome, wording: Wording, *, scope: str = "", timeout: fl
 
 def _unanswered(outcome: GatewayFailure, timeout: float) -> Failure:
     """The Failure of an outcome where the gateway gave no answer."""
-    if outcome.cause == "not_configured":
-        if outcome.detail.startswith("FAIRWINS_API_URL is not set"):
-            return Failure("gateway_not_configured")
-        return Failure("unreachable", detail=f": {outcome.detail}")
+    if outcome.cause == "not_configured" and outcome.detail.startswith("FAIRWINS_API_URL is not set"):
+        return Failure("gateway_not_configured")
     if outcome.cause == "unsendable":
         return Failure("unreachable", detail=f": {outcome.detail}, so nothing was sent to it")
     if outcome.cause in ("too_large", "unreadable"):
@@ -364,8 +360,8 @@ def success_result(value: Any, notes: list[str], redactor: redaction.Redactor | 
     if redactor is not None:
         value = redactor.scrub_value(value)
     text = dumps_in_slices(value, ensure_ascii=False)
-    if _LONE_SURROGATE.search(text):
-        text = _LONE_SURROGATE.sub("\ufffd", text)
+    if LONE_SURROGATE.search(text):
+        text = LONE_SURROGATE.sub("\ufffd", text)
     raw = text.encode("utf-8")
     if redactor is not None and redactor.might_be_in(raw):
         return _success(text, notes, value if isinstance(value, dict) else None)
@@ -378,11 +374,8 @@ def _success(text: str | Verbatim, notes: list[str], structured: Any) -> JSONObj
     """A success result: text, notes, and structuredContent unless None."""
     content: list[JSONObject] = [{"type": "text", "text": text}]
     if notes:
-        content.append(text_block(" ".join(notes)))
+        content.append(text_content(" ".join(notes)))
     result: JSONObject = {"content": content, "isError": False}
     if structured is not None:
         result["structuredContent"] = structured
     return result
-
-
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")

@@ -14,9 +14,10 @@ from collections.abc import Callable, MutableMapping
 from typing import Any, Final
 
 from mcp_server.core import steps
+from mcp_server.core.catalog import text_content
 from mcp_server.core.context import RequestContext
 from mcp_server.core.steps import Steps
-from mcp_server.fairwins.outcomes import clean, error_result, read_json, text_block
+from mcp_server.fairwins.outcomes import clean, error_result, read_json
 from mcp_server.upstream.gateway import GatewayFailure, GatewayResponse, Outcome
 from mcp_server.wire.jsonrpc import JSONObject, too_deep
 from mcp_server.wire.x402 import MAX_HEADER_BYTES, decode_header_json
@@ -200,8 +201,8 @@ def price_result(resp: GatewayResponse, tool: str, lead: str = "") -> JSONObject
     # x402 MCP transport: structuredContent is the offer, content[0] the same object as JSON text.
     return {
         "content": [
-            text_block(json.dumps(offer, ensure_ascii=False, separators=(",", ":"))),
-            text_block(f"{lead}{words} {HOW_TO_PAY}"),
+            text_content(json.dumps(offer, ensure_ascii=False, separators=(",", ":"))),
+            text_content(f"{lead}{words} {HOW_TO_PAY}"),
         ],
         "structuredContent": offer,
         "isError": True,
@@ -230,7 +231,7 @@ def settlement_failed_result(receipt: JSONObject) -> JSONObject:
     if network:
         text += f" on network {network}"
     text += ". The call's answer is withheld, as x402 requires when settlement fails. This server did not retry it."
-    return {"content": [text_block(text)], "isError": True, "_meta": {RESPONSE_META_KEY: receipt}}
+    return {"content": [text_content(text)], "isError": True, "_meta": {RESPONSE_META_KEY: receipt}}
 
 
 def refused(reason: str) -> JSONObject:
@@ -252,9 +253,9 @@ def refused_unpriced(tool: str) -> JSONObject:
 def _with_receipt(result: JSONObject, receipt: Any | None, raw_present: bool) -> JSONObject:
     if isinstance(receipt, dict):
         result["_meta"] = {**result.get("_meta", {}), RESPONSE_META_KEY: receipt}
-        result["content"].append(text_block(receipt_sentence(receipt)))
+        result["content"].append(text_content(receipt_sentence(receipt)))
     elif raw_present:
-        result["content"].append(text_block(UNREADABLE_RECEIPT))
+        result["content"].append(text_content(UNREADABLE_RECEIPT))
     return result
 
 
@@ -279,7 +280,7 @@ def paid_result(
     if 200 <= outcome.status < 300:
         result = answer(outcome)
         if not raw_present:
-            result["content"].append(text_block(NO_RECEIPT))
+            result["content"].append(text_content(NO_RECEIPT))
         return _with_receipt(result, receipt, raw_present)
     if outcome.status in (402, 412) and not raw_present:
         # A fresh offer after a payment: the gateway did not accept it (x402 verification failed).
@@ -336,6 +337,6 @@ def guarded_steps(call: Steps[JSONObject], ctx: RequestContext) -> Steps[JSONObj
     blocks = content if isinstance(content, list) else []
     text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
     if not any(words in text for words in PAYMENT_WORDS):
-        blocks.append(text_block(UNKNOWN_OUTCOME if ctx.payment_sent else NOT_SENT))
+        blocks.append(text_content(UNKNOWN_OUTCOME if ctx.payment_sent else NOT_SENT))
         result["content"] = blocks
     return result

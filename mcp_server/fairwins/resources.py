@@ -78,10 +78,7 @@ class GatewayResource:
 def build_resources(
     gateway: Gateway, wording: Wording, route_paths: dict[str, str]
 ) -> list[GuideResource | GatewayResource]:
-    """The server's resources.
-
-    `route_paths` is the snapshot's ROUTE_PATHS: the OpenAPI path comes from the one route table.
-    """
+    """The server's resources; the OpenAPI path from the snapshot's routes."""
     return [
         GatewayResource(
             "fairwins://openapi",

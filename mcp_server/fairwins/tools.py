@@ -183,17 +183,14 @@ class GatewayTool:
         return steps.run(self.call_steps(arguments, ctx))
 
     def call_steps(self, arguments: JSONObject, ctx: RequestContext) -> Steps[JSONObject]:
-        """The call as steps (core/steps.py): the gateway request, the reading.
-
-        The reading of a large answer takes milliseconds of CPU, so it is yielded as a Compute step.
-        """
+        """The call as steps (core/steps.py): the gateway request, the reading."""
         problem = self._check_arguments(arguments, "")
         if problem:
             text = f"Invalid arguments for {self.name}: {problem}. Nothing was sent to the gateway."
-            return self._error(text, Failure("invalid_arguments"), ctx)
+            return self._error(Failure("invalid_arguments"), ctx, text=text)
         request = self.build_request(schema.with_defaults(arguments, self.schema), ctx)
         if not self.public and request.bearer is None and not self.priced:
-            return self._error(self.wording.say(Failure("no_token"), self.what), Failure("no_token"), ctx)
+            return self._error(Failure("no_token"), ctx)
         # Progress counts gateway requests: done so far of those this call needs, as far as known.
         # One, unless a retry adds another; the last notification says all of them are done.
         requests = 1
@@ -262,8 +259,7 @@ class GatewayTool:
         failure = self._classify(outcome)
         if failure.status == 401 and request.bearer is None:
             failure = Failure("no_token", failure.status, failure.code)
-        signed_in = ctx.bearer_source == "signed_in"
-        return self._error(self.wording.say(failure, self.what, signed_in=signed_in), failure, ctx)
+        return self._error(failure, ctx)
 
     def _answer(
         self,
@@ -286,17 +282,15 @@ class GatewayTool:
                 return fast
         value, problem = read_json(resp)
         if problem is not None:
-            failure = Failure("unreadable_answer", resp.status, detail=problem)
-            return self._error(self.wording.say(failure, self.what), failure, ctx)
+            return self._error(Failure("unreadable_answer", resp.status, detail=problem), ctx)
         shape = None if self._fits_answer(value) else self._check_answer(value, "")
         if shape is not None:
             # The outputSchema is a promise ("If an output schema is provided: Servers MUST provide
             # structured results that conform to this schema"), so an answer that breaks it is not
             # structuredContent. It was read, though: it is said to be in a shape the contract does
             # not describe, never unreadable, and its text stays in content, which no schema holds.
-            failure = undescribed(shape, resp.status)
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            return self._error(self.wording.say(failure, self.what), failure, ctx, answer=text)
+            return self._error(undescribed(shape, resp.status), ctx, answer=text)
         return success_result(value, self._notes(value), redactor)
 
     def _read_answer(self, resp: GatewayResponse) -> JSONObject | None:
@@ -340,9 +334,10 @@ class GatewayTool:
             return Failure("settlement_failed", status)
         return self._classify(outcome)
 
-    @staticmethod
-    def _error(text: str, failure: Failure, ctx: RequestContext, answer: str | None = None) -> JSONObject:
+    def _error(self, failure: Failure, ctx: RequestContext, *, text: str = "", answer: str | None = None) -> JSONObject:
+        """The error result for `failure`, in the contract's words unless `text`."""
         ctx.record.fail(failure.kind)
+        text = text or self.wording.say(failure, self.what, signed_in=ctx.bearer_source == "signed_in")
         return error_result(text, failure.facts() if _structured(ctx) else None, answer)
 
     def _note_failure(self, result: JSONObject, outcome: Outcome, request: GatewayRequest, ctx: RequestContext) -> None:

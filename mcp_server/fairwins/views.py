@@ -132,16 +132,11 @@ def __getattr__(name: str) -> tuple[View, ...]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _icon() -> JSONObject:
-    """A 2025-11-25 Icon: the PNG as a data: URI, with its MIME type and size."""
+def server_icons() -> list[JSONObject]:
+    """2025-11-25 Icons: the PNG as a data: URI, with its MIME type and size."""
     with open(ICON, "rb") as fh:
         data = base64.b64encode(fh.read()).decode("ascii")
-    return {"src": f"data:image/png;base64,{data}", "mimeType": "image/png", "sizes": [ICON_SIZE]}
+    return [{"src": f"data:image/png;base64,{data}", "mimeType": "image/png", "sizes": [ICON_SIZE]}]
 
 
-def server_icons() -> list[JSONObject]:
-    return [_icon()]
-
-
-def tool_icons() -> list[JSONObject]:
-    return [_icon()]
+tool_icons = server_icons  # every tool shows the server's icon

@@ -2,6 +2,9 @@
 
 Nothing here raises for bad input: an unreadable message is returned as an `Invalid` value that
 carries the error to send back, so every transport answers malformed input the same way.
+
+A pass over a large text goes a slice at a time, with a `pause()` between slices: one C call over
+megabytes holds the interpreter lock for milliseconds, and the event loop beside the work waits.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def _escaped_run(run: re.Match[str]) -> str:
 
 
 def _escaped_runs(text: str) -> str:
-    pause()  # between two slices of a long text
+    pause()
     if "\\" not in text:
         # With no backslash of its own, each escape in the text's backslashreplace encoding is one
         # that encoding made: \uXXXX as JSON writes it, \xXX (which JSON spells \u00XX), or
@@ -140,12 +143,8 @@ def verbatim(text: str, raw: bytes | None = None, held: bool = False) -> Verbati
             data = data.replace(b"\r", b" ").replace(b"\n", b" ")
         return Verbatim(data, held)
     text = text.strip(" \t\r\n")
-    if len(text) <= _TEXT_SLICE:
-        text = text if text.isascii() else _escaped_runs(text)
-    elif not text.isascii():
-        text = "".join(  # a slice at a time: one search of megabytes holds the interpreter lock throughout
-            _escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE)
-        )
+    if not text.isascii():
+        text = "".join(_escaped_runs(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")
     return Verbatim(text, held)
@@ -163,19 +162,17 @@ def verbatim_text(text: str, raw: bytes | None = None, held: bool = False) -> Ve
     if raw is None or not raw.isascii():
         if len(text) <= _TEXT_SLICE:
             return Verbatim(encode_basestring_ascii(text), held)
-        # A slice at a time (each character's escape is its own, so the slices join exactly).
+        # Each character's escape is its own, so the slices join exactly.
         slices = (_escaped_slice(text[at : at + _TEXT_SLICE]) for at in range(0, len(text), _TEXT_SLICE))
         return Verbatim('"' + "".join(slices) + '"', held)
-    # A slice at a time (each byte's escape is its own), the slices kept apart: joined, they would
-    # be copied once more, and one replace over megabytes holds the interpreter lock for
-    # milliseconds, which the event loop beside this work would wait for at every turn.
+    # Each byte's escape is its own; the slices are kept apart: joined, they would be copied once more.
     return Verbatim(
         (b'"', *(_escaped_bytes(raw[at : at + _TEXT_SLICE]) for at in range(0, len(raw), _TEXT_SLICE)), b'"'), held
     )
 
 
 def _escaped_bytes(data: bytes) -> bytes:
-    pause()  # between two slices of a long text
+    pause()
     data = data.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     for space, escaped in _SPACES:
         if space in data:
@@ -192,10 +189,9 @@ _FEW: Final = 16  # an array of at most this many items is looked into (an envel
 def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[Any], Any] | None = None) -> str:
     """`json.dumps(value, separators=(",", ":"))`, written a slice at a time.
 
-    One json.dumps of a multi-megabyte value is one C call that holds the interpreter lock for
-    tens of milliseconds, and the event loop waits for it. Here a long array is written _ITEMS
-    items per call, and the objects and short arrays around such arrays (an answer's envelope)
-    member by member, so no call writes more than a slice of a long list (or one long string).
+    A long array is written _ITEMS items per call, and the objects and short arrays around such
+    arrays (an answer's envelope) member by member, so no call writes more than a slice of a long
+    list (or one long string).
     """
     dump = functools.partial(
         json.dumps, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=default
@@ -211,31 +207,27 @@ def dumps_in_slices(value: Any, ensure_ascii: bool = True, default: Callable[[An
             out.append(dump(item)[1:-1])
             pause()
         elif how < _DEEPEST and isinstance(item, list) and len(item) > _FEW:
-            stack.append(("]", _RAW))
-            for at in reversed(range(0, len(item), _ITEMS)):
-                stack.append((item[at : at + _ITEMS], _SLICE_OF))
-                if at:
-                    stack.append((",", _RAW))
-            stack.append(("[", _RAW))
+            slices = [[(item[at : at + _ITEMS], _SLICE_OF)] for at in range(0, len(item), _ITEMS)]
+            stack += reversed(_between("[", slices, "]"))
         elif how < _DEEPEST and isinstance(item, list) and item:
-            stack.append(("]", _RAW))
-            for index in reversed(range(len(item))):
-                stack.append((item[index], how + 1))
-                if index:
-                    stack.append((",", _RAW))
-            stack.append(("[", _RAW))
+            stack += reversed(_between("[", [[(value, how + 1)] for value in item], "]"))
         elif how < _DEEPEST and isinstance(item, dict) and item:
-            stack.append(("}", _RAW))
-            names = list(item)
-            for index in reversed(range(len(names))):
-                stack.append((item[names[index]], how + 1))
-                stack.append((dump(names[index]) + ":", _RAW))
-                if index:
-                    stack.append((",", _RAW))
-            stack.append(("{", _RAW))
+            members = [[(dump(name) + ":", _RAW), (value, how + 1)] for name, value in item.items()]
+            stack += reversed(_between("{", members, "}"))
         else:
             out.append(dump(item))
     return "".join(out)
+
+
+def _between(opening: str, members: list[list[tuple[Any, int]]], closing: str) -> list[tuple[Any, int]]:
+    """A container's entries in writing order: its members between commas."""
+    entries: list[tuple[Any, int]] = [(opening, _RAW)]
+    for index, member in enumerate(members):
+        if index:
+            entries.append((",", _RAW))
+        entries += member
+    entries.append((closing, _RAW))
+    return entries
 
 
 _RAW: Final = -1
@@ -300,7 +292,7 @@ _STEP: Final = tuple(1 if byte == ord("[") else -1 for byte in range(256))  # by
 
 
 def _structure(data: bytes) -> bytes:
-    pause()  # between two slices of a long text
+    pause()
     return data.translate(_ONE_KIND, _NOT_STRUCTURE)
 
 
@@ -319,9 +311,8 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
         return False
     if b"\\" in data:  # left to right, as JSON reads escapes: "\\\\" is one backslash, "\\"" a quote
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): one
-    # translate over megabytes holds the interpreter lock for milliseconds. What is left is a
-    # fraction of the text.
+    # Quotes and brackets alone, a slice at a time (each byte is kept or dropped on its own): what
+    # is left is a fraction of the text.
     step = _BLOCK * 4
     if len(data) <= step:
         data = _structure(data)  # an answer of one slice (most are): no generator, no join
@@ -375,7 +366,7 @@ class NumberTooLong(ValueError):
     """A JSON integer longer than sys.get_int_max_str_digits (4,300) allows."""
 
 
-_LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
+LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -399,7 +390,6 @@ def _valid_id(value: Any) -> bool:
 
 
 # Made once: json.loads with any option builds a new decoder (and its scanner) on every call.
-# Public for answers.py, which reads a gateway answer in pieces with the same scanner.
 DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
@@ -426,25 +416,25 @@ def loads(data: bytes | str) -> Any:
 
 
 SLICED_LOADS: Final = 256 * 1024  # characters from which a text is decoded a slice at a time
-# The C scanner DECODER.decode runs on, one value at a time, and its string reader (typeshed names neither).
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
-_SCAN_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
-_WS: Final = re.compile(r"[ \t\n\r]*")
+# The C scanner DECODER.decode runs on, one value at a time, and its string reader (typeshed names
+# neither): public for answers.py, which reads a gateway answer in pieces with them.
+SCAN: Final[Callable[[str, int], tuple[Any, int]]] = getattr(DECODER, "scan_once")  # noqa: B009
+SCAN_STRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
+SPACE: Final = re.compile(r"[ \t\n\r]*")
 
 
 def _loads_in_slices(s: str) -> Any:
     """`DECODER.decode(s)`, the same value, decoded a slice at a time.
 
-    One decode of a multi-megabyte text is one C call that holds the interpreter lock for tens of
-    milliseconds. Here the objects and the first _FEW items of each array, down to _DEEPEST
-    levels (an answer's envelope), are walked member by member, and every other value decoded by
-    the same C scanner on its own: each call decodes one member or one item of a long array.
-    Whatever does not read as JSON here (a trailing comma, extra data) raises, and the caller's
-    decoder reads it again, to say why.
+    The objects and the first _FEW items of each array, down to _DEEPEST levels (an answer's
+    envelope), are walked member by member, and every other value decoded by the same C scanner on
+    its own: each call decodes one member or one item of a long array. Whatever does not read as
+    JSON here (a trailing comma, extra data) raises, and the caller's decoder reads it again, to
+    say why.
     """
-    i = _WS.match(s, 0).end()  # type: ignore[union-attr]
+    i = SPACE.match(s, 0).end()  # type: ignore[union-attr]
     value, i = _walk_value(s, i, 0)
-    if _WS.match(s, i).end() != len(s):  # type: ignore[union-attr]
+    if SPACE.match(s, i).end() != len(s):  # type: ignore[union-attr]
         raise ValueError("extra data")
     return value
 
@@ -452,8 +442,8 @@ def _loads_in_slices(s: str) -> Any:
 def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
     opening = s[i]
     if depth >= _DEEPEST or (opening != "{" and opening != "["):
-        return _SCAN(s, i)
-    space = _WS.match
+        return SCAN(s, i)
+    space = SPACE.match
     i = space(s, i + 1).end()  # type: ignore[union-attr]
     if opening == "{":
         members: dict[str, Any] = {}
@@ -462,7 +452,7 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
         while True:
             if s[i] != '"':
                 raise ValueError("a name was expected")
-            name, i = _SCAN_STRING(s, i + 1, True)
+            name, i = SCAN_STRING(s, i + 1, True)
             i = space(s, i).end()  # type: ignore[union-attr]
             if s[i] != ":":
                 raise ValueError("a colon was expected")
@@ -478,7 +468,7 @@ def _walk_value(s: str, i: int, depth: int) -> tuple[Any, int]:
     if s[i] == "]":
         return items, i + 1
     while True:
-        item, i = _walk_value(s, i, depth + 1) if len(items) < _FEW else _SCAN(s, i)
+        item, i = _walk_value(s, i, depth + 1) if len(items) < _FEW else SCAN(s, i)
         items.append(item)
         i = space(s, i).end()  # type: ignore[union-attr]
         if s[i] == "]":
@@ -502,11 +492,11 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            if not item.isascii() and _LONE_SURROGATE.search(item):
+            if not item.isascii() and LONE_SURROGATE.search(item):
                 return _path(path)
         elif isinstance(item, dict):
             for key in reversed(item):  # reversed: the first in document order is found first
-                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                if isinstance(key, str) and not key.isascii() and LONE_SURROGATE.search(key):
                     return f"a key of {_path(path)}" if path else "a key"
                 stack.append((item[key], (*path, key)))
         elif isinstance(item, list):
@@ -515,16 +505,13 @@ def lone_surrogate(value: Any, root: tuple[str | int, ...] = ()) -> str | None:
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string or key in `value` holds a lone surrogate.
-
-    lone_surrogate's first pass, taken by every call's arguments: no paths, only containers stacked.
-    """
+    """Whether any string or key in `value` holds a lone surrogate."""
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             for key in item:
-                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                if isinstance(key, str) and not key.isascii() and LONE_SURROGATE.search(key):
                     return True
             items: Any = item.values()
         elif isinstance(item, list):
@@ -533,7 +520,7 @@ def _holds_lone_surrogate(value: Any) -> bool:
             items = (item,)
         for child in items:
             if isinstance(child, str):
-                if not child.isascii() and _LONE_SURROGATE.search(child):
+                if not child.isascii() and LONE_SURROGATE.search(child):
                     return True
             elif isinstance(child, (dict, list)):
                 stack.append(child)

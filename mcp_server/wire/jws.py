@@ -135,12 +135,14 @@ def parse_jwk(jwk: object) -> PublicKey | Refused:
     return Refused("unsupported_kty" if isinstance(kty, str) else "malformed")
 
 
-def _unsigned(value: object) -> int | None:
-    """A JWK's Base64urlUInt (RFC 7518 §2) → its value."""
+def _unsigned(value: object, size: int | None = None) -> int | None:
+    """A JWK's Base64urlUInt (RFC 7518 §2) → its value (of `size` octets)."""
     if not isinstance(value, str) or not value:
         return None
     data = b64url_decode(value)
-    return None if data is None else int.from_bytes(data, "big")
+    if data is None or (size is not None and len(data) != size):
+        return None
+    return int.from_bytes(data, "big")
 
 
 def _rsa_key(jwk: Mapping[str, object], kid: str | None, alg: str | None) -> RsaKey | Refused:
@@ -165,14 +167,9 @@ def _ec_key(jwk: Mapping[str, object], kid: str | None, alg: str | None) -> EcKe
         return Refused("unsupported_crv" if isinstance(crv, str) else "malformed")
     if alg is not None and alg != "ES256":
         return Refused("unsupported_alg")
-    raw_x, raw_y = jwk.get("x"), jwk.get("y")
-    x_bytes = b64url_decode(raw_x) if isinstance(raw_x, str) else None
-    y_bytes = b64url_decode(raw_y) if isinstance(raw_y, str) else None
-    if x_bytes is None or y_bytes is None:
+    x, y = _unsigned(jwk.get("x"), _COORDINATE_BYTES), _unsigned(jwk.get("y"), _COORDINATE_BYTES)
+    if x is None or y is None:
         return Refused("malformed")
-    if len(x_bytes) != _COORDINATE_BYTES or len(y_bytes) != _COORDINATE_BYTES:
-        return Refused("malformed")
-    x, y = int.from_bytes(x_bytes, "big"), int.from_bytes(y_bytes, "big")
     # The point at infinity has no affine coordinates, and (0, 0) is not on the curve (b ≠ 0). The
     # cofactor is 1, so a point on the curve is in the group of order n.
     if x >= P or y >= P or (y * y - (x * x * x - 3 * x + B)) % P:

@@ -1,7 +1,6 @@
 """Where long work over a large answer lets the rest of the process run.
 
-The passes over a large answer (the reader's chunks, the escapes of the text block, the depth
-check, the slices of an encode) call `pause()` between slices. It does nothing unless the thread
+The passes over a large answer call `pause()` between slices. It does nothing unless the thread
 doing the work was given a pacer (`paced`) or a call to stop with (`stops_with`). A server's pacing
 (transports/http/driver.py, `Pacing`) gives a pacer to the thread working on one of its large
 answers beside its event loop: a thread that holds the interpreter lock takes about half the core

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_server.transports.http.head import _field_lines, parse_head
+from mcp_server.transports.http.head import Refusal, _field_lines, parse_head
 
 # field-line = field-name ":" OWS field-value OWS (RFC 9112 §5), each after a CRLF, as one pattern:
 # what _field_lines reads in two passes.
@@ -40,3 +40,17 @@ def test_each_control_byte_in_a_value_is_refused_and_htab_taken() -> None:
 def test_a_bare_lf_or_cr_between_lines_is_refused() -> None:
     for fields in (b"\r\nHost: h\nX: y", b"\r\nHost: h\rX: y", b"\r\nHost: h\r\n", b"\nHost: h", b"\r\n\r\nHost: h"):
         assert not _field_lines(fields), fields
+
+
+@settings(max_examples=3000, derandomize=True, deadline=None)
+@given(
+    st.lists(_BYTES, max_size=20).map(b"".join),
+    st.lists(_LINE, max_size=4).map(b"".join),
+    st.lists(_BYTES, max_size=3).map(b"".join),
+)
+def test_no_head_with_a_bare_lf_is_accepted(line: bytes, section: bytes, tail: bytes) -> None:
+    # The reader counts a head's LFs only once parse_head refused it (reader.py): so that no head
+    # with a bare LF gets through, parse_head must refuse every one.
+    for data in (b"GET / HTTP/1.0" + section + tail, b"GET /" + line + b" HTTP/1.1\r\nHost: h" + section, line):
+        if not isinstance(parse_head(data), Refusal):
+            assert data.count(b"\n") == data.count(b"\r\n"), data

@@ -159,13 +159,16 @@ class RequestReader:
         if end - pos > MAX_HEAD_BYTES:
             return self._too_large(pos)
         data = bytes(buf[pos:end])
-        if data.count(b"\n") != data.count(b"\r\n"):
-            return self._refuse(400, "bad_header", "Refused: a bare LF ends a line (lines end with CRLF)")
-        self._pos = end + 4
         head = parse_head(data)
         if isinstance(head, Refusal):
+            # parse_head accepts no bare LF (the request line's pattern and the field lines' control
+            # bytes refuse one): only a refused head is counted, to name a bare LF first.
+            if data.count(b"\n") != data.count(b"\r\n"):
+                return self._refuse(400, "bad_header", "Refused: a bare LF ends a line (lines end with CRLF)")
+            self._pos = end + 4
             self._state, self._refusal = _ERROR, head
             return head
+        self._pos = end + 4
         if head.chunked:
             self._state = _SIZE
         elif head.length:

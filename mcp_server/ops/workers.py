@@ -90,7 +90,8 @@ class Supervisor:
     count: int
     run: Run
     stop_timeout: float  # after the stop, how long workers may take to drain before SIGKILL
-    # More listening sockets the workers share and drain (the metrics listener): closed with the first.
+    # More listening sockets the workers share and drain (the metrics listener): kept open here, so
+    # their queues outlive any worker, and closed with the first.
     others: Sequence[socket.socket] = ()
     slots: list[_Slot] = field(default_factory=list)
     stopping: bool = False
@@ -368,9 +369,5 @@ def _flush() -> None:
 def supervise(
     listener: socket.socket, count: int, run: Run, *, stop_timeout: float, others: Sequence[socket.socket] = ()
 ) -> int:
-    """Serve with `count` workers running `run(listener, lifeline)`; exit code.
-
-    `others`: more listening sockets the workers serve (`run` knows them); the supervisor keeps its
-    copies open, so their queues outlive any worker, and closes them when the instance stops.
-    """
+    """Serve with `count` workers running `run(listener, lifeline)`; exit code."""
     return Supervisor(listener, count, run, stop_timeout, others).serve()

@@ -432,9 +432,6 @@ class ServerMetrics:
 
         self.shared: str | None = None
 
-    def tool_label(self, name: str | None) -> str:
-        return bounded(name, self.tools, "unknown")
-
     # ---- several worker processes, one answer -------------------------------------------------
 
     def share(self, directory: str) -> None:

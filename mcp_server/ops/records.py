@@ -546,7 +546,7 @@ def count(record: Record, metrics: ServerMetrics) -> None:
     metrics.request_seconds.observe(record.seconds, method)
     if record.kind == "tool":
         tool_outcome = (record.failure or "other") if outcome == "tool_error" else outcome
-        metrics.tool_calls.inc(metrics.tool_label(record.name), tool_outcome)
+        metrics.tool_calls.inc(bounded(record.name, metrics.tools, "unknown"), tool_outcome)
     if record.method == "initialize" and outcome == "result":
         from mcp_server.wire.versions import SUPPORTED_VERSIONS
 

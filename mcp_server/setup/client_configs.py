@@ -270,14 +270,9 @@ def _gap(text: str, key_start: int) -> str:
 
 
 def _line_indent(text: str, position: int) -> str:
-    line = text.rfind("\n", 0, position) + 1
-    return text[line : _skip_indent(text, line)]
-
-
-def _skip_indent(text: str, pos: int) -> int:
-    while text[pos : pos + 1] in (" ", "\t"):
-        pos += 1
-    return pos
+    """The spaces and tabs that begin the line holding `position`."""
+    line = text[text.rfind("\n", 0, position) + 1 : position]
+    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def _unit(text: str, root: Span) -> str:

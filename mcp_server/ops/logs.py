@@ -460,10 +460,8 @@ class StderrHandler(logging.Handler):
             # may name another file this process opened since.
             owned, self._owns_fd = self._owns_fd, False
         if owned:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
         super().close()
 
 

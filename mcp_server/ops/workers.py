@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -58,11 +59,9 @@ class Lifeline:
         """Call `on_instance_stop()` once when the supervisor stops or dies."""
 
         def wait() -> None:
-            try:
+            with suppress(OSError):
                 while os.read(self.fd, 1):
                     pass
-            except OSError:
-                pass
             on_instance_stop()
 
         signals.start(threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True))
@@ -202,10 +201,8 @@ class Supervisor:
         except InterruptedError:
             return
         if ready:
-            try:
+            with suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
-            except BlockingIOError:
-                pass
 
     def _give_up(self) -> None:
         """The loop cannot go on: the workers drain (lifeline EOF), as if we died."""
@@ -342,28 +339,22 @@ def _describe(status: int) -> str:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _close_fd(fd: int) -> None:
     if fd >= 0:
-        try:
+        with suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _flush() -> None:
     for handler in logging.getLogger("fairwins_mcp").handlers:
         handler.flush()  # a log writer thread's queue too: os._exit runs no atexit
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def supervise(

@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Coroutine
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from mcp_server.upstream import http1, sending
@@ -193,10 +194,8 @@ class _Tls:
             except tls.HandshakeError:
                 raise
             except ssl.SSLError as exc:
-                try:
+                with suppress(OSError):
                     await self._flush()  # the alert that tells the server why
-                except OSError:
-                    pass
                 raise tls.HandshakeError(tls.describe_handshake(exc, host)) from None
         await self._flush()  # the client's Finished
 
@@ -428,10 +427,8 @@ class HttpTransport:
                 current.close()  # the read waiting on it ends at once
 
         def cancelled() -> None:  # from whichever thread throws the cancellation
-            try:
+            with suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
                 loop.call_soon_threadsafe(abort, "cancelled")
-            except RuntimeError:
-                pass  # the loop has closed: nothing is waiting any more
 
         timer = loop.call_later(max(deadline - time.monotonic(), 0.0), abort, "timeout")
         unregister = cancellation.on_cancel(cancelled)
@@ -490,10 +487,8 @@ def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> 
             loop.call_soon(loop.stop)
             loop.run_forever()
         elif held and not loop.is_closed():
-            try:
+            with suppress(RuntimeError):  # closed meanwhile: its sockets went with it
                 loop.call_soon_threadsafe(_close_all, held)
-            except RuntimeError:
-                pass  # closed meanwhile: its sockets went with it
 
 
 def _close_all(held: list[_Connection]) -> None:

@@ -8,9 +8,8 @@ rules; the answer is read by http1.Parser; TLS is verified by the one context of
 (`fairwins-mcp check`, core.steps.run in the unit tests) runs that on its thread's own loop
 (`wait`).
 
-Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); a
-connection goes back only after a whole answer that allows it with nothing past it, and is
-never reused if anything arrived while it sat idle.
+Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); what
+a connection may carry next is http1.quiet's rule.
 """
 
 from __future__ import annotations

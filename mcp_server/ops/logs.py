@@ -484,11 +484,7 @@ def flush() -> None:
 
 
 def mark_pid() -> None:
-    """Name this process (`pid`) in every JSON record from now on.
-
-    For the --workers supervisor, and for each worker again after its fork, so a record says which
-    process wrote it.
-    """
+    """Name this process (`pid`) in every JSON record from now on (--workers)."""
     global _pid
     _pid = os.getpid()
 

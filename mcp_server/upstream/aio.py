@@ -547,9 +547,8 @@ def wait(work: Coroutine[Any, Any, T]) -> T:
     """`work` (a blocking caller's gateway call) run on this thread's own loop.
 
     The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
-    connections. A cancel thrown on another thread reaches the call as on any loop, and its
-    deadline is a timer of the loop. What the call leaves behind (a connect cut short, a socket
-    to close) is finished before this returns, not when the thread next calls.
+    connections. What the call leaves behind (a connect cut short, a socket to close) is finished
+    before this returns, not when the thread next calls.
     """
     loop = _THREAD.loop
     if loop is None:

@@ -223,14 +223,11 @@ def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
                 "MCP clients refuse to sign in without it",
             )
         )
-    ways = [
-        way
-        for way, offered in (
-            ("dynamic client registration", isinstance(document.get("registration_endpoint"), str)),
-            ("Client ID Metadata Documents", document.get("client_id_metadata_document_supported") is True),
-        )
-        if offered
-    ]
+    ways = []
+    if isinstance(document.get("registration_endpoint"), str):
+        ways.append("dynamic client registration")
+    if document.get("client_id_metadata_document_supported") is True:
+        ways.append("Client ID Metadata Documents")
     if ways:
         said.append("clients register by " + " or ".join(ways))
     else:

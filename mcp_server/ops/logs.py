@@ -222,10 +222,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def whole_lines(data: bytes, most: int) -> Iterator[bytes]:
-    """`data` in pieces of whole lines, each at most `most` bytes (or one longer line alone).
+    """`data` in pieces of whole lines, each at most `most` bytes.
 
-    Written one piece a write, lines from several processes sharing a pipe never mix: a pipe
-    takes a write of at most PIPE_BUF bytes whole, and a larger one may be cut by another's.
+    A longer line is a piece alone. Written one piece a write, lines from several processes sharing
+    a pipe never mix: a pipe takes a write of at most PIPE_BUF bytes whole, and a larger one may be
+    cut by another's.
     """
     start, end = 0, len(data)
     while end - start > most:

@@ -54,7 +54,7 @@ class Outbox:
         self._scheduled = False
 
     def hold(self, held: Held) -> None:
-        """`held` holds bytes now: sent at the turn's end, or at the HOLD_CONNECTIONS-th."""
+        """`held` holds bytes, sent as the turn ends or at the HOLD_CONNECTIONS-th."""
         self._holding.append(held)
         if len(self._holding) >= HOLD_CONNECTIONS:
             self._send_all()

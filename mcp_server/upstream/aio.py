@@ -480,8 +480,10 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
         held = pool.drain()
-        if held and loop is _THREAD.loop and not loop.is_running():
+        if held and loop is _THREAD.loop and not loop.is_running() and asyncio._get_running_loop() is None:
             # This thread's own loop, idle between calls: closed now, not at the thread's next call.
+            # Not while another loop runs here (a finalizer may run inside one): that one could not
+            # run it, and the stop left queued would end the thread's next call at once.
             _close_all(held)
             loop.call_soon(loop.stop)
             loop.run_forever()

@@ -37,8 +37,11 @@ VALID = f"00-{TRACE}-{PARENT}-01"
 def test_a_valid_traceparent_is_read(value: str) -> None:
     parent = parse_traceparent(value)
     assert parent is not None
-    assert (parent.trace_id, parent.parent_id, parent.sampled) == (TRACE, PARENT, True)
-    assert parent.header() == VALID  # forwarded as the version this server knows
+    assert (parent.trace_id, parent.parent_id, parent.flags) == (TRACE, PARENT, SAMPLED)
+    trace = Trace.resume(value, None, "header")
+    assert trace is not None
+    traceparent, span = trace.outbound()
+    assert traceparent == f"00-{TRACE}-{span}-01"  # forwarded as the version this server knows
 
 
 @pytest.mark.parametrize(

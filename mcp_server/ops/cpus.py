@@ -14,6 +14,7 @@ import os
 import posixpath
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Final
 
@@ -190,10 +191,8 @@ def cgroup_quota(read: Reader) -> float | None:
 def affinity() -> int:
     """CPUs the scheduler lets this process run on (every CPU off Linux)."""
     if sys.platform == "linux":
-        try:
+        with suppress(OSError):
             return len(os.sched_getaffinity(0))
-        except OSError:
-            pass
     return os.cpu_count() or 1
 
 

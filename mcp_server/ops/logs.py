@@ -222,10 +222,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def whole_lines(data: bytes, most: int) -> Iterator[bytes]:
-    """`data` in pieces of whole lines, each at most `most` bytes (or one longer line alone).
+    """`data` in pieces of whole lines, each at most `most` bytes.
 
-    Written one piece a write, lines from several processes sharing a pipe never mix: a pipe
-    takes a write of at most PIPE_BUF bytes whole, and a larger one may be cut by another's.
+    A longer line is a piece alone. Written one piece a write, lines from several processes sharing
+    a pipe never mix: a pipe takes a write of at most PIPE_BUF bytes whole, and a larger one may be
+    cut by another's.
     """
     start, end = 0, len(data)
     while end - start > most:
@@ -255,6 +256,18 @@ class StderrHandler(logging.Handler):
         super().__init__()
         self.fd = fd
         self.interactive = interactive
+        self._closed = False
+        self._broken = False
+        self._owns_fd = True  # until close() closes it
+        self._fresh()
+        _HANDLERS.add(self)
+
+    def _fresh(self) -> None:
+        """Nothing queued and no writer thread: as made, or in a child just forked.
+
+        In a child (--workers) no writer thread came along and a lock may be held; lines the
+        parent had queued are the parent's to write.
+        """
         self._cond = threading.Condition(threading.Lock())
         self._write_lock = threading.Lock()  # one write at a time on fd: a line never lands inside another
         self._lines: list[str | logging.LogRecord] = []
@@ -263,41 +276,17 @@ class StderrHandler(logging.Handler):
         self._dropped = 0
         self._urgent = False
         self._writing = False
-        self._closed = False
-        self._broken = False
         self._thread: threading.Thread | None = None
-        self._owns_fd = True  # until close() closes it
         self.in_place = False  # written by the thread that logs (a process that must stay single-threaded)
-        _HANDLERS.add(self)
-
-    def _forked(self) -> None:
-        """The handler afresh in a child just forked (--workers).
-
-        No writer thread came along, and its lock may be held; lines the parent had queued are
-        the parent's to write.
-        """
-        self._cond = threading.Condition(threading.Lock())
-        self._write_lock = threading.Lock()
-        self._lines, self._size, self._dropped = [], 0, 0
-        self._ahead = []
-        self._urgent = self._writing = False
-        self._thread = None
-        self.in_place = False
 
     def write_in_place(self) -> None:
         """From now on, each line is written by the thread that logs it.
 
         For a process that must fork with no other thread alive (the --workers supervisor).
         """
-        self.flush()
+        self._end_writer()
         with self._cond:
             self.in_place = True
-            self._closed = True  # the writer thread, if any, ends once nothing is left
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout=5.0)
-        with self._cond:
             self._closed = False
             self._thread = None
 
@@ -415,15 +404,8 @@ class StderrHandler(logging.Handler):
                 self._urgent = False
                 self._writing = True
             if dropped:
-                note = logging.LogRecord(
-                    "fairwins_mcp.logs",
-                    logging.WARNING,
-                    "",
-                    0,
-                    "%d log lines were dropped: stderr was not being read",
-                    (dropped,),
-                    None,
-                )
+                why = f"{dropped} log lines were dropped: stderr was not being read"
+                note = logging.LogRecord("fairwins_mcp.logs", logging.WARNING, "", 0, why, None, None)
                 lines.insert(0, self.format(note) + "\n")
             # Formatted a slice at a time: a crowd's backlog takes a while, and a line sent AHEAD
             # meanwhile is written before the next slice, not after the whole backlog.
@@ -462,23 +444,25 @@ class StderrHandler(logging.Handler):
             self._cond.notify_all()
             self._cond.wait_for(lambda: self._broken or not (self._lines or self._ahead or self._writing), timeout)
 
-    def close(self) -> None:
+    def _end_writer(self) -> None:
+        """Write what is queued, then let the writer thread end."""
         self.flush()
         with self._cond:
-            self._closed = True
+            self._closed = True  # the writer thread, if any, ends once nothing is left
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
             thread.join(timeout=5.0)
+
+    def close(self) -> None:
+        self._end_writer()
         with self._cond:
             # Once: logging.shutdown closes every handler again at exit, and by then the number
             # may name another file this process opened since.
             owned, self._owns_fd = self._owns_fd, False
         if owned:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
         super().close()
 
 
@@ -487,7 +471,7 @@ _HANDLERS: weakref.WeakSet[StderrHandler] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for handler in list(_HANDLERS):
-        handler._forked()
+        handler._fresh()
 
 
 if sys.platform != "win32":  # Windows has no fork
@@ -501,11 +485,7 @@ def flush() -> None:
 
 
 def mark_pid() -> None:
-    """Name this process (`pid`) in every JSON record from now on.
-
-    For the --workers supervisor, and for each worker again after its fork, so a record says which
-    process wrote it.
-    """
+    """Name this process (`pid`) in every JSON record from now on (--workers)."""
     global _pid
     _pid = os.getpid()
 

@@ -288,7 +288,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, and another user's
     return True
 
 
@@ -431,9 +431,6 @@ class ServerMetrics:
             self.tool_calls.init(tool, "result")
 
         self.shared: str | None = None
-
-    def tool_label(self, name: str | None) -> str:
-        return bounded(name, self.tools, "unknown")
 
     # ---- several worker processes, one answer -------------------------------------------------
 

@@ -311,10 +311,7 @@ class Record:
         return clip(name) + (f"/{clip(version)}" if isinstance(version, str) else "")
 
     def _rpc_id(self) -> int | str | None:
-        """The id as written, cut to the bound.
-
-        An integer stays an integer unless its digits are past the bound; then it is cut, as text.
-        """
+        """The id as written: an integer short enough, else text cut to the bound."""
         rid = self.rpc_id
         if rid is None:
             return None
@@ -371,10 +368,9 @@ class Record:
         if attempts:
             upstream = ",".join(f"{a.status or a.cause}/{a.seconds * 1000:.1f}ms" for a in attempts)
             parts.append(f"upstream={upstream}")
-        if self.paid or self.payment is not None:
-            payment = self.payment_outcome
-            if payment is not None:
-                parts.append(f"payment={payment}")
+        payment = self.payment_outcome
+        if payment is not None:
+            parts.append(f"payment={payment}")
 
     def fields(self) -> dict[str, Any]:
         """The JSON form's fields besides time, severity and message.
@@ -550,7 +546,7 @@ def count(record: Record, metrics: ServerMetrics) -> None:
     metrics.request_seconds.observe(record.seconds, method)
     if record.kind == "tool":
         tool_outcome = (record.failure or "other") if outcome == "tool_error" else outcome
-        metrics.tool_calls.inc(metrics.tool_label(record.name), tool_outcome)
+        metrics.tool_calls.inc(bounded(record.name, metrics.tools, "unknown"), tool_outcome)
     if record.method == "initialize" and outcome == "result":
         from mcp_server.wire.versions import SUPPORTED_VERSIONS
 

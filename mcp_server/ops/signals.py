@@ -15,33 +15,24 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Final
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
-@contextmanager
-def held() -> Iterator[None]:
-    """SIGTERM and SIGINT blocked in this thread (and its new ones) meanwhile.
+def start(thread: threading.Thread) -> None:
+    """`thread.start()`, the new thread blocking stop signals from the first.
 
     A stop signal sent meanwhile waits, pending, and is delivered once the mask is restored.
     """
     if sys.platform == "win32":
-        yield
+        thread.start()
         return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        yield
+        thread.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def start(thread: threading.Thread) -> None:
-    """`thread.start()`, the new thread blocking stop signals from the first."""
-    with held():
-        thread.start()
 
 
 def block() -> None:

@@ -69,13 +69,6 @@ class TraceParent:
     parent_id: str  # 16 lower-case hex digits, not all zero
     flags: int  # only the known bits: the rest are zeroed on the way in
 
-    @property
-    def sampled(self) -> bool:
-        return bool(self.flags & SAMPLED)
-
-    def header(self) -> str:
-        return f"00-{self.trace_id}-{self.parent_id}-{self.flags:02x}"
-
 
 def parse_traceparent(value: object) -> TraceParent | None:
     """A `traceparent` value → its fields, or None when it must be ignored."""

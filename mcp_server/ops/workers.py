@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -58,11 +59,9 @@ class Lifeline:
         """Call `on_instance_stop()` once when the supervisor stops or dies."""
 
         def wait() -> None:
-            try:
+            with suppress(OSError):
                 while os.read(self.fd, 1):
                     pass
-            except OSError:
-                pass
             on_instance_stop()
 
         signals.start(threading.Thread(target=wait, name="fairwins-mcp-lifeline", daemon=True))
@@ -90,7 +89,8 @@ class Supervisor:
     count: int
     run: Run
     stop_timeout: float  # after the stop, how long workers may take to drain before SIGKILL
-    # More listening sockets the workers share and drain (the metrics listener): closed with the first.
+    # More listening sockets the workers share and drain (the metrics listener): kept open here, so
+    # their queues outlive any worker, and closed with the first.
     others: Sequence[socket.socket] = ()
     slots: list[_Slot] = field(default_factory=list)
     stopping: bool = False
@@ -201,10 +201,8 @@ class Supervisor:
         except InterruptedError:
             return
         if ready:
-            try:
+            with suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
-            except BlockingIOError:
-                pass
 
     def _give_up(self) -> None:
         """The loop cannot go on: the workers drain (lifeline EOF), as if we died."""
@@ -341,36 +339,26 @@ def _describe(status: int) -> str:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _close_fd(fd: int) -> None:
     if fd >= 0:
-        try:
+        with suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _flush() -> None:
     for handler in logging.getLogger("fairwins_mcp").handlers:
         handler.flush()  # a log writer thread's queue too: os._exit runs no atexit
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def supervise(
     listener: socket.socket, count: int, run: Run, *, stop_timeout: float, others: Sequence[socket.socket] = ()
 ) -> int:
-    """Serve with `count` workers running `run(listener, lifeline)`; exit code.
-
-    `others`: more listening sockets the workers serve (`run` knows them); the supervisor keeps its
-    copies open, so their queues outlive any worker, and closes them when the instance stops.
-    """
+    """Serve with `count` workers running `run(listener, lifeline)`; exit code."""
     return Supervisor(listener, count, run, stop_timeout, others).serve()

@@ -31,13 +31,7 @@ class InstallError(Exception):
 
 
 def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.PurePath) -> pathlib.PurePath:
-    """Claude Desktop's config file on `platform` (a sys.platform value).
-
-    claude_desktop_config.json where Desktop itself reads it. macOS: ~/Library/Application
-    Support/Claude. Windows: the MSIX package's LocalCache\\Roaming\\Claude when that package is
-    installed, else %APPDATA%\\Claude. Linux (community builds; Electron's appData):
-    $XDG_CONFIG_HOME/Claude, else ~/.config/Claude.
-    """
+    """Claude Desktop's config file on `platform` (a sys.platform value)."""
     if platform == "darwin":
         return home / "Library" / "Application Support" / "Claude" / CONFIG_NAME
     if platform == "win32":
@@ -57,8 +51,9 @@ def desktop_config_path(platform: str, env: Mapping[str, str], home: pathlib.Pur
             return found[0].joinpath(*MSIX_ROAMING, CONFIG_NAME)
         roaming = env.get("APPDATA") or str(home / "AppData" / "Roaming")
         return pathlib.PureWindowsPath(roaming) / "Claude" / CONFIG_NAME
+    # Linux: community builds, at Electron's appData. The XDG base directory spec: a relative path
+    # is invalid and is ignored.
     xdg = env.get("XDG_CONFIG_HOME", "")
-    # The XDG base directory spec: a relative path is invalid and is ignored.
     base = pathlib.PurePosixPath(xdg) if xdg.startswith("/") else home / ".config"
     return base / "Claude" / CONFIG_NAME
 
@@ -270,14 +265,9 @@ def _gap(text: str, key_start: int) -> str:
 
 
 def _line_indent(text: str, position: int) -> str:
-    line = text.rfind("\n", 0, position) + 1
-    return text[line : _skip_indent(text, line)]
-
-
-def _skip_indent(text: str, pos: int) -> int:
-    while text[pos : pos + 1] in (" ", "\t"):
-        pos += 1
-    return pos
+    """The spaces and tabs that begin the line holding `position`."""
+    line = text[text.rfind("\n", 0, position) + 1 : position]
+    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def _unit(text: str, root: Span) -> str:
@@ -343,9 +333,7 @@ def _decoded(text: str) -> Any:
 def merge(existing: str | None, name: str, entry: dict[str, Any], *, force: bool, where: str) -> Merge:
     """The config with `entry` as mcpServers[name], every other byte kept.
 
-    InstallError if it must not be merged: a name repeated on the path written ("mcpServers", or
-    `name` inside it) is refused, naming its lines, since JSON.parse keeps only the last and a
-    merge into one copy would hide the other.
+    InstallError if it must not be merged (a name repeated on the path written: `_once`).
     """
     original = existing or ""
     text = original.removeprefix(BOM)

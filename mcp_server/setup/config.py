@@ -164,6 +164,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         raise ConfigError("--metrics-on-mcp-port needs --http: it serves GET /metrics on the HTTP port")
     host = getattr(args, "host", None) or ("0.0.0.0" if cloud_run else "127.0.0.1")
     oauth, both_doors = _doors(env, args)
+    heads = _peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS")
     return Config(
         api_url=_setting(env, "FAIRWINS_API_URL"),
         api_token=token,
@@ -179,7 +180,7 @@ def from_env(env: Mapping[str, str], args: argparse.Namespace | None = None) -> 
         send_token_in_clear=bool(getattr(args, "send_token_in_clear", False)),
         max_concurrency=int(_number(env, "FAIRWINS_MCP_MAX_CONCURRENCY", 1024, 1, 8192)),
         max_peer_connections=_peer_cap(env, args, "max_peer_connections", "FAIRWINS_MCP_MAX_PEER_CONNECTIONS"),
-        max_peer_heads=_or(_peer_cap(env, args, "max_peer_heads", "FAIRWINS_MCP_MAX_PEER_HEADS"), 8),
+        max_peer_heads=8 if heads is None else heads,
         cloud_run=cloud_run,
         http_workers=_workers(env, args),
         prestop_delay=_number(env, "FAIRWINS_MCP_PRESTOP_DELAY", 0.0, 0.0, 300.0),
@@ -384,17 +385,16 @@ def _metrics_flag(text: str) -> tuple[str, int]:
 
 def _workers(env: Mapping[str, str], args: argparse.Namespace | None) -> int | None:
     """The worker count, 1 to 256 or `auto` (0): `--workers` or its variable."""
-    raw = getattr(args, "workers", None)
-    name = "--workers"
+    raw, name = getattr(args, "workers", None), "--workers"
     if raw is not None and getattr(args, "http", None) is None:
         raise ConfigError("--workers runs HTTP worker processes: it needs --http PORT")
     if raw is None:
         raw, name = env.get("FAIRWINS_MCP_WORKERS", "").strip() or None, "FAIRWINS_MCP_WORKERS"
     if raw is None:
         return None
-    if raw.strip().lower() == "auto":
-        return 0
     raw = raw.strip()
+    if raw.lower() == "auto":
+        return 0
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 3 or not 1 <= int(raw) <= 256:
         raise ConfigError(f"{name} must be a number of processes from 1 to 256, or auto, not {raw!r}")
     return int(raw)
@@ -416,10 +416,6 @@ def _count(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or len(text) > 9:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)")
     return int(text)
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
 
 
 # The commands and what each does: the parser's choices, and the list --help ends with.

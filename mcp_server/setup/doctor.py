@@ -113,13 +113,8 @@ def _when(expires_at: object, now: dt.datetime) -> tuple[str, str]:
 
 def _check_gateway(config: Config, gateway: Gateway) -> tuple[bool, Line]:
     if gateway.target is None:
-        if gateway.config_problem:
-            return False, Line(FAIL, "gateway", gateway.config_problem)
-        return False, Line(
-            FAIL,
-            "gateway",
-            "FAIRWINS_API_URL is not set: set it to the gateway's base URL, e.g. https://relay.fairwins.app",
-        )
+        unset = "FAIRWINS_API_URL is not set: set it to the gateway's base URL, e.g. https://relay.fairwins.app"
+        return False, Line(FAIL, "gateway", gateway.config_problem or unset)
     url = config.api_url or ""
     outcome = gateway.call(GatewayRequest("GET", "/status"))
     if not isinstance(outcome, GatewayResponse) or not 200 <= outcome.status < 300:
@@ -127,15 +122,8 @@ def _check_gateway(config: Config, gateway: Gateway) -> tuple[bool, Line]:
     body, problem = read_json(outcome)
     if problem is not None or not isinstance(body, dict):
         return False, Line(FAIL, "gateway", f"{url} /status: {_why(outcome, gateway.timeout)}")
-    status, version = body.get("status"), body.get("version")
-    said = ", ".join(
-        part
-        for part in (
-            f"status {clean(status, 40)}" if status is not None else "",
-            f"version {clean(version, 40)}" if version is not None else "",
-        )
-        if part
-    )
+    status = body.get("status")
+    said = ", ".join(f"{key} {clean(body[key], 40)}" for key in ("status", "version") if body.get(key) is not None)
     mark = OK if status in (None, "ok") else WARN
     return True, Line(mark, "gateway", f"{url} answers /status" + (f" ({said})" if said else ""))
 
@@ -143,11 +131,8 @@ def _check_gateway(config: Config, gateway: Gateway) -> tuple[bool, Line]:
 def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.datetime) -> tuple[_Token, list[Line]]:
     token = config.api_token
     if not token:
-        return _Token("absent"), [
-            Line(
-                FAIL, "token", f"none: FAIRWINS_API_TOKEN is not set; member tools need one ({WHERE_TOKENS_COME_FROM})"
-            )
-        ]
+        why = f"none: FAIRWINS_API_TOKEN is not set; member tools need one ({WHERE_TOKENS_COME_FROM})"
+        return _Token("absent"), [Line(FAIL, "token", why)]
     named = f"{logs.redact(token)} (FAIRWINS_API_TOKEN)"
     lines = []
     if not token.startswith("fw1."):
@@ -194,13 +179,8 @@ def _check_token(config: Config, gateway: Gateway, reachable: bool, now: dt.date
 def _check_oauth(oauth: OAuth, timeout: float) -> list[Line]:
     """The resource, the issuer's metadata and keys, read as the server does."""
     covers = f" (covering {oauth.public_url})" if oauth.resource != oauth.public_url else ""
-    lines = [
-        Line(
-            OK,
-            "resource",
-            f"{oauth.resource}{covers}: tokens must carry it in aud; its metadata is served at {oauth.metadata_url}",
-        )
-    ]
+    served = f"tokens must carry it in aud; its metadata is served at {oauth.metadata_url}"
+    lines = [Line(OK, "resource", f"{oauth.resource}{covers}: {served}")]
     issuer = Issuer(oauth.issuer, KeySet(), timeout=timeout)
     problem = asyncio.run(_load_keys(issuer))
     if issuer.metadata is None:
@@ -243,14 +223,11 @@ def _metadata_lines(oauth: OAuth, metadata: Metadata) -> list[Line]:
                 "MCP clients refuse to sign in without it",
             )
         )
-    ways = [
-        way
-        for way, offered in (
-            ("dynamic client registration", isinstance(document.get("registration_endpoint"), str)),
-            ("Client ID Metadata Documents", document.get("client_id_metadata_document_supported") is True),
-        )
-        if offered
-    ]
+    ways = []
+    if isinstance(document.get("registration_endpoint"), str):
+        ways.append("dynamic client registration")
+    if document.get("client_id_metadata_document_supported") is True:
+        ways.append("Client ID Metadata Documents")
     if ways:
         said.append("clients register by " + " or ".join(ways))
     else:

@@ -105,14 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Out:
-    """Aligned `topic  text` lines on stdout, as `check` prints them."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def line(self, topic: str, text: str) -> None:
-        self.stream.write(f"{topic:<8} {text}\n")
+def _line(out: TextIO, topic: str, text: str) -> None:
+    """One aligned `topic  text` line, as `check` prints them."""
+    out.write(f"{topic:<8} {text}\n")
 
 
 def _token(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO) -> tuple[str | None, str]:
@@ -361,13 +356,13 @@ def _locked(target: pathlib.Path) -> Iterator[None]:
         lock.unlink(missing_ok=True)
 
 
-def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
+def _desktop(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     url, token, source = _settings(args, os.environ, sys.stdin)
     path = args.config or pathlib.Path(str(desktop_config_path(sys.platform, os.environ, pathlib.Path.home())))
     command, launch_args = _launch()
     entry = server_entry(command, launch_args, url, token)
     if args.print:
-        out.stream.write(json.dumps({"mcpServers": {args.name: _shown(entry, token)}}, indent=2) + "\n")
+        out.write(json.dumps({"mcpServers": {args.name: _shown(entry, token)}}, indent=2) + "\n")
         err.write(
             f"(not written; fairwins-mcp install claude-desktop writes it into {path}"
             + (f"; {TOKEN_VARIABLE} is shown redacted: the real entry holds the whole token)\n" if token else ")\n")
@@ -395,30 +390,31 @@ def _desktop(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
                 if attempt == WRITE_ATTEMPTS:
                     raise
     linked = f" (a symlink to {found.target}, written through it)" if path.is_symlink() else ""
-    out.line("config", str(path) + ("" if found.data is not None else " (new file)") + linked)
+    _line(out, "config", str(path) + ("" if found.data is not None else " (new file)") + linked)
     if result.outcome == "unchanged":
-        out.line("server", f'"{args.name}" is already installed exactly so: nothing changed')
+        _line(out, "server", f'"{args.name}" is already installed exactly so: nothing changed')
         return 0
     what = "replaced (--force; it differed in " + ", ".join(result.differences) + ")"
-    out.line(
+    _line(
+        out,
         "server",
         f'"{args.name}" {"added" if result.outcome == "added" else what}: {shlex.join([command, *launch_args])}',
     )
-    out.line("gateway", url)
+    _line(out, "gateway", url)
     if token:
-        out.line("token", f"{redact(token)} (from {source}), kept in plain text in that file, readable by you only")
+        _line(out, "token", f"{redact(token)} (from {source}), kept in plain text in that file, readable by you only")
     else:
-        out.line("token", f"none ({source}): the public tools only")
+        _line(out, "token", f"none ({source}): the public tools only")
     if found.status and mode != stat.S_IMODE(found.status.st_mode):
-        out.line("mode", f"{stat.S_IMODE(found.status.st_mode):04o} -> {mode:04o}: the file now holds your token")
+        _line(out, "mode", f"{stat.S_IMODE(found.status.st_mode):04o} -> {mode:04o}: the file now holds your token")
     kept = f"{len(result.others)} other server(s) ({', '.join(result.others)}) and " if result.others else ""
     if found.data is not None:
-        out.line("kept", f"{kept}every other byte of the file")
+        _line(out, "kept", f"{kept}every other byte of the file")
     if result.bom_dropped:
-        out.line("note", "the byte-order mark at the start of the file was dropped: Claude Desktop cannot read it")
+        _line(out, "note", "the byte-order mark at the start of the file was dropped: Claude Desktop cannot read it")
     if backup:
-        out.line("backup", str(backup))
-    out.stream.write("Restart Claude Desktop (quit it fully) to load the server.\n")
+        _line(out, "backup", str(backup))
+    out.write("Restart Claude Desktop (quit it fully) to load the server.\n")
     return 0
 
 
@@ -435,7 +431,7 @@ def _printable(argv: list[str], *, expand: bool) -> str:
     return shlex.join(marked).replace(f"{TOKEN_VARIABLE}={sentinel}", f'"{TOKEN_VARIABLE}=${TOKEN_VARIABLE}"')
 
 
-def _claude_code(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
+def _claude_code(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     url, token, source = _settings(args, os.environ, sys.stdin, ask_token=args.scope != "project")
     if args.scope == "project":
         # .mcp.json is shared with everyone who has the project: the portable command, and the token
@@ -449,31 +445,33 @@ def _claude_code(args: argparse.Namespace, out: _Out, err: TextIO) -> int:
     if args.print or not claude:
         printed = claude_code_argv("claude", args.scope, args.name, entry, token_value=TOKEN_REFERENCE)
         if not claude and not args.print:
-            out.stream.write("Claude Code (claude) is not on PATH; where it is, run:\n")
-        out.stream.write(_printable(printed, expand=bool(token) and args.scope != "project") + "\n")
+            out.write("Claude Code (claude) is not on PATH; where it is, run:\n")
+        out.write(_printable(printed, expand=bool(token) and args.scope != "project") + "\n")
         if token and args.scope != "project":
-            out.stream.write(f"with your token in {TOKEN_VARIABLE} (it is not printed here: {redact(token)}).\n")
+            out.write(f"with your token in {TOKEN_VARIABLE} (it is not printed here: {redact(token)}).\n")
         return 0
     if args.force:
         removed = _run([claude, "mcp", "remove", "--scope", args.scope, args.name], token)
         if removed.returncode == 0:
-            out.line("removed", f'the previous "{args.name}" ({args.scope} scope), as --force asked')
+            _line(out, "removed", f'the previous "{args.name}" ({args.scope} scope), as --force asked')
     done = _run(claude_code_argv(claude, args.scope, args.name, entry), token)
-    out.stream.write(done.stdout)
+    out.write(done.stdout)
     err.write(done.stderr)
     if done.returncode != 0:
         if "already exists" in done.stdout + done.stderr:
             err.write(f'fairwins-mcp: "{args.name}" is already in Claude Code; --force replaces it\n')
         return 1
-    out.line("server", f'"{args.name}" ({args.scope} scope): {shlex.join([command, *launch_args])}')
-    out.line("gateway", url)
+    _line(out, "server", f'"{args.name}" ({args.scope} scope): {shlex.join([command, *launch_args])}')
+    _line(out, "gateway", url)
     if args.scope == "project":
-        out.line("token", f"read from {TOKEN_VARIABLE} in Claude Code's environment; never written into .mcp.json")
+        _line(out, "token", f"read from {TOKEN_VARIABLE} in Claude Code's environment; never written into .mcp.json")
     elif token:
-        out.line("token", f"{redact(token)} (from {source}), kept by Claude Code in its configuration (~/.claude.json)")
+        _line(
+            out, "token", f"{redact(token)} (from {source}), kept by Claude Code in its configuration (~/.claude.json)"
+        )
     else:
-        out.line("token", f"none ({source}): the public tools only")
-    out.stream.write("`claude mcp list` shows whether it connects.\n")
+        _line(out, "token", f"none ({source}): the public tools only")
+    out.write("`claude mcp list` shows whether it connects.\n")
     return 0
 
 
@@ -491,11 +489,10 @@ def _run(argv: list[str], token: str | None) -> subprocess.CompletedProcess[str]
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    out = _Out(sys.stdout)
     try:
         if args.client == "claude-desktop":
-            return _desktop(args, out, sys.stderr)
-        return _claude_code(args, out, sys.stderr)
+            return _desktop(args, sys.stdout, sys.stderr)
+        return _claude_code(args, sys.stdout, sys.stderr)
     except InstallError as exc:
         sys.stderr.write(f"fairwins-mcp install: {exc}\n")
         return 1

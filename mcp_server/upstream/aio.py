@@ -8,9 +8,8 @@ rules; the answer is read by http1.Parser; TLS is verified by the one context of
 (`fairwins-mcp check`, core.steps.run in the unit tests) runs that on its thread's own loop
 (`wait`).
 
-Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); a
-connection goes back only after a whole answer that allows it with nothing past it, and is
-never reused if anything arrived while it sat idle.
+Pool: one per event loop, keyed by exchange.pool_key (the gateway and the call's credential); what
+a connection may carry next is http1.quiet's rule.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Coroutine
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from mcp_server.upstream import http1, sending
@@ -193,10 +193,8 @@ class _Tls:
             except tls.HandshakeError:
                 raise
             except ssl.SSLError as exc:
-                try:
+                with suppress(OSError):
                     await self._flush()  # the alert that tells the server why
-                except OSError:
-                    pass
                 raise tls.HandshakeError(tls.describe_handshake(exc, host)) from None
         await self._flush()  # the client's Finished
 
@@ -428,10 +426,8 @@ class HttpTransport:
                 current.close()  # the read waiting on it ends at once
 
         def cancelled() -> None:  # from whichever thread throws the cancellation
-            try:
+            with suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
                 loop.call_soon_threadsafe(abort, "cancelled")
-            except RuntimeError:
-                pass  # the loop has closed: nothing is waiting any more
 
         timer = loop.call_later(max(deadline - time.monotonic(), 0.0), abort, "timeout")
         unregister = cancellation.on_cancel(cancelled)
@@ -484,16 +480,16 @@ def close_pools(loop: asyncio.AbstractEventLoop) -> None:
 def _drop(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]) -> None:
     for loop, pool in list(pools.items()):
         held = pool.drain()
-        if held and loop is _THREAD.loop and not loop.is_running():
+        if held and loop is _THREAD.loop and not loop.is_running() and asyncio._get_running_loop() is None:
             # This thread's own loop, idle between calls: closed now, not at the thread's next call.
+            # Not while another loop runs here (a finalizer may run inside one): that one could not
+            # run it, and the stop left queued would end the thread's next call at once.
             _close_all(held)
             loop.call_soon(loop.stop)
             loop.run_forever()
         elif held and not loop.is_closed():
-            try:
+            with suppress(RuntimeError):  # closed meanwhile: its sockets went with it
                 loop.call_soon_threadsafe(_close_all, held)
-            except RuntimeError:
-                pass  # closed meanwhile: its sockets went with it
 
 
 def _close_all(held: list[_Connection]) -> None:
@@ -553,9 +549,8 @@ def wait(work: Coroutine[Any, Any, T]) -> T:
     """`work` (a blocking caller's gateway call) run on this thread's own loop.
 
     The loop is kept from call to call, and with it its pool, so a thread's calls reuse their
-    connections. A cancel thrown on another thread reaches the call as on any loop, and its
-    deadline is a timer of the loop. What the call leaves behind (a connect cut short, a socket
-    to close) is finished before this returns, not when the thread next calls.
+    connections. What the call leaves behind (a connect cut short, a socket to close) is finished
+    before this returns, not when the thread next calls.
     """
     loop = _THREAD.loop
     if loop is None:

@@ -91,9 +91,7 @@ class GatewayFailure:
     `sent` is whether the request may have reached the gateway (what a paid call must report).
     """
 
-    # not_configured | timeout | refused | dns | reset | tls | connection | too_large | unreadable
-    # | cancelled | unsendable
-    cause: str
+    cause: str  # not_configured, or one of records.GATEWAY_CAUSES
     detail: str
     sent: bool
     attempts: int = 1
@@ -192,12 +190,9 @@ class Gateway:
         while True:
             attempt += 1
             traceparent, span = trace.outbound()
-            state = trace.tracestate
-            headers = (
-                (("traceparent", traceparent),)
-                if state is None
-                else (("traceparent", traceparent), ("tracestate", state))
-            )
+            headers: Headers = (("traceparent", traceparent),)
+            if trace.tracestate is not None:
+                headers += (("tracestate", trace.tracestate),)
             began = time.perf_counter()
             # A request that must not be retried gets a fresh connection: a stale keep-alive
             # socket would make "did it arrive?" unanswerable.

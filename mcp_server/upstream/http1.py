@@ -110,7 +110,7 @@ class Parser:
     def buffered(self) -> int:
         return len(self._buf)
 
-    def response(self, max_head: int, max_body: int, head_request: bool = False) -> Reading[Response]:
+    def response(self, max_head: int, max_body: int) -> Reading[Response]:
         """One final answer, 1xx skipped; keep_alive False if bytes follow it."""
         status, headers, http11 = yield from self.head(max_head)
         while 100 <= status < 200 and status != 101:
@@ -127,7 +127,7 @@ class Parser:
             elif lower == "connection":
                 tokens.update(t.strip().lower() for t in value.split(","))
         keep = "close" not in tokens and (http11 or "keep-alive" in tokens)
-        if head_request or status in _NO_BODY or status < 200:
+        if status in _NO_BODY or status < 200:
             body = b""
             keep = keep and status != 101
         elif coding is not None:

@@ -52,10 +52,6 @@ class Issuer:
         self.metadata: Metadata | None = None
         self.loaded: Loaded | None = None  # what the last key set read gave (`fairwins-mcp check` lists it)
 
-    @property
-    def jwks_uri(self) -> str | None:
-        return None if self.metadata is None else self.metadata.jwks_uri
-
     async def load_keys(self) -> str | None:
         """Fetch the key set (the first time, its metadata too); None, or why not."""
         if self.metadata is None:

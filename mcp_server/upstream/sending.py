@@ -54,11 +54,7 @@ class Outbox:
         self._scheduled = False
 
     def hold(self, held: Held) -> None:
-        """`held` has begun to hold bytes (already in it).
-
-        Its `send_held` is called once this turn's work is done, or at once with the others when it
-        is the HOLD_CONNECTIONS-th.
-        """
+        """`held` holds bytes, sent as the turn ends or at the HOLD_CONNECTIONS-th."""
         self._holding.append(held)
         if len(self._holding) >= HOLD_CONNECTIONS:
             self._send_all()

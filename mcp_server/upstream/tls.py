@@ -76,15 +76,13 @@ def look_at_first(first: bytes) -> None:
     """Check a handshake's first bytes: HandshakeError if none or plain HTTP."""
     if not first:
         raise HandshakeError("the TLS handshake failed: it closed the connection without answering")
-    if first[0] not in _TLS_RECORD_TYPES and _plain_http(first):
-        raise HandshakeError(PLAIN_HTTP)
-
-
-def _plain_http(first: bytes) -> bool:
     # An HTTP server's answer to bytes it cannot parse: a status line, or (from servers that fall
     # back to HTTP/0.9, such as Python's http.server) an HTML error page with no head at all.
     lower = first[:16].lower()
-    return b"http/".startswith(lower[:5]) or lower.startswith((b"<!doctype html", b"<html"))
+    if first[0] not in _TLS_RECORD_TYPES and (
+        b"http/".startswith(lower[:5]) or lower.startswith((b"<!doctype html", b"<html"))
+    ):
+        raise HandshakeError(PLAIN_HTTP)
 
 
 def _reason(exc: ssl.SSLError) -> str:
